@@ -1,0 +1,95 @@
+// Creates what a fresh local cluster needs before Ferry can use it: KWOK's simulated GPU nodes and the default
+// StorageClass that KWOK's volume stages provision. Idempotent (server-side apply), then waits until the nodes
+// are Ready and the default ServiceAccount exists (pods are rejected before it does).
+import { CoreV1Api, KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
+
+const FIELD_MANAGER = 'ferry-local-bootstrap';
+
+/** The simulated nodes: two zones, four L40S-class GPUs each. */
+export const simulatedNodes = [
+  { name: 'gpu-node-a', zone: 'zone-a' },
+  { name: 'gpu-node-b', zone: 'zone-b' },
+];
+
+function node(name: string, zone: string): KubernetesObject {
+  const capacity = { cpu: '32', memory: '256Gi', pods: '110', 'nvidia.com/gpu': '4', 'ephemeral-storage': '1Ti' };
+  return {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: {
+      name,
+      annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' },
+      labels: {
+        'kubernetes.io/hostname': name,
+        'kubernetes.io/os': 'linux',
+        'kubernetes.io/arch': 'amd64',
+        'node.kubernetes.io/instance-type': 'sim-l40s-x4',
+        'topology.kubernetes.io/region': 'local',
+        'topology.kubernetes.io/zone': zone,
+        'nvidia.com/gpu.present': 'true',
+        'nvidia.com/gpu.product': 'NVIDIA-L40S',
+        'nvidia.com/gpu.count': '4',
+        type: 'kwok',
+      },
+    },
+    // @ts-expect-error KubernetesObject has no status; a Node is created with the status its kubelet reports.
+    status: {
+      capacity,
+      allocatable: capacity,
+      nodeInfo: {
+        architecture: 'amd64',
+        operatingSystem: 'linux',
+        kubeletVersion: 'kwok',
+        kubeProxyVersion: 'kwok',
+        containerRuntimeVersion: 'kwok',
+        kernelVersion: '',
+        osImage: '',
+        bootID: '',
+        machineID: '',
+        systemUUID: '',
+      },
+    },
+  };
+}
+
+const storageClass: KubernetesObject = {
+  apiVersion: 'storage.k8s.io/v1',
+  kind: 'StorageClass',
+  metadata: { name: 'kwok-volume', annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' } },
+  // @ts-expect-error StorageClass fields live at the top level.
+  provisioner: 'kwok.x-k8s.io/volume',
+  reclaimPolicy: 'Delete',
+  volumeBindingMode: 'Immediate',
+};
+
+async function until(what: string, seconds: number, probe: () => Promise<boolean>): Promise<void> {
+  const end = Date.now() + seconds * 1000;
+  for (;;) {
+    if (await probe().catch(() => false)) return;
+    if (Date.now() > end) throw new Error(`timed out after ${seconds}s waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+async function main(): Promise<void> {
+  const kc = new KubeConfig();
+  kc.loadFromDefault();
+  const objects = kc.makeApiClient(KubernetesObjectApi);
+  const core = kc.makeApiClient(CoreV1Api);
+
+  for (const obj of [storageClass, ...simulatedNodes.map((n) => node(n.name, n.zone))]) {
+    await objects.patch(obj, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply);
+  }
+  await until('simulated nodes to be Ready', 60, async () => {
+    const nodes = await core.listNode();
+    const ready = nodes.items.filter((n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+    return ready.length >= simulatedNodes.length;
+  });
+  await until('the default ServiceAccount', 60, async () => {
+    await core.readNamespacedServiceAccount({ name: 'default', namespace: 'default' });
+    return true;
+  });
+  console.error(`[ferry-local] ${simulatedNodes.length} simulated GPU nodes Ready, default StorageClass kwok-volume`);
+}
+
+await main();

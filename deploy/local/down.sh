@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Stops exactly what up.sh started (by the PID files in the run directory), in reverse order.
+# `down.sh temporal` stops only that component. Data (Temporal's SQLite file, etcd) is kept; `--purge` removes it.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+purge=0
+want=()
+for a in "$@"; do
+  case $a in
+    --purge) purge=1 ;;
+    *) want+=("$a") ;;
+  esac
+done
+if [ ${#want[@]} -eq 0 ]; then
+  for ((i = ${#components[@]} - 1; i >= 0; i--)); do want+=("${components[$i]}"); done
+fi
+
+stop() {
+  local name=$1 f pid
+  f=$(pidfile "$name")
+  [ -f "$f" ] || return 0
+  pid=$(cat "$f")
+  if kill -0 "$pid" 2>/dev/null; then
+    log "stopping $name (pid $pid)"
+    # setsid made each component its own process group: stop the group, children included.
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+
+for c in "${want[@]}"; do stop "$c"; done
+
+if [ $purge = 1 ]; then
+  log "removing $run"
+  rm -rf "$run" "$envfile"
+fi

@@ -1,0 +1,61 @@
+# Shared settings of the local stack scripts. Sourced, not run.
+# shellcheck shell=bash
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+
+cache=${FERRY_CACHE:-$HOME/.cache/ferry}
+bin=$cache/bin
+run=${FERRY_RUN_DIR:-$repo/.ferry/run}
+envfile=$repo/.ferry/local.env
+pki=$run/pki
+
+host=127.0.0.1
+temporal_port=${FERRY_TEMPORAL_PORT:-7233}
+temporal_ui_port=${FERRY_TEMPORAL_UI_PORT:-8233}
+temporal_http_port=${FERRY_TEMPORAL_HTTP_PORT:-7243}
+temporal_metrics_port=${FERRY_TEMPORAL_METRICS_PORT:-7244}
+etcd_port=${FERRY_ETCD_PORT:-23790}
+etcd_peer_port=${FERRY_ETCD_PEER_PORT:-23800}
+apiserver_port=${FERRY_APISERVER_PORT:-16443}
+kcm_port=${FERRY_KCM_PORT:-16444}
+scheduler_port=${FERRY_SCHEDULER_PORT:-16445}
+kwok_port=${FERRY_KWOK_PORT:-16446}
+service_cidr=10.96.0.0/16
+
+temporal=$cache/temporal-venv/bin/temporal
+temporal_test_server=$cache/temporal-venv/bin/temporal-test-server
+kubeconfig=$run/admin.kubeconfig
+
+# Ferry's custom search attributes; the workflow upserts them, the Web UI and `temporal workflow list` filter on them.
+search_attributes=(FerryPhase=Keyword FerryModel=Keyword FerryNamespace=Keyword FerryCluster=Keyword)
+
+# The order matters: up starts them in this order, down stops them in reverse.
+components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+
+log() { printf '[ferry-local] %s\n' "$*" >&2; }
+die() { printf '[ferry-local] error: %s\n' "$*" >&2; exit 1; }
+
+pidfile() { echo "$run/$1.pid"; }
+
+is_running() {
+  local f
+  f=$(pidfile "$1")
+  [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null
+}
+
+port_open() { (exec 3<>"/dev/tcp/$host/$1") 2>/dev/null; }
+
+# wait_for DESCRIPTION SECONDS COMMAND...: polls COMMAND until it succeeds or the time is up.
+wait_for() {
+  local what=$1 secs=$2; shift 2
+  local end=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if [ $SECONDS -ge $end ]; then return 1; fi
+    sleep 0.5
+  done
+  log "$what is ready"
+}
+
+kube_get() { curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "https://$host:$apiserver_port$1"; }

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Brings the local stack up: installs what is missing, then starts (bound to 127.0.0.1 only) the Temporal dev
+# server and a Kubernetes control plane with KWOK's simulated GPU nodes. A second run is a no-op when all is
+# healthy. `up.sh temporal` (or any list of components) starts only those.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+started_at=$SECONDS
+want=("$@")
+[ ${#want[@]} -gt 0 ] || want=("${components[@]}")
+bash "$here/install.sh" "${want[@]}"
+mkdir -p "$run/logs"
+bash "$here/certs.sh"
+
+# start NAME HEALTHCHECK-FUNCTION COMMAND...
+start() {
+  local name=$1 check=$2; shift 2
+  if is_running "$name" && $check; then
+    log "$name is already running (pid $(cat "$(pidfile "$name")"))"
+    return
+  fi
+  if is_running "$name"; then
+    log "$name is running but unhealthy; restarting it"
+    bash "$here/down.sh" "$name"
+  fi
+  log "starting $name"
+  setsid "$@" >>"$run/logs/$name.log" 2>&1 < /dev/null &
+  echo $! > "$(pidfile "$name")"
+  if ! wait_for "$name" 90 $check; then
+    tail -n 30 "$run/logs/$name.log" >&2 || true
+    die "$name did not become healthy in 90s (log: $run/logs/$name.log)"
+  fi
+}
+
+temporal_healthy() { port_open "$temporal_port" && port_open "$temporal_ui_port"; }
+etcd_healthy() { curl -sf "http://$host:$etcd_port/health" | grep -q '"health":"true"'; }
+apiserver_healthy() { kube_get /readyz >/dev/null; }
+kcm_healthy() { curl -skf "https://$host:$kcm_port/healthz" >/dev/null; }
+scheduler_healthy() { curl -skf "https://$host:$scheduler_port/healthz" >/dev/null; }
+kwok_healthy() { curl -sf "http://$host:$kwok_port/healthz" >/dev/null; }
+
+start_temporal() {
+  local sa=() a
+  for a in "${search_attributes[@]}"; do sa+=(--search-attribute "$a"); done
+  start temporal temporal_healthy "$temporal" server start-dev \
+    --ip "$host" --port "$temporal_port" --ui-port "$temporal_ui_port" --http-port "$temporal_http_port" \
+    --metrics-port "$temporal_metrics_port" --db-filename "$run/temporal.db" --namespace default \
+    --log-level warn --ui-disable-news-fetch "${sa[@]}"
+}
+
+start_etcd() {
+  start etcd etcd_healthy "$bin/etcd" --name ferry --data-dir "$run/etcd" \
+    --listen-client-urls "http://$host:$etcd_port" --advertise-client-urls "http://$host:$etcd_port" \
+    --listen-peer-urls "http://$host:$etcd_peer_port" --initial-advertise-peer-urls "http://$host:$etcd_peer_port" \
+    --initial-cluster "ferry=http://$host:$etcd_peer_port" --listen-metrics-urls "" \
+    --unsafe-no-fsync --log-level warn
+}
+
+start_apiserver() {
+  start kube-apiserver apiserver_healthy "$bin/kube-apiserver" \
+    --etcd-servers "http://$host:$etcd_port" \
+    --bind-address "$host" --advertise-address "$host" --secure-port "$apiserver_port" \
+    --endpoint-reconciler-type none \
+    --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+    --client-ca-file "$pki/ca.crt" \
+    --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+    --service-cluster-ip-range "$service_cidr" \
+    --authorization-mode RBAC \
+    --enable-admission-plugins NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,DefaultTolerationSeconds,ResourceQuota,PodSecurity,Priority,StorageObjectInUseProtection,PersistentVolumeClaimResize,RuntimeClass \
+    --profiling=false --v 1
+}
+
+start_kcm() {
+  start kube-controller-manager kcm_healthy "$bin/kube-controller-manager" \
+    --kubeconfig "$run/kube-controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$run/kube-controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$run/kube-controller-manager.kubeconfig" \
+    --bind-address "$host" --secure-port "$kcm_port" \
+    --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+    --use-service-account-credentials \
+    --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
+    --service-cluster-ip-range "$service_cidr" \
+    --leader-elect=false --profiling=false --v 1
+}
+
+start_scheduler() {
+  start kube-scheduler scheduler_healthy "$bin/kube-scheduler" \
+    --kubeconfig "$run/kube-scheduler.kubeconfig" \
+    --authentication-kubeconfig "$run/kube-scheduler.kubeconfig" \
+    --authorization-kubeconfig "$run/kube-scheduler.kubeconfig" \
+    --bind-address "$host" --secure-port "$scheduler_port" \
+    --leader-elect=false --profiling=false --v 1
+}
+
+start_kwok() {
+  local stages=$cache/kwok-stages configs=() f
+  for f in "$stages/node/fast/node-initialize.yaml" "$stages/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
+    "$stages/volume/fast/pv-bind.yaml" "$stages/volume/fast/pv-delete.yaml" \
+    "$stages/volume/fast/pvc-provision.yaml" "$stages/volume/fast/pvc-delete.yaml" "$here/kwok/pod-stages.yaml"; do
+    [ -f "$f" ] || die "missing KWOK stage file $f (run deploy/local/build-kube.sh kwok)"
+    configs+=(--config "$f")
+  done
+  start kwok kwok_healthy "$bin/kwok" --kubeconfig "$run/kwok.kubeconfig" "${configs[@]}" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
+    --cidr 10.244.0.1/16 --node-ip 10.255.0.1 \
+    --server-address "$host:$kwok_port" --v=warn
+}
+
+write_env() {
+  mkdir -p "$(dirname "$envfile")"
+  cat > "$envfile" <<ENV
+KUBECONFIG=$kubeconfig
+TEMPORAL_ADDRESS=$host:$temporal_port
+TEMPORAL_UI_URL=http://$host:$temporal_ui_port
+ENV
+}
+
+for c in "${want[@]}"; do
+  case $c in
+    temporal) start_temporal ;;
+    etcd) start_etcd ;;
+    kube-apiserver) start_apiserver ;;
+    kube-controller-manager) start_kcm ;;
+    kube-scheduler) start_scheduler ;;
+    kwok) start_kwok ;;
+    *) die "unknown component '$c' (one of: ${components[*]})" ;;
+  esac
+done
+
+if printf '%s\n' "${want[@]}" | grep -qx kwok; then
+  KUBECONFIG=$kubeconfig node --import tsx "$here/bootstrap.ts"
+fi
+
+write_env
+log "stack is up in $((SECONDS - started_at))s"
+cat "$envfile"

@@ -1,0 +1,25 @@
+import { defineConfig } from 'vitest/config';
+
+// Unit tests need nothing running. Integration tests need the local stack (`npm run local:up`):
+// a real Temporal dev server and a real Kubernetes control plane; they read `.ferry/local.env`.
+export default defineConfig({
+  test: {
+    pool: 'forks',
+    projects: [
+      {
+        extends: true,
+        test: { name: 'unit', include: ['test/unit/**/*.test.ts'] },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
+          globalSetup: ['test/support/global-setup.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 120_000,
+        },
+      },
+    ],
+  },
+});
