@@ -1,0 +1,349 @@
+// POST /v1/completions and /v1/chat/completions: vLLM's request validation and response shapes (plain and SSE),
+// wrapped around the deterministic synthetic answer instead of inference.
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { badRequest, OpenAiHttpError, sendJson } from './http-io';
+import type { EngineMetrics } from './metrics';
+import {
+  answerDeltas,
+  answerText,
+  countTokens,
+  synthesizeAnswer,
+  type FinishReason,
+  type SyntheticAnswer,
+} from './synthetic-text';
+
+export interface GenerationContext {
+  /** The name vLLM reports back for `requested` (first served name, or the LoRA name), or undefined if unknown. */
+  resolveModel(requested: string | undefined): string | undefined;
+  readonly maxModelLen: number;
+  /** Simulated decode time per generated token, so latency and `num_requests_running` can be observed. */
+  readonly tokenDelayMs: number;
+  readonly metrics: EngineMetrics;
+}
+
+type Kind = 'completion' | 'chat';
+
+interface PromptInput {
+  readonly tokens: number;
+  /** Text the synthetic answer echoes; empty for token-id prompts, which the stand-in cannot detokenize. */
+  readonly echo: string;
+}
+
+interface GenerationRequest {
+  readonly model: string | undefined;
+  readonly prompts: readonly PromptInput[];
+  readonly n: number;
+  readonly maxTokens: number | undefined;
+  readonly stream: boolean;
+  readonly includeUsage: boolean;
+}
+
+interface Choice {
+  readonly index: number;
+  readonly answer: SyntheticAnswer;
+}
+
+interface Usage {
+  readonly prompt_tokens: number;
+  readonly total_tokens: number;
+  readonly completion_tokens: number;
+  readonly prompt_tokens_details: null;
+}
+
+export async function serveCompletion(
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: Record<string, unknown>,
+  ctx: GenerationContext,
+) {
+  await serveGeneration('completion', req, res, parseCompletionRequest(body), ctx);
+}
+
+export async function serveChatCompletion(
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: Record<string, unknown>,
+  ctx: GenerationContext,
+) {
+  await serveGeneration('chat', req, res, parseChatRequest(body), ctx);
+}
+
+async function serveGeneration(
+  kind: Kind,
+  req: IncomingMessage,
+  res: ServerResponse,
+  request: GenerationRequest,
+  ctx: GenerationContext,
+) {
+  const model = ctx.resolveModel(request.model);
+  if (model === undefined) {
+    throw new OpenAiHttpError(404, 'NotFoundError', `The model \`${request.model ?? ''}\` does not exist.`);
+  }
+  const choices: Choice[] = [];
+  request.prompts.forEach((prompt, promptIndex) => {
+    const budget = tokenBudget(prompt.tokens, request.maxTokens, ctx.maxModelLen);
+    for (let i = 0; i < request.n; i += 1) {
+      choices.push({ index: promptIndex * request.n + i, answer: synthesizeAnswer(prompt.echo, budget) });
+    }
+  });
+  const promptTokens = request.prompts.reduce((sum, prompt) => sum + prompt.tokens, 0);
+  const completionTokens = choices.reduce((sum, choice) => sum + choice.answer.words.length, 0);
+  const usage: Usage = {
+    prompt_tokens: promptTokens,
+    total_tokens: promptTokens + completionTokens,
+    completion_tokens: completionTokens,
+    prompt_tokens_details: null,
+  };
+  const envelope: Envelope = {
+    id: `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${baseRequestId(req)}`,
+    object: kind === 'chat' ? 'chat.completion' : 'text_completion',
+    created: Math.floor(Date.now() / 1000),
+    model,
+  };
+
+  ctx.metrics.requestStarted();
+  try {
+    const finished = request.stream
+      ? await streamChoices(kind, res, envelope, choices, request.includeUsage ? usage : undefined, ctx.tokenDelayMs)
+      : await respondWithChoices(kind, res, envelope, choices, usage, ctx.tokenDelayMs);
+    if (finished) {
+      ctx.metrics.recordSuccess(promptTokens, completionTokens, choices.map((choice) => choice.answer.finishReason));
+    }
+  } finally {
+    ctx.metrics.requestEnded();
+  }
+}
+
+interface Envelope {
+  readonly id: string;
+  readonly object: string;
+  readonly created: number;
+  readonly model: string;
+}
+
+async function respondWithChoices(
+  kind: Kind,
+  res: ServerResponse,
+  envelope: Envelope,
+  choices: readonly Choice[],
+  usage: Usage,
+  tokenDelayMs: number,
+): Promise<boolean> {
+  const longest = Math.max(0, ...choices.map((choice) => choice.answer.words.length));
+  if (tokenDelayMs > 0) await sleep(tokenDelayMs * longest);
+  if (res.destroyed) return false;
+  const common = { service_tier: null, system_fingerprint: null, usage, kv_transfer_params: null };
+  if (kind === 'completion') {
+    sendJson(res, 200, {
+      ...envelope,
+      choices: choices.map(({ index, answer }) => ({
+        index,
+        text: answerText(answer),
+        logprobs: null,
+        finish_reason: answer.finishReason,
+        stop_reason: null,
+        prompt_logprobs: null,
+      })),
+      ...common,
+    });
+  } else {
+    sendJson(res, 200, {
+      ...envelope,
+      choices: choices.map(({ index, answer }) => ({
+        index,
+        message: {
+          role: 'assistant',
+          content: answerText(answer),
+          refusal: null,
+          annotations: null,
+          audio: null,
+          function_call: null,
+          tool_calls: [],
+          reasoning_content: null,
+        },
+        logprobs: null,
+        finish_reason: answer.finishReason,
+        stop_reason: null,
+      })),
+      ...common,
+      prompt_logprobs: null,
+    });
+  }
+  return true;
+}
+
+/** Server-sent events as vLLM sends them: one token per chunk, finish_reason on the last, then `[DONE]`. */
+async function streamChoices(
+  kind: Kind,
+  res: ServerResponse,
+  envelope: Envelope,
+  choices: readonly Choice[],
+  usage: Usage | undefined,
+  tokenDelayMs: number,
+): Promise<boolean> {
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+  // Chat chunks have their own object type; completion chunks reuse the non-streaming one, as in OpenAI's API.
+  const head = kind === 'chat' ? { ...envelope, object: 'chat.completion.chunk' } : envelope;
+  const emit = (choice: Record<string, unknown> | undefined) => {
+    const chunk = choice ? { ...head, choices: [choice] } : { ...head, choices: [], usage };
+    res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+  };
+
+  for (const { index, answer } of choices) {
+    if (kind === 'chat') {
+      emit({ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null });
+    }
+    const deltas = answerDeltas(answer);
+    for (const [position, delta] of deltas.entries()) {
+      if (tokenDelayMs > 0) await sleep(tokenDelayMs);
+      // The client went away: stop generating, as vLLM aborts a request whose connection closed.
+      if (res.destroyed) return false;
+      const finishReason: FinishReason | null = position === deltas.length - 1 ? answer.finishReason : null;
+      emit(
+        kind === 'chat'
+          ? { index, delta: { content: delta }, logprobs: null, finish_reason: finishReason }
+          : { index, text: delta, logprobs: null, finish_reason: finishReason, stop_reason: null },
+      );
+    }
+  }
+  if (usage) emit(undefined);
+  res.end('data: [DONE]\n\n');
+  return true;
+}
+
+function tokenBudget(promptTokens: number, maxTokens: number | undefined, maxModelLen: number): number {
+  if (maxTokens === undefined) {
+    if (promptTokens >= maxModelLen) {
+      throw new OpenAiHttpError(
+        400,
+        'BadRequestError',
+        `This model's maximum context length is ${maxModelLen} tokens. However, your request has ${promptTokens} ` +
+          'input tokens. Please reduce the length of the input messages.',
+      );
+    }
+    // vLLM's default when the client sets no limit: whatever room the context window has left.
+    return maxModelLen - promptTokens;
+  }
+  if (promptTokens + maxTokens > maxModelLen) {
+    throw new OpenAiHttpError(
+      400,
+      'BadRequestError',
+      `This model's maximum context length is ${maxModelLen} tokens. However, you requested ` +
+        `${promptTokens + maxTokens} tokens (${promptTokens} in the messages, ${maxTokens} in the completion). ` +
+        'Please reduce the length of the messages or completion.',
+    );
+  }
+  return maxTokens;
+}
+
+// vLLM derives response ids from X-Request-Id when the client sends one, which lets callers correlate logs.
+function baseRequestId(req: IncomingMessage): string {
+  const header = req.headers['x-request-id'];
+  const value = Array.isArray(header) ? header[0] : header;
+  return value && value !== '' ? value : randomUUID().replace(/-/g, '');
+}
+
+function parseCompletionRequest(body: Record<string, unknown>): GenerationRequest {
+  return { ...parseCommon(body, optionalInt(body, 'max_tokens', 1)), prompts: parsePrompt(body.prompt) };
+}
+
+function parseChatRequest(body: Record<string, unknown>): GenerationRequest {
+  // The OpenAI API renamed max_tokens for chat; vLLM honours the new name first.
+  const maxTokens = optionalInt(body, 'max_completion_tokens', 1) ?? optionalInt(body, 'max_tokens', 1);
+  return { ...parseCommon(body, maxTokens), prompts: [parseMessages(body.messages)] };
+}
+
+function parseCommon(body: Record<string, unknown>, maxTokens: number | undefined): Omit<GenerationRequest, 'prompts'> {
+  const model = body.model;
+  if (model !== undefined && model !== null && typeof model !== 'string') {
+    throw badRequest('model: Input should be a valid string');
+  }
+  const stream = body.stream ?? false;
+  if (typeof stream !== 'boolean') throw badRequest('stream: Input should be a valid boolean');
+  const streamOptions = body.stream_options;
+  let includeUsage = false;
+  if (streamOptions !== undefined && streamOptions !== null) {
+    if (!stream) throw badRequest('Stream options can only be defined when `stream=True`.');
+    if (typeof streamOptions !== 'object' || Array.isArray(streamOptions)) {
+      throw badRequest('stream_options: Input should be a valid dictionary');
+    }
+    includeUsage = (streamOptions as Record<string, unknown>).include_usage === true;
+  }
+  return {
+    model: model ?? undefined,
+    n: optionalInt(body, 'n', 1) ?? 1,
+    maxTokens,
+    stream,
+    includeUsage,
+  };
+}
+
+function parsePrompt(prompt: unknown): PromptInput[] {
+  const missing = 'Either prompt or prompt_embeds must be provided and non-empty.';
+  if (prompt === undefined || prompt === null) throw badRequest(missing);
+  if (typeof prompt === 'string') return [{ tokens: countTokens(prompt), echo: prompt }];
+  if (!Array.isArray(prompt) || prompt.length === 0) throw badRequest(missing);
+  if (prompt.every((item) => typeof item === 'string')) {
+    return prompt.map((text: string) => ({ tokens: countTokens(text), echo: text }));
+  }
+  if (isTokenIds(prompt)) return [{ tokens: prompt.length, echo: '' }];
+  if (prompt.every((item) => Array.isArray(item) && item.length > 0 && isTokenIds(item))) {
+    return prompt.map((ids: number[]) => ({ tokens: ids.length, echo: '' }));
+  }
+  throw badRequest('prompt: Input should be a string, a list of strings, or a list of token ids');
+}
+
+function isTokenIds(items: unknown[]): items is number[] {
+  return items.every((item) => typeof item === 'number' && Number.isInteger(item) && item >= 0);
+}
+
+/**
+ * Chat prompts are counted over every message's text (no chat template: the stand-in has no tokenizer), and the
+ * answer echoes the last user message, which is what a reader of the reply would look for.
+ */
+function parseMessages(messages: unknown): PromptInput {
+  if (!Array.isArray(messages)) throw badRequest('messages: Field required and must be a list');
+  if (messages.length === 0) throw badRequest('messages: List should have at least 1 item');
+  let tokens = 0;
+  let lastUserText: string | undefined;
+  let allText = '';
+  for (const [i, message] of messages.entries()) {
+    if (message === null || typeof message !== 'object' || Array.isArray(message)) {
+      throw badRequest(`messages.${i}: Input should be a valid dictionary`);
+    }
+    const { role, content } = message as Record<string, unknown>;
+    if (typeof role !== 'string') throw badRequest(`messages.${i}.role: Field required`);
+    const text = contentText(content, i);
+    tokens += countTokens(text);
+    allText = `${allText} ${text}`;
+    if (role === 'user') lastUserText = text;
+  }
+  return { tokens, echo: lastUserText ?? allText };
+}
+
+function contentText(content: unknown, messageIndex: number): string {
+  if (content === undefined || content === null) return '';
+  if (typeof content === 'string') return content;
+  if (Array.isArray(content)) {
+    // Only text parts carry words; images and audio would need a real processor.
+    return content
+      .map((part) => {
+        const { type, text } = (part ?? {}) as Record<string, unknown>;
+        return type === 'text' && typeof text === 'string' ? text : '';
+      })
+      .join(' ');
+  }
+  throw badRequest(`messages.${messageIndex}.content: Input should be a valid string or list of content parts`);
+}
+
+function optionalInt(body: Record<string, unknown>, key: string, min: number): number | undefined {
+  const value = body[key];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isInteger(value)) {
+    throw badRequest(`${key}: Input should be a valid integer`);
+  }
+  if (value < min) throw new OpenAiHttpError(400, 'BadRequestError', `${key} must be at least ${min}, got ${value}.`);
+  return value;
+}

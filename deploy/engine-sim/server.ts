@@ -1,0 +1,334 @@
+// The stand-in for vLLM's OpenAI-compatible API server: lifecycle (loading -> ready -> optionally failed), auth,
+// routing, /v1/models and runtime LoRA. Ferry runs it where no GPU or real engine exists; see README.md.
+import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { serveChatCompletion, serveCompletion, type GenerationContext } from './completions';
+import { OpenAiHttpError, readJsonObject, sendDetail, sendJson, sendOpenAiError, sendText } from './http-io';
+import { EngineMetrics, type EngineMetricsView } from './metrics';
+
+export const SIM_VERSION = '0.11.0-ferry-sim';
+export const DEFAULT_MODEL = 'Qwen/Qwen3-0.6B';
+// vLLM binds every interface by default; the stand-in binds loopback unless told otherwise, as it guards nothing.
+export const DEFAULT_HOST = '127.0.0.1';
+export const DEFAULT_PORT = 8000;
+export const DEFAULT_MAX_MODEL_LEN = 4096;
+export const DEFAULT_LOAD_DELAY_SECONDS = 2;
+
+export interface LoraModule {
+  readonly name: string;
+  readonly path: string;
+}
+
+export interface EngineSimOptions {
+  /** `--model`: the weights path; reported as `root` in /v1/models. */
+  readonly model?: string;
+  /** `--served-model-name`: names clients may use; the first is the one vLLM reports back. Defaults to `[model]`. */
+  readonly servedModelNames?: readonly string[];
+  readonly host?: string;
+  /** 0 picks a free port; `start()` reports the one chosen. */
+  readonly port?: number;
+  readonly maxModelLen?: number;
+  readonly enableLora?: boolean;
+  /** Accepted and reported in state for fidelity; vLLM caps adapters per batch, not adapters loaded. */
+  readonly maxLoras?: number;
+  /** `--lora-modules`: adapters present from the start (requires `enableLora`). */
+  readonly loraModules?: readonly LoraModule[];
+  /** vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING: registers /v1/load_lora_adapter and /v1/unload_lora_adapter. */
+  readonly allowRuntimeLoraUpdating?: boolean;
+  /** vLLM's --api-key / VLLM_API_KEY: when set, /v1/* needs `Authorization: Bearer <key>`. */
+  readonly apiKey?: string;
+  /** Seconds after listening during which the "model is loading": /health 503, everything else 503. */
+  readonly loadDelaySeconds?: number;
+  /** Seconds after becoming healthy at which the engine "fails": /health 500, generation 500. */
+  readonly failAfterSeconds?: number;
+  /** Simulated decode time per generated token. */
+  readonly tokenDelayMs?: number;
+}
+
+export type EnginePhase = 'idle' | 'loading' | 'ready' | 'failed' | 'stopped';
+
+export interface EngineSimState {
+  readonly phase: EnginePhase;
+  readonly port: number | undefined;
+  readonly host: string;
+  readonly servedModelNames: readonly string[];
+  readonly maxLoras: number;
+  /** LoRA name -> path, static and runtime-loaded alike. */
+  readonly loraAdapters: ReadonlyMap<string, string>;
+  readonly metrics: EngineMetricsView;
+}
+
+export interface EngineSim {
+  readonly server: Server;
+  readonly state: EngineSimState;
+  start(): Promise<{ port: number; host: string }>;
+  stop(): Promise<void>;
+}
+
+interface Route {
+  readonly method: 'GET' | 'POST';
+  run(req: IncomingMessage, res: ServerResponse): Promise<void> | void;
+}
+
+export function createEngineSim(options: EngineSimOptions = {}): EngineSim {
+  const model = options.model ?? DEFAULT_MODEL;
+  const servedModelNames = options.servedModelNames?.length ? [...options.servedModelNames] : [model];
+  const baseName = servedModelNames[0] ?? model;
+  const host = options.host ?? DEFAULT_HOST;
+  const port = options.port ?? DEFAULT_PORT;
+  const maxModelLen = positive('maxModelLen', options.maxModelLen ?? DEFAULT_MAX_MODEL_LEN);
+  const enableLora = options.enableLora ?? false;
+  const maxLoras = positive('maxLoras', options.maxLoras ?? 1);
+  const loadDelayMs = nonNegative('loadDelaySeconds', options.loadDelaySeconds ?? DEFAULT_LOAD_DELAY_SECONDS) * 1000;
+  const failAfterMs =
+    options.failAfterSeconds === undefined
+      ? undefined
+      : nonNegative('failAfterSeconds', options.failAfterSeconds) * 1000;
+  const tokenDelayMs = nonNegative('tokenDelayMs', options.tokenDelayMs ?? 0);
+  if (options.loraModules?.length && !enableLora) {
+    throw new Error('engine-sim: loraModules need enableLora, as vLLM refuses --lora-modules without --enable-lora');
+  }
+
+  const loras = new Map<string, string>((options.loraModules ?? []).map((lora) => [lora.name, lora.path]));
+  const metrics = new EngineMetrics();
+  // Hash both sides so the comparison is constant-time whatever the header's length, as vLLM does.
+  const expectedAuth = options.apiKey ? sha256(`Bearer ${options.apiKey}`) : undefined;
+  let listeningAt: number | undefined;
+  let stopped = false;
+
+  const phase = (): EnginePhase => {
+    if (stopped) return 'stopped';
+    if (listeningAt === undefined) return 'idle';
+    const elapsed = performance.now() - listeningAt;
+    if (elapsed < loadDelayMs) return 'loading';
+    if (failAfterMs !== undefined && elapsed >= loadDelayMs + failAfterMs) return 'failed';
+    return 'ready';
+  };
+
+  const generation: GenerationContext = {
+    resolveModel(requested) {
+      // vLLM lets clients omit `model`, and answers under the first served name for any base-model alias.
+      if (requested === undefined || servedModelNames.includes(requested)) return baseName;
+      return loras.has(requested) ? requested : undefined;
+    },
+    maxModelLen,
+    tokenDelayMs,
+    metrics,
+  };
+
+  const failIfDead = () => {
+    if (phase() === 'failed') {
+      throw new OpenAiHttpError(500, 'InternalServerError', 'The simulated engine has failed (--fail-after).');
+    }
+  };
+
+  const routes = new Map<string, Route>([
+    ['/version', { method: 'GET', run: (_req, res) => sendJson(res, 200, { version: SIM_VERSION }) }],
+    [
+      '/metrics',
+      {
+        method: 'GET',
+        run: (_req, res) => sendText(res, 200, metrics.render(baseName), 'text/plain; version=0.0.4; charset=utf-8'),
+      },
+    ],
+    ['/v1/models', { method: 'GET', run: (_req, res) => sendJson(res, 200, modelList()) }],
+    [
+      '/v1/completions',
+      {
+        method: 'POST',
+        run: async (req, res) => {
+          const body = await readJsonObject(req);
+          failIfDead();
+          await serveCompletion(req, res, body, generation);
+        },
+      },
+    ],
+    [
+      '/v1/chat/completions',
+      {
+        method: 'POST',
+        run: async (req, res) => {
+          const body = await readJsonObject(req);
+          failIfDead();
+          await serveChatCompletion(req, res, body, generation);
+        },
+      },
+    ],
+  ]);
+  // vLLM only registers these routes when runtime updating is allowed, so otherwise they are plain 404s.
+  if (options.allowRuntimeLoraUpdating) {
+    routes.set('/v1/load_lora_adapter', { method: 'POST', run: loadLora });
+    routes.set('/v1/unload_lora_adapter', { method: 'POST', run: unloadLora });
+  }
+
+  function modelList() {
+    const created = Math.floor(Date.now() / 1000);
+    const card = (id: string, root: string, parent: string | null, contextLength: number | null) => ({
+      id,
+      object: 'model',
+      created,
+      owned_by: 'vllm',
+      root,
+      parent,
+      max_model_len: contextLength,
+      permission: [
+        {
+          id: `modelperm-${randomUUID().replace(/-/g, '')}`,
+          object: 'model_permission',
+          created,
+          allow_create_engine: false,
+          allow_sampling: true,
+          allow_logprobs: true,
+          allow_search_indices: false,
+          allow_view: true,
+          allow_fine_tuning: false,
+          organization: '*',
+          group: null,
+          is_blocking: false,
+        },
+      ],
+    });
+    return {
+      object: 'list',
+      data: [
+        ...servedModelNames.map((name) => card(name, model, null, maxModelLen)),
+        ...[...loras].map(([name, path]) => card(name, path, baseName, null)),
+      ],
+    };
+  }
+
+  async function loadLora(req: IncomingMessage, res: ServerResponse) {
+    const body = await readJsonObject(req);
+    const name = body.lora_name;
+    const path = body.lora_path;
+    if (typeof name !== 'string' || name === '' || typeof path !== 'string' || path === '') {
+      throw new OpenAiHttpError(400, 'InvalidUserInput', "Both 'lora_name' and 'lora_path' must be provided.");
+    }
+    if (loras.has(name)) {
+      throw new OpenAiHttpError(400, 'InvalidUserInput', `The lora adapter '${name}' has already been loaded.`);
+    }
+    if (!enableLora) {
+      throw new OpenAiHttpError(400, 'BadRequestError', 'LoRA is not enabled. Use --enable-lora to enable LoRA.');
+    }
+    // The path is recorded, never read: there are no weights to load.
+    loras.set(name, path);
+    sendText(res, 200, `Success: LoRA adapter '${name}' added successfully.`);
+  }
+
+  async function unloadLora(req: IncomingMessage, res: ServerResponse) {
+    const body = await readJsonObject(req);
+    const name = body.lora_name;
+    if (typeof name !== 'string' || name === '') {
+      throw new OpenAiHttpError(400, 'InvalidUserInput', "either 'lora_name' and 'lora_int_id' needs to be provided.");
+    }
+    if (!loras.delete(name)) {
+      throw new OpenAiHttpError(404, 'NotFoundError', `The lora adapter '${name}' cannot be found.`);
+    }
+    sendText(res, 200, `Success: LoRA adapter '${name}' removed successfully.`);
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse) {
+    // Split rather than URL-parse: a request target like `//x/health` must not be read as a host.
+    const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
+    const method = req.method ?? 'GET';
+    if (path === '/health') {
+      if (method !== 'GET') return sendDetail(res, 405, 'Method Not Allowed');
+      const current = phase();
+      // vLLM answers 503 both while loading and once its engine has died; probes see an unhealthy pod either way.
+      const status = current === 'ready' ? 200 : 503;
+      res.writeHead(status, { 'content-length': '0' });
+      return res.end();
+    }
+    if (phase() === 'loading' && listeningAt !== undefined) {
+      // Real vLLM serves nothing until the weights are in memory; callers must wait for /health.
+      const remaining = Math.max(1, Math.ceil((loadDelayMs - (performance.now() - listeningAt)) / 1000));
+      throw new OpenAiHttpError(
+        503,
+        'ServiceUnavailableError',
+        'The model is still loading. Retry once /health returns 200.',
+        { 'retry-after': String(remaining) },
+      );
+    }
+    if (expectedAuth && path.startsWith('/v1') && !authorized(req.headers.authorization, expectedAuth)) {
+      return sendJson(res, 401, { error: 'Unauthorized' });
+    }
+    const route = routes.get(path);
+    if (!route) return sendDetail(res, 404, 'Not Found');
+    if (route.method !== method) return sendDetail(res, 405, 'Method Not Allowed');
+    await route.run(req, res);
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      const error =
+        err instanceof OpenAiHttpError
+          ? err
+          : new OpenAiHttpError(500, 'InternalServerError', `engine-sim: ${(err as Error)?.message ?? String(err)}`);
+      sendOpenAiError(res, error);
+    });
+  });
+
+  const state: EngineSimState = {
+    get phase() {
+      return phase();
+    },
+    get port() {
+      const address = server.address();
+      return address && typeof address === 'object' ? address.port : undefined;
+    },
+    host,
+    servedModelNames,
+    maxLoras,
+    loraAdapters: loras,
+    metrics,
+  };
+
+  return {
+    server,
+    state,
+    start() {
+      if (listeningAt !== undefined || stopped) return Promise.reject(new Error('engine-sim: already started'));
+      return new Promise((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          listeningAt = performance.now();
+          resolve({ port: (server.address() as AddressInfo).port, host });
+        });
+      });
+    },
+    stop() {
+      stopped = true;
+      if (!server.listening) return Promise.resolve();
+      return new Promise((resolve, reject) => {
+        server.close((err) => (err ? reject(err) : resolve()));
+        // Keep-alive sockets (fetch keeps them) and open streams would otherwise hold close() open.
+        server.closeAllConnections();
+      });
+    },
+  };
+}
+
+function authorized(header: string | undefined, expected: Buffer): boolean {
+  return timingSafeEqual(sha256(header ?? ''), expected);
+}
+
+function sha256(text: string): Buffer {
+  return createHash('sha256').update(text).digest();
+}
+
+function positive(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 1) throw new Error(`engine-sim: ${name} must be a positive integer`);
+  return value;
+}
+
+function nonNegative(name: string, value: number): number {
+  if (!Number.isFinite(value) || value < 0) throw new Error(`engine-sim: ${name} must be a non-negative number`);
+  return value;
+}
