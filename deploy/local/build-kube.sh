@@ -10,6 +10,9 @@ bin="$cache/bin"
 mkdir -p "$bin"
 export GOFLAGS=-mod=mod
 
+# kubectl is not needed by the stack or the tests; it is built for people who want to look around.
+kube_commands="kube-apiserver kube-controller-manager kube-scheduler kubectl"
+
 log() { printf '[build-kube] %s\n' "$*" >&2; }
 
 have() { [ -x "$bin/$1" ] && [ -f "$bin/$1.version" ] && [ "$(cat "$bin/$1.version")" = "$2" ]; }
@@ -17,7 +20,7 @@ have() { [ -x "$bin/$1" ] && [ -f "$bin/$1.version" ] && [ "$(cat "$bin/$1.versi
 build_kubernetes() {
   local v=$KUBERNETES_VERSION staging=v0.${KUBERNETES_VERSION#v1.}
   local all=1
-  for c in kube-apiserver kube-controller-manager kube-scheduler; do have "$c" "$v" || all=0; done
+  for c in $kube_commands; do have "$c" "$v" || all=0; done
   if [ $all = 1 ]; then log "kubernetes $v already built"; return; fi
   local mod="$cache/src/kubernetes-$v"
   mkdir -p "$mod"
@@ -35,7 +38,7 @@ build_kubernetes() {
     go mod edit -require "k8s.io/kubernetes@$v"
   fi
   local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$v" | cut -d. -f2) -X k8s.io/component-base/version.gitTreeState=clean"
-  for c in kube-apiserver kube-controller-manager kube-scheduler; do
+  for c in $kube_commands; do
     if have "$c" "$v"; then continue; fi
     log "building $c $v (cold: many minutes on 2 cores)"
     go get "k8s.io/kubernetes/cmd/$c@$v" >/dev/null 2>&1 || true

@@ -8,7 +8,7 @@ source "$(dirname "$0")/lib.sh"
 started_at=$SECONDS
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${components[@]}")
-bash "$here/install.sh" "${want[@]}"
+[ "${FERRY_SKIP_INSTALL:-0}" = 1 ] || bash "$here/install.sh" "${want[@]}"
 mkdir -p "$run/logs"
 bash "$here/certs.sh"
 

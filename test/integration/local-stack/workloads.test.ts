@@ -1,0 +1,111 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, restrictedPod, waitFor, type Clients } from '../../support/kube';
+
+// The real controllers (deployment, replicaset, job, endpointslice, PV binder, garbage collector) and the real
+// scheduler act on these objects; KWOK only plays the kubelet of two simulated GPU nodes.
+let c: Clients;
+let ns: string;
+
+beforeAll(async () => {
+  c = clientsFor(adminKubeConfig());
+  ns = await createNamespace(c, 'stack-workloads');
+});
+afterAll(async () => deleteNamespace(c, ns));
+
+const labels = (app: string) => ({ app });
+
+describe('workloads on the local cluster', () => {
+  it('rolls out a Deployment to Available and gives its Service ready EndpointSlice endpoints', async () => {
+    const pod = restrictedPod('x');
+    await c.apps.createNamespacedDeployment({
+      namespace: ns,
+      body: {
+        metadata: { name: 'web' },
+        spec: {
+          replicas: 2,
+          selector: { matchLabels: labels('web') },
+          template: { metadata: { labels: labels('web') }, spec: { ...pod.spec!, containers: [{ ...pod.spec!.containers[0]!, ports: [{ name: 'http', containerPort: 8080 }] }] } },
+        },
+      },
+    });
+    await c.core.createNamespacedService({
+      namespace: ns,
+      body: { metadata: { name: 'web' }, spec: { selector: labels('web'), ports: [{ name: 'http', port: 80, targetPort: 'http' }] } },
+    });
+
+    const dep = await waitFor('Deployment web Available', 60_000, async () => {
+      const d = await c.apps.readNamespacedDeployment({ name: 'web', namespace: ns });
+      const available = d.status?.conditions?.find((x) => x.type === 'Available');
+      return available?.status === 'True' && d.status?.readyReplicas === 2 ? d : undefined;
+    });
+    expect(dep.status?.updatedReplicas).toBe(2);
+
+    const endpoints = await waitFor('two ready endpoints', 60_000, async () => {
+      const slices = await c.discovery.listNamespacedEndpointSlice({
+        namespace: ns,
+        labelSelector: 'kubernetes.io/service-name=web',
+      });
+      const ready = slices.items.flatMap((s) => s.endpoints ?? []).filter((e) => e.conditions?.ready);
+      return ready.length === 2 ? ready : undefined;
+    });
+    expect(endpoints.every((e) => e.addresses.length === 1 && e.nodeName?.startsWith('gpu-node-'))).toBe(true);
+  });
+
+  it('runs a Job to completion', async () => {
+    await c.batch.createNamespacedJob({
+      namespace: ns,
+      body: {
+        metadata: { name: 'once' },
+        spec: { backoffLimit: 0, template: { spec: { ...restrictedPod('x').spec!, restartPolicy: 'Never' } } },
+      },
+    });
+    const job = await waitFor('Job once Complete', 60_000, async () => {
+      const j = await c.batch.readNamespacedJob({ name: 'once', namespace: ns });
+      return j.status?.conditions?.some((x) => x.type === 'Complete' && x.status === 'True') ? j : undefined;
+    });
+    expect(job.status?.succeeded).toBe(1);
+  });
+
+  it('binds a PVC of the default StorageClass and schedules a pod that mounts it', async () => {
+    await c.core.createNamespacedPersistentVolumeClaim({
+      namespace: ns,
+      body: {
+        metadata: { name: 'weights' },
+        spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '10Gi' } } },
+      },
+    });
+    const pvc = await waitFor('PVC weights Bound', 60_000, async () => {
+      const p = await c.core.readNamespacedPersistentVolumeClaim({ name: 'weights', namespace: ns });
+      return p.status?.phase === 'Bound' ? p : undefined;
+    });
+    expect(pvc.spec?.storageClassName).toBe('kwok-volume');
+    expect(pvc.status?.capacity?.storage).toBe('10Gi');
+
+    const pod = restrictedPod('reader', { volumes: [{ name: 'w', persistentVolumeClaim: { claimName: 'weights' } }] });
+    pod.spec!.containers[0]!.volumeMounts = [{ name: 'w', mountPath: '/models' }];
+    await c.core.createNamespacedPod({ namespace: ns, body: pod });
+    const running = await waitFor('pod reader Running', 60_000, async () => {
+      const p = await c.core.readNamespacedPod({ name: 'reader', namespace: ns });
+      return p.status?.phase === 'Running' ? p : undefined;
+    });
+    expect(running.spec?.nodeName).toMatch(/^gpu-node-/);
+  });
+
+  it('garbage-collects the dependents of a deleted owner', async () => {
+    const owner = await c.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'owner' } } });
+    const ownerReferences = [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'owner', uid: owner.metadata!.uid! }];
+    await c.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'dependent', ownerReferences } } });
+    await c.core.createNamespacedService({
+      namespace: ns,
+      body: { metadata: { name: 'dependent-svc', ownerReferences }, spec: { ports: [{ port: 80 }] } },
+    });
+
+    await c.core.deleteNamespacedConfigMap({ name: 'owner', namespace: ns });
+    await waitFor('dependents to be collected', 60_000, async () => {
+      const cms = await c.core.listNamespacedConfigMap({ namespace: ns });
+      const svcs = await c.core.listNamespacedService({ namespace: ns });
+      const left = [...cms.items, ...svcs.items].map((o) => o.metadata?.name).filter((n) => n?.startsWith('dependent'));
+      return left.length === 0;
+    });
+  });
+});
