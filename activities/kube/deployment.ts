@@ -1,0 +1,148 @@
+import type { V1Deployment, V1EnvVar, V1PodTemplateSpec, V1Probe } from '@kubernetes/client-node';
+import { durationSeconds, type ServedModel } from '../../workflows/spec';
+import { canonicalJson, sha256Hex } from './hash';
+import { ANNOTATION_SPEC_HASH, labelsFor, selectorLabels } from './labels';
+import { objectMeta, type ChildOptions } from './meta';
+import { deploymentName, pvcName } from './names';
+import { containerSecurityContext, podScheduling, podSecurityContext } from './pod';
+import { MODELS_DIR, sourceAnnotations, weightsDir } from './source';
+
+export const ENGINE_CONTAINER = 'vllm';
+export const HTTP_PORT_NAME = 'http';
+export const HEALTH_PATH = '/health';
+export const STARTUP_PROBE_PERIOD_SECONDS = 10;
+/** Time the Deployment controller allows beyond the startup budget before it reports ProgressDeadlineExceeded. */
+export const PROGRESS_DEADLINE_MARGIN_SECONDS = 600;
+
+export interface DeploymentOptions extends ChildOptions {
+  /** Overrides spec.replicas, e.g. 0 to release a ReadWriteOnce volume before a new pull. */
+  replicas?: number;
+}
+
+/** The engine's startup budget in seconds (`engine.startupTimeout`, 40 minutes by default). */
+export function startupBudgetSeconds(model: ServedModel): number {
+  return durationSeconds(model.spec.engine.startupTimeout);
+}
+
+/**
+ * Arguments to the image's entrypoint (`vllm serve`). The API key is never among them: vLLM reads it from
+ * VLLM_API_KEY, which comes from a Secret.
+ */
+export function engineArgs(model: ServedModel): string[] {
+  const { engine, source } = model.spec;
+  const args = [
+    '--model',
+    weightsDir(source),
+    '--served-model-name',
+    engine.servedModelName,
+    '--port',
+    String(engine.port),
+  ];
+  if (engine.lora.enabled) args.push('--enable-lora', `--max-loras=${engine.lora.maxLoras}`);
+  return [...args, ...engine.args];
+}
+
+function engineEnv(model: ServedModel): V1EnvVar[] {
+  const { engine } = model.spec;
+  const userNames = new Set(engine.env.map((variable) => variable.name));
+  // Defaults a user may override (the spec rejects the names Ferry must own).
+  const defaults: V1EnvVar[] = [{ name: 'VLLM_NO_USAGE_STATS', value: '1' }].filter((v) => !userNames.has(v.name));
+  const env: V1EnvVar[] = [{ name: 'HF_HUB_OFFLINE', value: '1' }, ...defaults];
+  if (engine.apiKeySecret) {
+    const { name, key } = engine.apiKeySecret;
+    env.push({ name: 'VLLM_API_KEY', valueFrom: { secretKeyRef: { name, key } } });
+  }
+  if (engine.lora.enabled) env.push({ name: 'VLLM_ALLOW_RUNTIME_LORA_UPDATING', value: 'True' });
+  for (const variable of engine.env) {
+    env.push(
+      variable.valueFrom
+        ? { name: variable.name, valueFrom: { secretKeyRef: { ...variable.valueFrom.secretKeyRef } } }
+        : { name: variable.name, value: variable.value ?? '' },
+    );
+  }
+  return env;
+}
+
+function healthProbe(periodSeconds: number, failureThreshold: number): V1Probe {
+  return {
+    httpGet: { path: HEALTH_PATH, port: HTTP_PORT_NAME },
+    periodSeconds,
+    failureThreshold,
+    timeoutSeconds: 5,
+  };
+}
+
+function podTemplate(model: ServedModel): V1PodTemplateSpec {
+  const { engine, resources, source } = model.spec;
+  const amounts: Record<string, string> = {
+    cpu: resources.cpu,
+    memory: resources.memory,
+    ...(resources.gpus > 0 ? { [resources.gpuResource]: String(resources.gpus) } : {}),
+  };
+  const template: V1PodTemplateSpec = {
+    metadata: {
+      labels: { ...labelsFor(model, 'engine'), ...selectorLabels(model.metadata.name) },
+      // A new source changes the template, so the Deployment rolls new pods.
+      annotations: sourceAnnotations(source),
+    },
+    spec: {
+      // Service links would put <SERVICE>_PORT variables into the pod; one named vllm sets VLLM_PORT for vLLM.
+      enableServiceLinks: false,
+      automountServiceAccountToken: false,
+      securityContext: podSecurityContext(),
+      ...podScheduling(model),
+      containers: [
+        {
+          name: ENGINE_CONTAINER,
+          image: engine.image,
+          // No `command`: the image's entrypoint is `vllm serve`.
+          args: engineArgs(model),
+          ports: [{ name: HTTP_PORT_NAME, containerPort: engine.port, protocol: 'TCP' }],
+          env: engineEnv(model),
+          resources: { requests: amounts, limits: { ...amounts } },
+          // The whole startup budget: 10 s x 240 = 40 minutes of loading before the kubelet gives up.
+          startupProbe: healthProbe(
+            STARTUP_PROBE_PERIOD_SECONDS,
+            Math.ceil(startupBudgetSeconds(model) / STARTUP_PROBE_PERIOD_SECONDS),
+          ),
+          readinessProbe: healthProbe(10, 3),
+          livenessProbe: healthProbe(15, 4),
+          securityContext: containerSecurityContext(),
+          volumeMounts: [
+            { name: 'weights', mountPath: MODELS_DIR, readOnly: true },
+            { name: 'dshm', mountPath: '/dev/shm' },
+          ],
+        },
+      ],
+      volumes: [
+        { name: 'weights', persistentVolumeClaim: { claimName: pvcName(model.metadata.name), readOnly: true } },
+        // vLLM's worker processes share tensors through /dev/shm; the runtime's default is 64 MiB.
+        { name: 'dshm', emptyDir: { medium: 'Memory', sizeLimit: resources.shmSize } },
+      ],
+    },
+  };
+  template.metadata!.annotations![ANNOTATION_SPEC_HASH] = sha256Hex(canonicalJson(template));
+  return template;
+}
+
+/**
+ * The vLLM Deployment, `<name>`. `Recreate`: a replacement pod must not wait for GPUs its predecessor holds, and a
+ * ReadWriteOnce volume forbids a surge pod on another node.
+ */
+export function buildDeployment(model: ServedModel, options: DeploymentOptions): V1Deployment {
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: objectMeta(model, 'engine', deploymentName(model.metadata.name), {
+      rootUid: options.rootUid,
+      annotations: sourceAnnotations(model.spec.source),
+    }),
+    spec: {
+      replicas: options.replicas ?? model.spec.replicas,
+      strategy: { type: 'Recreate' },
+      selector: { matchLabels: selectorLabels(model.metadata.name) },
+      progressDeadlineSeconds: startupBudgetSeconds(model) + PROGRESS_DEADLINE_MARGIN_SECONDS,
+      template: podTemplate(model),
+    },
+  };
+}

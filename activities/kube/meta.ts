@@ -1,0 +1,39 @@
+import type { V1ObjectMeta, V1OwnerReference } from '@kubernetes/client-node';
+import type { ServedModel } from '../../workflows/spec';
+import { labelsFor, type Component } from './labels';
+import { rootName } from './names';
+
+/** What every child builder needs besides the spec: the uid of the model's root ConfigMap, once it exists. */
+export interface ChildOptions {
+  rootUid: string;
+}
+
+/**
+ * Points at the root ConfigMap so deleting it garbage-collects the child. Neither `controller` nor
+ * `blockOwnerDeletion`: the root is a backstop, not a controller, and blocking would need delete rights on it.
+ */
+export function rootOwnerReference(model: ServedModel, rootUid: string): V1OwnerReference {
+  return {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    name: rootName(model.metadata.name),
+    uid: rootUid,
+    controller: false,
+    blockOwnerDeletion: false,
+  };
+}
+
+export function objectMeta(
+  model: ServedModel,
+  component: Component,
+  name: string,
+  extra: { rootUid?: string; annotations?: Record<string, string> } = {},
+): V1ObjectMeta {
+  return {
+    name,
+    namespace: model.metadata.namespace,
+    labels: labelsFor(model, component),
+    ...(extra.annotations ? { annotations: extra.annotations } : {}),
+    ...(extra.rootUid !== undefined ? { ownerReferences: [rootOwnerReference(model, extra.rootUid)] } : {}),
+  };
+}

@@ -1,0 +1,49 @@
+import { sha256Hex } from './hash';
+
+/** The server-side apply field manager for every object Ferry builds. */
+export const FIELD_MANAGER = 'ferry';
+/** A second field manager that only records, on the PVC, which weights the volume completely holds. */
+export const WEIGHTS_FIELD_MANAGER = 'ferry-weights';
+
+/** Kubernetes names that become label values (Job names, Service names) must fit in 63 characters. */
+export const MAX_NAME_LENGTH = 63;
+
+/**
+ * `<parent>-<suffix>`, or, when that is longer than 63 characters, Knative-style: a readable prefix of the parent,
+ * a hash of the whole parent and the suffix (`a-very-long-model-name-3f2a1b9c-weights`). Deterministic.
+ */
+export function childName(parent: string, suffix: string): string {
+  const full = `${parent}-${suffix}`;
+  if (full.length <= MAX_NAME_LENGTH) return full;
+  const hash = sha256Hex(parent).slice(0, 8);
+  const room = MAX_NAME_LENGTH - hash.length - suffix.length - 2;
+  if (room < 1) {
+    // A suffix too long to keep: hash everything, like Knative does.
+    return `${full.slice(0, MAX_NAME_LENGTH - 9).replace(/[-.]+$/, '')}-${sha256Hex(full).slice(0, 8)}`;
+  }
+  return `${parent.slice(0, room).replace(/[-.]+$/, '')}-${hash}-${suffix}`;
+}
+
+/** The root ConfigMap every other object of the model is owned by. */
+export function rootName(model: string): string {
+  return childName(model, 'ferry');
+}
+
+/** The volume that holds the model's weights. */
+export function pvcName(model: string): string {
+  return childName(model, 'weights');
+}
+
+/** The Job that pulls one source into the volume; the source hash in the name makes a new source a new Job. */
+export function pullerJobName(model: string, sourceHash8: string): string {
+  return childName(model, `pull-${sourceHash8}`);
+}
+
+/** The Deployment and the Service carry the model's own name (a DNS-1035 label of at most 63 characters). */
+export function deploymentName(model: string): string {
+  return model;
+}
+
+export function serviceName(model: string): string {
+  return model;
+}

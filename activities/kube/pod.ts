@@ -1,0 +1,38 @@
+import type { V1PodSecurityContext, V1PodSpec, V1SecurityContext } from '@kubernetes/client-node';
+import type { ServedModel } from '../../workflows/spec';
+
+// The vLLM image's own user: `vllm`, uid 2000, gid 0. An arbitrary uid has no passwd entry and torch crashes at
+// start-up (getpwuid); the puller runs as the same user so the engine can read what it wrote.
+export const ENGINE_UID = 2000;
+export const ENGINE_GID = 0;
+
+/** Pod security for puller and engine alike: passes Pod Security "restricted". */
+export function podSecurityContext(): V1PodSecurityContext {
+  return {
+    runAsNonRoot: true,
+    runAsUser: ENGINE_UID,
+    runAsGroup: ENGINE_GID,
+    // The kubelet makes the fresh volume group-writable for gid 0, so uid 2000 can write the weights.
+    fsGroup: ENGINE_GID,
+    // Skip the recursive chown of a large volume whose root already has the right group (retained weights).
+    fsGroupChangePolicy: 'OnRootMismatch',
+    seccompProfile: { type: 'RuntimeDefault' },
+  };
+}
+
+export function containerSecurityContext(): V1SecurityContext {
+  return { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } };
+}
+
+/**
+ * The engine's node selector, tolerations and affinity; the puller uses the same, because a zonal volume binds
+ * to the zone of its first pod. Empty settings are left out rather than sent empty.
+ */
+export function podScheduling(model: ServedModel): Pick<V1PodSpec, 'nodeSelector' | 'tolerations' | 'affinity'> {
+  const { nodeSelector, tolerations, affinity } = model.spec.scheduling;
+  return {
+    ...(Object.keys(nodeSelector).length > 0 ? { nodeSelector: { ...nodeSelector } } : {}),
+    ...(tolerations.length > 0 ? { tolerations: tolerations.map((t) => ({ ...t })) } : {}),
+    ...(affinity ? { affinity: structuredClone(affinity) } : {}),
+  };
+}

@@ -1,0 +1,97 @@
+import type { V1EnvVar, V1Job, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
+import { describeSource, durationSeconds, type ServedModel } from '../../workflows/spec';
+import { labelsFor } from './labels';
+import { objectMeta, type ChildOptions } from './meta';
+import { pullerJobName, pvcName } from './names';
+import { containerSecurityContext, podScheduling, podSecurityContext } from './pod';
+import { PULLER_SCRIPT } from './puller-script';
+import { MODELS_DIR, SOURCE_DIR, sourceAnnotations, sourceHash8, weightsDir } from './source';
+
+export const PULLER_CONTAINER = 'puller';
+
+function pullerEnv(model: ServedModel): V1EnvVar[] {
+  const { source } = model.spec;
+  const env: V1EnvVar[] = [];
+  if (source.huggingface) {
+    env.push(
+      { name: 'FERRY_SOURCE_KIND', value: 'huggingface' },
+      { name: 'FERRY_SOURCE', value: describeSource(source) },
+      { name: 'FERRY_HF_REPO', value: source.huggingface.repo },
+      { name: 'FERRY_HF_REVISION', value: source.huggingface.revision },
+    );
+    const token = source.huggingface.tokenSecret;
+    if (token) env.push({ name: 'HF_TOKEN', valueFrom: { secretKeyRef: { name: token.name, key: token.key } } });
+  } else {
+    env.push(
+      { name: 'FERRY_SOURCE_KIND', value: 'pvc' },
+      { name: 'FERRY_SOURCE', value: describeSource(source) },
+      { name: 'FERRY_SOURCE_PATH', value: source.pvc.path ? `${SOURCE_DIR}/${source.pvc.path}` : SOURCE_DIR },
+    );
+  }
+  env.push(
+    { name: 'FERRY_DEST', value: weightsDir(source) },
+    { name: 'HF_HUB_DISABLE_TELEMETRY', value: '1' },
+    // Ferry prints its own progress lines; tqdm's carriage returns only clutter the log.
+    { name: 'HF_HUB_DISABLE_PROGRESS_BARS', value: '1' },
+    // A custom puller image may have no home directory for uid 2000; and no Xet chunk cache to fill the node's disk.
+    { name: 'HF_HOME', value: '/tmp/hf-home' },
+    { name: 'HF_XET_CHUNK_CACHE_SIZE_BYTES', value: '0' },
+    { name: 'PYTHONUNBUFFERED', value: '1' },
+  );
+  return env;
+}
+
+/**
+ * The Job that puts one source's weights into `/models/<hash8>` on the model's volume, named
+ * `<name>-pull-<hash8>`. It ends by its deadline rather than hang, retries `backoffLimit` times, and is not
+ * cleaned up by a TTL: Ferry deletes it after success (to release a ReadWriteOnce volume) and keeps a failed one
+ * for its logs.
+ */
+export function buildPullerJob(model: ServedModel, options: ChildOptions): V1Job {
+  const { source, puller, engine } = model.spec;
+  const hash8 = sourceHash8(source);
+  const annotations = sourceAnnotations(source);
+  const mounts: V1VolumeMount[] = [{ name: 'weights', mountPath: MODELS_DIR }];
+  const volumes: V1Volume[] = [{ name: 'weights', persistentVolumeClaim: { claimName: pvcName(model.metadata.name) } }];
+  if (source.pvc) {
+    mounts.push({ name: 'source', mountPath: SOURCE_DIR, readOnly: true });
+    volumes.push({ name: 'source', persistentVolumeClaim: { claimName: source.pvc.claimName, readOnly: true } });
+  }
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: objectMeta(model, 'puller', pullerJobName(model.metadata.name, hash8), {
+      rootUid: options.rootUid,
+      annotations,
+    }),
+    spec: {
+      activeDeadlineSeconds: durationSeconds(puller.deadline),
+      backoffLimit: puller.backoffLimit,
+      template: {
+        metadata: { labels: labelsFor(model, 'puller'), annotations: { ...annotations } },
+        spec: {
+          restartPolicy: 'Never',
+          enableServiceLinks: false,
+          automountServiceAccountToken: false,
+          securityContext: podSecurityContext(),
+          ...podScheduling(model),
+          containers: [
+            {
+              name: PULLER_CONTAINER,
+              image: puller.image ?? engine.image,
+              // `command`, not `args`: the default image is vLLM's, whose entrypoint is the vLLM server, so arguments
+              // alone would start a server. The entrypoint is replaced by a complete argv, one token per item (never a
+              // shell string), and every parameter travels as an environment variable.
+              command: ['python3', '-c', PULLER_SCRIPT],
+              env: pullerEnv(model),
+              resources: { requests: { cpu: '500m', memory: '1Gi' }, limits: { memory: '4Gi' } },
+              securityContext: containerSecurityContext(),
+              volumeMounts: mounts,
+            },
+          ],
+          volumes,
+        },
+      },
+    },
+  };
+}

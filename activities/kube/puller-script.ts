@@ -1,0 +1,186 @@
+// The program the puller Job runs (`python3 -c PULLER_SCRIPT`), and the parser for the lines it prints.
+//
+// Contract (environment in, lines out):
+//   FERRY_SOURCE_KIND  huggingface | pvc
+//   FERRY_HF_REPO, FERRY_HF_REVISION   for huggingface (HF_TOKEN from a Secret when the repo needs one)
+//   FERRY_SOURCE_PATH  for pvc: the directory to copy, under the read-only source mount
+//   FERRY_SOURCE       human-readable source, written into the completion marker
+//   FERRY_DEST         /models/<hash8>; the weights land in DEST.partial and are renamed to DEST when complete,
+//                      with DEST/.ferry-complete inside. A DEST that is already complete exits 0 at once.
+//   FERRY_PROGRESS {"bytes": N, "totalBytes": M|null}   about every 10 s while copying, and once at the end
+//   FERRY_ERROR {"reason": R, "message": M}             before a non-zero exit
+//   FERRY_DONE {"dest": D, "bytes": N, "skipped": B}    on success
+//
+// Only the standard library is needed for a pvc source; a huggingface source needs huggingface_hub, which the vLLM
+// image ships. When the repository has safetensors, other weight formats (and Meta's `original/` checkpoints) are
+// skipped, as vLLM itself would skip them: they can double the download.
+
+export const PULLER_SCRIPT = `
+import errno, fnmatch, json, os, shutil, sys, threading, time
+
+kind = os.environ.get('FERRY_SOURCE_KIND', '')
+dest = os.environ['FERRY_DEST'].rstrip('/')
+partial = dest + '.partial'
+marker_name = '.ferry-complete'
+interval = float(os.environ.get('FERRY_PROGRESS_INTERVAL', '10'))
+
+
+def emit(tag, payload):
+    print(tag + ' ' + json.dumps(payload), flush=True)
+
+
+def fail(reason, message):
+    emit('FERRY_ERROR', {'reason': reason, 'message': message[:1000]})
+    sys.exit(1)
+
+
+def tree_size(path):
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def classify(error):
+    names = [cls.__name__ for cls in type(error).__mro__]
+    detail = ' (' + type(error).__name__ + ': ' + str(error)[:300] + ')'
+    if 'GatedRepoError' in names:
+        return 'AccessDenied', 'the repository is gated: accept its terms on huggingface.co and put a token of that account in source.huggingface.tokenSecret' + detail
+    if 'RepositoryNotFoundError' in names:
+        return 'SourceNotFound', 'the repository does not exist, or it is private and source.huggingface.tokenSecret holds no valid token' + detail
+    if 'RevisionNotFoundError' in names:
+        return 'SourceNotFound', 'the revision does not exist in the repository' + detail
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        return 'NoSpace', 'the volume is full: raise spec.storage.size' + detail
+    if isinstance(error, PermissionError):
+        return 'AccessDenied', 'permission denied (the puller runs as uid 2000, gid 0)' + detail
+    status = getattr(getattr(error, 'response', None), 'status_code', None)
+    if status in (401, 403):
+        return 'AccessDenied', 'the hub refused the token in source.huggingface.tokenSecret' + detail
+    return 'DownloadFailed', 'the download failed' + detail
+
+
+if os.path.isfile(os.path.join(dest, marker_name)):
+    emit('FERRY_DONE', {'dest': dest, 'bytes': tree_size(dest), 'skipped': True})
+    sys.exit(0)
+
+if kind == 'huggingface':
+    repo = os.environ['FERRY_HF_REPO']
+    revision = os.environ.get('FERRY_HF_REVISION') or 'main'
+    try:
+        from huggingface_hub import HfApi, snapshot_download
+    except ImportError:
+        fail('PullerImageInvalid', 'huggingface_hub is not installed in the puller image: leave puller.image empty to use the vLLM image')
+    ignore = []
+    total = None
+    try:
+        files = HfApi().model_info(repo, revision=revision, files_metadata=True).siblings or []
+        if any(f.rfilename.endswith('.safetensors') for f in files):
+            ignore = ['*.bin', '*.pt', '*.pth', 'original/*']
+        wanted = [f for f in files if not any(fnmatch.fnmatch(f.rfilename, p) for p in ignore)]
+        if wanted and all(f.size is not None for f in wanted):
+            total = sum(f.size for f in wanted)
+    except Exception:
+        pass  # snapshot_download below reports the real error
+
+    def fetch():
+        snapshot_download(repo, revision=revision, local_dir=partial, ignore_patterns=ignore or None)
+        shutil.rmtree(os.path.join(partial, '.cache'), ignore_errors=True)
+elif kind == 'pvc':
+    source = os.environ['FERRY_SOURCE_PATH']
+    if not os.path.isdir(source):
+        fail('SourceNotFound', source + ' is not a directory on the source volume: check source.pvc.claimName and source.pvc.path')
+    total = tree_size(source)
+
+    def fetch():
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(source, partial, copy_function=shutil.copy)
+else:
+    fail('InvalidSource', 'unknown FERRY_SOURCE_KIND ' + repr(kind))
+
+stop = threading.Event()
+
+
+def report():
+    while not stop.wait(interval):
+        emit('FERRY_PROGRESS', {'bytes': tree_size(partial), 'totalBytes': total})
+
+
+emit('FERRY_PROGRESS', {'bytes': tree_size(partial), 'totalBytes': total})
+threading.Thread(target=report, daemon=True).start()
+try:
+    fetch()
+except Exception as error:
+    stop.set()
+    fail(*classify(error))
+stop.set()
+
+size = tree_size(partial)
+with open(os.path.join(partial, marker_name), 'w') as marker:
+    json.dump({'source': os.environ.get('FERRY_SOURCE', ''), 'bytes': size, 'completedAt': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, marker)
+if os.path.lexists(dest):
+    shutil.rmtree(dest)
+os.rename(partial, dest)
+emit('FERRY_PROGRESS', {'bytes': size, 'totalBytes': size})
+emit('FERRY_DONE', {'dest': dest, 'bytes': size, 'skipped': False})
+`.trimStart();
+
+/** A line the puller prints, parsed. Other log lines (library output) give undefined. */
+export type PullerEvent =
+  | { type: 'progress'; bytes: number; totalBytes: number | null }
+  | { type: 'error'; reason: string; message: string }
+  | { type: 'done'; dest: string; bytes: number; skipped: boolean };
+
+export function parsePullerLine(line: string): PullerEvent | undefined {
+  const match = /^FERRY_(PROGRESS|ERROR|DONE) (\{.*\})\s*$/.exec(line);
+  if (!match) return undefined;
+  let payload: Record<string, unknown>;
+  try {
+    payload = JSON.parse(match[2]!) as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+  switch (match[1]) {
+    case 'PROGRESS':
+      return typeof payload.bytes === 'number'
+        ? {
+            type: 'progress',
+            bytes: payload.bytes,
+            totalBytes: typeof payload.totalBytes === 'number' ? payload.totalBytes : null,
+          }
+        : undefined;
+    case 'ERROR':
+      return {
+        type: 'error',
+        reason: String(payload.reason ?? 'DownloadFailed'),
+        message: String(payload.message ?? ''),
+      };
+    default:
+      return {
+        type: 'done',
+        dest: String(payload.dest ?? ''),
+        bytes: typeof payload.bytes === 'number' ? payload.bytes : 0,
+        skipped: payload.skipped === true,
+      };
+  }
+}
+
+/** The latest progress, error and completion found in a (tail of a) puller log. */
+export function summarizePullerLog(log: string): {
+  progress?: Extract<PullerEvent, { type: 'progress' }>;
+  error?: Extract<PullerEvent, { type: 'error' }>;
+  done?: Extract<PullerEvent, { type: 'done' }>;
+} {
+  const summary: ReturnType<typeof summarizePullerLog> = {};
+  for (const line of log.split('\n')) {
+    const event = parsePullerLine(line);
+    if (event?.type === 'progress') summary.progress = event;
+    else if (event?.type === 'error') summary.error = event;
+    else if (event?.type === 'done') summary.done = event;
+  }
+  return summary;
+}

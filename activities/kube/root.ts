@@ -1,0 +1,20 @@
+import type { V1ConfigMap } from '@kubernetes/client-node';
+import type { ServedModel } from '../../workflows/spec';
+import { objectMeta } from './meta';
+import { rootName } from './names';
+import { sourceAnnotations } from './source';
+
+/**
+ * The model's root object, `<name>-ferry`: every other object names it as owner, so deleting it lets the garbage
+ * collector remove them even if the workflow never runs its teardown. It has no owner itself.
+ */
+export function buildRoot(model: ServedModel): V1ConfigMap {
+  return {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: objectMeta(model, 'root', rootName(model.metadata.name), {
+      annotations: sourceAnnotations(model.spec.source),
+    }),
+    data: { cluster: model.spec.cluster, servedModelName: model.spec.engine.servedModelName },
+  };
+}

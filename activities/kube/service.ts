@@ -1,0 +1,20 @@
+import type { V1Service } from '@kubernetes/client-node';
+import type { ServedModel } from '../../workflows/spec';
+import { HTTP_PORT_NAME } from './deployment';
+import { selectorLabels } from './labels';
+import { objectMeta, type ChildOptions } from './meta';
+import { serviceName } from './names';
+
+/** The ClusterIP Service in front of the engine: `http://<name>.<namespace>.svc:<port>`. */
+export function buildService(model: ServedModel, options: ChildOptions): V1Service {
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: objectMeta(model, 'service', serviceName(model.metadata.name), { rootUid: options.rootUid }),
+    spec: {
+      type: 'ClusterIP',
+      selector: selectorLabels(model.metadata.name),
+      ports: [{ name: HTTP_PORT_NAME, port: model.spec.engine.port, targetPort: HTTP_PORT_NAME, protocol: 'TCP' }],
+    },
+  };
+}

@@ -1,0 +1,183 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parsePullerLine, PULLER_SCRIPT, summarizePullerLog } from '../../activities/kube';
+
+// Runs the real puller script with the local python3 (skipped without one). The Hugging Face path runs against a
+// stand-in `huggingface_hub` module, so no network is needed.
+
+const python = spawnSync('python3', ['--version']).status === 0;
+const work = mkdtempSync(join(tmpdir(), 'ferry-puller-'));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+const FAKE_HUB = `
+import json, os, time
+
+class RepositoryNotFoundError(Exception):
+    pass
+
+class GatedRepoError(RepositoryNotFoundError):
+    pass
+
+FILES = {'config.json': 20, 'model.safetensors': 3000, 'pytorch_model.bin': 5000, 'original/consolidated.pth': 7000}
+
+class _Sibling:
+    def __init__(self, name, size):
+        self.rfilename, self.size = name, size
+
+class _Info:
+    def __init__(self):
+        self.siblings = [_Sibling(n, s) for n, s in FILES.items()]
+
+class HfApi:
+    def model_info(self, repo, revision=None, files_metadata=False):
+        return _Info()
+
+def snapshot_download(repo, revision=None, local_dir=None, ignore_patterns=None):
+    if repo == 'gated/model':
+        raise GatedRepoError('401 gated')
+    if repo == 'missing/model':
+        raise RepositoryNotFoundError('404 not found')
+    os.makedirs(os.path.join(local_dir, '.cache', 'huggingface'), exist_ok=True)
+    with open(os.path.join(os.path.dirname(local_dir), 'calls.json'), 'a') as calls:
+        calls.write(json.dumps({'repo': repo, 'revision': revision, 'ignore': ignore_patterns, 'token': os.environ.get('HF_TOKEN')}) + '\\n')
+    for name, size in FILES.items():
+        if any(name.endswith(p[1:]) or name.startswith(p[:-1]) for p in (ignore_patterns or [])):
+            continue
+        path = os.path.join(local_dir, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, 'wb') as f:
+            f.write(b'x' * size)
+        time.sleep(0.15)
+    return local_dir
+`;
+
+function run(env: Record<string, string>) {
+  const result = spawnSync('python3', ['-c', PULLER_SCRIPT], {
+    env: { PATH: process.env.PATH ?? '', FERRY_PROGRESS_INTERVAL: '0.05', ...env },
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr, ...summarizePullerLog(result.stdout) };
+}
+
+describe.skipIf(!python)('puller script', () => {
+  const hub = join(work, 'hub');
+  mkdirSync(join(hub, 'huggingface_hub'), { recursive: true });
+  writeFileSync(join(hub, 'huggingface_hub', '__init__.py'), FAKE_HUB);
+
+  it('copies a pvc source into DEST, marks it complete and reports progress', () => {
+    const source = join(work, 'source', 'run-42', 'step-1000');
+    mkdirSync(join(source, 'nested'), { recursive: true });
+    writeFileSync(join(source, 'config.json'), '{}');
+    writeFileSync(join(source, 'nested', 'model.safetensors'), Buffer.alloc(4096));
+    const dest = join(work, 'models', 'aaaa1111');
+    const env = { FERRY_SOURCE_KIND: 'pvc', FERRY_SOURCE_PATH: source, FERRY_DEST: dest, FERRY_SOURCE: 'pvc:c/p' };
+
+    const first = run(env);
+    expect(first.status, first.stderr).toBe(0);
+    expect(first.done).toEqual({ type: 'done', dest, bytes: expect.any(Number), skipped: false });
+    expect(first.progress).toEqual({ type: 'progress', bytes: first.done!.bytes, totalBytes: first.done!.bytes });
+    expect(readFileSync(join(dest, 'nested', 'model.safetensors')).length).toBe(4096);
+    expect(JSON.parse(readFileSync(join(dest, '.ferry-complete'), 'utf8'))).toMatchObject({ source: 'pvc:c/p' });
+    expect(existsSync(`${dest}.partial`)).toBe(false);
+
+    const again = run(env);
+    expect(again.status).toBe(0);
+    expect(again.done?.skipped).toBe(true);
+  });
+
+  it('fails visibly when the pvc path does not exist', () => {
+    const result = run({
+      FERRY_SOURCE_KIND: 'pvc',
+      FERRY_SOURCE_PATH: join(work, 'nope'),
+      FERRY_DEST: join(work, 'm', 'x'),
+    });
+    expect(result.status).toBe(1);
+    expect(result.error).toMatchObject({
+      reason: 'SourceNotFound',
+      message: expect.stringContaining('source.pvc.path'),
+    });
+  });
+
+  it('downloads from the hub with progress, skipping duplicate weight formats', () => {
+    const dest = join(work, 'hf-models', 'bbbb2222');
+    const result = run({
+      PYTHONPATH: hub,
+      FERRY_SOURCE_KIND: 'huggingface',
+      FERRY_HF_REPO: 'Qwen/Qwen2.5-0.5B-Instruct',
+      FERRY_HF_REVISION: 'main',
+      FERRY_DEST: dest,
+      HF_TOKEN: 'hf_secret',
+    });
+    expect(result.status, result.stderr).toBe(0);
+    const progress = result.stdout
+      .split('\n')
+      .map(parsePullerLine)
+      .filter((e) => e?.type === 'progress');
+    expect(progress.length).toBeGreaterThan(2);
+    expect(progress[0]).toEqual({ type: 'progress', bytes: 0, totalBytes: 3020 });
+    expect(readdirSync(dest).sort()).toEqual(['.ferry-complete', 'config.json', 'model.safetensors']);
+    const call = JSON.parse(readFileSync(join(work, 'hf-models', 'calls.json'), 'utf8').trim());
+    expect(call).toEqual({
+      repo: 'Qwen/Qwen2.5-0.5B-Instruct',
+      revision: 'main',
+      ignore: ['*.bin', '*.pt', '*.pth', 'original/*'],
+      token: 'hf_secret',
+    });
+    expect(result.stdout).not.toContain('hf_secret');
+  });
+
+  it.each([
+    ['gated/model', 'AccessDenied', 'tokenSecret'],
+    ['missing/model', 'SourceNotFound', 'does not exist'],
+  ])('classifies a failure for %s as %s', (repo, reason, hint) => {
+    const result = run({
+      PYTHONPATH: hub,
+      FERRY_SOURCE_KIND: 'huggingface',
+      FERRY_HF_REPO: repo,
+      FERRY_DEST: join(work, 'fail', repo.replace('/', '-')),
+    });
+    expect(result.status).toBe(1);
+    expect(result.error).toMatchObject({ reason, message: expect.stringContaining(hint) });
+  });
+
+  it('says so when the image has no huggingface_hub', () => {
+    const broken = join(work, 'broken');
+    mkdirSync(join(broken, 'huggingface_hub'), { recursive: true });
+    writeFileSync(join(broken, 'huggingface_hub', '__init__.py'), "raise ImportError('not installed')\n");
+    const result = run({
+      PYTHONPATH: broken,
+      FERRY_SOURCE_KIND: 'huggingface',
+      FERRY_HF_REPO: 'a/b',
+      FERRY_DEST: join(work, 'none', 'x'),
+    });
+    expect(result.status).toBe(1);
+    expect(result.error?.reason).toBe('PullerImageInvalid');
+  });
+});
+
+describe('parsePullerLine', () => {
+  it('reads the three kinds of line and ignores the rest', () => {
+    expect(parsePullerLine('FERRY_PROGRESS {"bytes": 10, "totalBytes": null}')).toEqual({
+      type: 'progress',
+      bytes: 10,
+      totalBytes: null,
+    });
+    expect(parsePullerLine('FERRY_ERROR {"reason": "NoSpace", "message": "full"}')).toEqual({
+      type: 'error',
+      reason: 'NoSpace',
+      message: 'full',
+    });
+    expect(parsePullerLine('FERRY_DONE {"dest": "/models/x", "bytes": 5, "skipped": true}')).toEqual({
+      type: 'done',
+      dest: '/models/x',
+      bytes: 5,
+      skipped: true,
+    });
+    expect(parsePullerLine('Fetching 4 files')).toBeUndefined();
+    expect(parsePullerLine('FERRY_PROGRESS {not json}')).toBeUndefined();
+  });
+});

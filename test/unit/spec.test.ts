@@ -1,0 +1,442 @@
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { describe, expect, it } from 'vitest';
+import {
+  describeSource,
+  durationSeconds,
+  endpointOf,
+  formatSpecIssues,
+  immutableChanges,
+  parseDuration,
+  parseQuantity,
+  parseServedModel,
+  safeParseServedModel,
+  sameSource,
+  SpecError,
+  specForUpdate,
+  type ServedModel,
+} from '../../workflows/spec';
+import { FIXTURE_NAMES, fixtures, fullHf, minimalHf, pvcSource } from './fixtures';
+
+const clone = <T>(value: T): T => structuredClone(value);
+// Documents are untyped on purpose here: the tests feed in what a person might write, mistakes included.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Doc = any;
+
+function issuesOf(doc: unknown) {
+  const result = safeParseServedModel(doc);
+  if (result.ok) throw new Error('expected the document to be rejected');
+  return result.issues;
+}
+
+function readExample(file: string): unknown {
+  return parseYaml(readFileSync(new URL(`../../examples/${file}`, import.meta.url), 'utf8'));
+}
+
+describe('parseServedModel', () => {
+  it('fills every default into the minimal spec', () => {
+    expect(parseServedModel(minimalHf)).toEqual({
+      apiVersion: 'ferry.dev/v1alpha1',
+      kind: 'ServedModel',
+      metadata: { name: 'qwen', namespace: 'default', labels: {} },
+      spec: {
+        cluster: 'default',
+        source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision: 'main' } },
+        engine: {
+          image: 'vllm/vllm-openai:v0.11.0',
+          servedModelName: 'qwen',
+          port: 8000,
+          args: [],
+          env: [],
+          lora: { enabled: false, maxLoras: 4 },
+          startupTimeout: '40m',
+        },
+        resources: { gpus: 1, gpuResource: 'nvidia.com/gpu', cpu: '2', memory: '12Gi', shmSize: '2Gi' },
+        storage: { size: '50Gi', storageClassName: null, accessMode: 'ReadWriteOnce', retainOnDelete: false },
+        scheduling: { nodeSelector: {}, tolerations: [], affinity: null },
+        replicas: 1,
+        puller: { image: null, deadline: '2h', backoffLimit: 2 },
+      },
+    } satisfies ServedModel);
+  });
+
+  it('returns a spec with every field given unchanged', () => {
+    expect(parseServedModel(fullHf)).toStrictEqual(fullHf);
+  });
+
+  it.each(FIXTURE_NAMES)('is idempotent: parsing the parsed %s fixture changes nothing', (name) => {
+    const once = parseServedModel(fixtures[name]);
+    expect(parseServedModel(JSON.parse(JSON.stringify(once)))).toStrictEqual(once);
+  });
+
+  it('accepts the examples; the full one sets every field', () => {
+    const minimal = parseServedModel(readExample('qwen.yaml'));
+    expect(minimal.metadata.name).toBe('qwen');
+    expect(minimal.spec.engine.args).toEqual(['--max-model-len=4096']);
+    const full = readExample('qwen-full.yaml');
+    expect(parseServedModel(full)).toStrictEqual(full);
+    const spec = (full as Doc).spec;
+    expect(Object.keys(spec).sort()).toEqual(
+      ['cluster', 'source', 'engine', 'resources', 'storage', 'scheduling', 'replicas', 'puller'].sort(),
+    );
+    expect(Object.keys(spec.engine)).toHaveLength(8);
+  });
+
+  it('takes unquoted YAML numbers for quantities and env values', () => {
+    const doc: Doc = clone(minimalHf);
+    doc.spec.resources = { cpu: 4 };
+    doc.spec.engine = { env: [{ name: 'WORKERS', value: 2 }] };
+    const model = parseServedModel(doc);
+    expect(model.spec.resources.cpu).toBe('4');
+    expect(model.spec.engine.env).toEqual([{ name: 'WORKERS', value: '2' }]);
+  });
+
+  it('accepts a pvc source and defaults its path to the claim root', () => {
+    expect(parseServedModel(pvcSource).spec.source).toEqual({
+      pvc: { claimName: 'checkpoints', path: 'run-42/step-1000' },
+    });
+    const doc: Doc = clone(pvcSource);
+    doc.spec.source.pvc = { claimName: 'checkpoints' };
+    expect(parseServedModel(doc).spec.source.pvc?.path).toBe('');
+  });
+
+  type Case = [title: string, mutate: (doc: Doc) => void, path: string, message: string];
+  const bad: Case[] = [
+    ['uppercase name', (d) => (d.metadata.name = 'Qwen'), 'metadata.name', 'must be a DNS-1035 label'],
+    ['name starting with a digit', (d) => (d.metadata.name = '7b'), 'metadata.name', 'starting with a letter'],
+    ['name longer than 63', (d) => (d.metadata.name = 'q'.repeat(64)), 'metadata.name', 'at most 63 characters'],
+    ['name vllm', (d) => (d.metadata.name = 'vllm'), 'metadata.name', 'VLLM_* variables'],
+    ['namespace with a dot', (d) => (d.metadata.namespace = 'a.b'), 'metadata.namespace', 'namespace name'],
+    ['bad label value', (d) => (d.metadata.labels = { team: 'a b' }), 'metadata.labels.team', 'label value'],
+    ['zero size', (d) => (d.spec.storage = { size: '0' }), 'spec.storage.size', 'must be a positive quantity'],
+    ['negative size', (d) => (d.spec.storage = { size: '-5Gi' }), 'spec.storage.size', 'positive quantity like 50Gi'],
+    ['size "lots"', (d) => (d.spec.storage = { size: 'lots' }), 'spec.storage.size', 'got "lots"'],
+    ['bad memory', (d) => (d.spec.resources = { memory: '32GB' }), 'spec.resources.memory', 'positive quantity'],
+    [
+      'shm as big as memory',
+      (d) => (d.spec.resources = { memory: '8Gi', shmSize: '8Gi' }),
+      'spec.resources.shmSize',
+      'smaller than resources.memory',
+    ],
+    [
+      'bad access mode',
+      (d) => (d.spec.storage = { accessMode: 'RWO' }),
+      'spec.storage.accessMode',
+      'must be one of ReadWriteOnce',
+    ],
+    [
+      'two sources',
+      (d) => (d.spec.source.pvc = { claimName: 'c', path: 'p' }),
+      'spec.source',
+      'exactly one source, not both',
+    ],
+    ['empty source', (d) => (d.spec.source = {}), 'spec.source', 'give exactly one source'],
+    ['missing source', (d) => delete d.spec.source, 'spec.source', 'is required'],
+    [
+      'hub URL as repo',
+      (d) => (d.spec.source.huggingface.repo = 'https://huggingface.co/Qwen/Q'),
+      'spec.source.huggingface.repo',
+      'not a URL',
+    ],
+    [
+      'absolute pvc path',
+      (d) => (d.spec.source = { pvc: { claimName: 'c', path: '/run' } }),
+      'spec.source.pvc.path',
+      'relative',
+    ],
+    [
+      'pvc path with ..',
+      (d) => (d.spec.source = { pvc: { claimName: 'c', path: 'a/../b' } }),
+      'spec.source.pvc.path',
+      '".."',
+    ],
+    [
+      'own volume as source',
+      (d) => (d.spec.source = { pvc: { claimName: 'qwen-weights' } }),
+      'spec.source.pvc.claimName',
+      "model's own volume",
+    ],
+    ['unknown top-level key', (d) => (d.status = {}), 'status', 'unknown field'],
+    ['unknown nested key', (d) => (d.spec.engine = { imagee: 'x' }), 'spec.engine.imagee', 'did you mean "image"'],
+    [
+      'unknown key in secret ref',
+      (d) => (d.spec.source.huggingface.tokenSecret = { name: 'hf', kee: 't' }),
+      'spec.source.huggingface.tokenSecret.kee',
+      'did you mean "key"',
+    ],
+    [
+      'unknown key in affinity',
+      (d) => (d.spec.scheduling = { affinity: { nodeAfinity: {} } }),
+      'spec.scheduling.affinity.nodeAfinity',
+      'did you mean "nodeAffinity"',
+    ],
+    [
+      'bad duration',
+      (d) => (d.spec.engine = { startupTimeout: '40 minutes' }),
+      'spec.engine.startupTimeout',
+      'must be a duration like 90s, 40m, 2h or 1h30m',
+    ],
+    [
+      'zero duration',
+      (d) => (d.spec.puller = { deadline: '0s' }),
+      'spec.puller.deadline',
+      'must be a positive duration',
+    ],
+    ['numeric duration', (d) => (d.spec.puller = { deadline: 7200 }), 'spec.puller.deadline', 'must be a duration'],
+    [
+      'env VLLM_API_KEY',
+      (d) => (d.spec.engine = { env: [{ name: 'VLLM_API_KEY', value: 'k' }] }),
+      'spec.engine.env[0].name',
+      'engine.apiKeySecret',
+    ],
+    [
+      'env HF_TOKEN',
+      (d) => (d.spec.engine = { env: [{ name: 'HF_TOKEN', value: 't' }] }),
+      'spec.engine.env[0].name',
+      'tokenSecret',
+    ],
+    [
+      'env name with a dash',
+      (d) => (d.spec.engine = { env: [{ name: 'MY-VAR', value: '1' }] }),
+      'spec.engine.env[0].name',
+      'variable name',
+    ],
+    [
+      'env listed twice',
+      (d) =>
+        (d.spec.engine = {
+          env: [
+            { name: 'A', value: '1' },
+            { name: 'A', value: '2' },
+          ],
+        }),
+      'spec.engine.env[1].name',
+      'listed twice',
+    ],
+    [
+      'args with --api-key=x',
+      (d) => (d.spec.engine = { args: ['--max-model-len=4096', '--api-key=x'] }),
+      'spec.engine.args[1]',
+      'engine.apiKeySecret',
+    ],
+    [
+      'args with --api_key',
+      (d) => (d.spec.engine = { args: ['--api_key', 'x'] }),
+      'spec.engine.args[0]',
+      '--api-key must not be passed',
+    ],
+    ['args with --model', (d) => (d.spec.engine = { args: ['--model=/x'] }), 'spec.engine.args[0]', 'spec.source'],
+    [
+      'args with --served-model-name',
+      (d) => (d.spec.engine = { args: ['--served-model-name', 'x'] }),
+      'spec.engine.args[0]',
+      'engine.servedModelName',
+    ],
+    ['args with --port', (d) => (d.spec.engine = { args: ['--port=9000'] }), 'spec.engine.args[0]', 'engine.port'],
+    [
+      'flag and value in one item',
+      (d) => (d.spec.engine = { args: ['--max-model-len 4096'] }),
+      'spec.engine.args[0]',
+      'two list items',
+    ],
+    ['port 0', (d) => (d.spec.engine = { port: 0 }), 'spec.engine.port', 'from 1 to 65535'],
+    ['port 70000', (d) => (d.spec.engine = { port: 70000 }), 'spec.engine.port', 'from 1 to 65535'],
+    [
+      'maxLoras 0',
+      (d) => (d.spec.engine = { lora: { enabled: true, maxLoras: 0 } }),
+      'spec.engine.lora.maxLoras',
+      'at least 1',
+    ],
+    ['replicas -1', (d) => (d.spec.replicas = -1), 'spec.replicas', 'must be 0 or more'],
+    ['replicas 1.5', (d) => (d.spec.replicas = 1.5), 'spec.replicas', 'whole number'],
+    ['gpus as a string', (d) => (d.spec.resources = { gpus: 'one' }), 'spec.resources.gpus', 'whole number of GPUs'],
+    [
+      'gpu resource without domain',
+      (d) => (d.spec.resources = { gpuResource: 'gpu' }),
+      'spec.resources.gpuResource',
+      'nvidia.com/gpu',
+    ],
+    [
+      'two replicas on ReadWriteOncePod',
+      (d) => ((d.spec.storage = { accessMode: 'ReadWriteOncePod' }), (d.spec.replicas = 2)),
+      'spec.replicas',
+      'ReadWriteOncePod',
+    ],
+    [
+      'toleration value with Exists',
+      (d) => (d.spec.scheduling = { tolerations: [{ key: 'k', operator: 'Exists', value: 'v' }] }),
+      'spec.scheduling.tolerations[0].value',
+      'empty when operator is Exists',
+    ],
+    [
+      'wrong apiVersion',
+      (d) => (d.apiVersion = 'ferry.dev/v1'),
+      'apiVersion',
+      'must be ferry.dev/v1alpha1, got "ferry.dev/v1"',
+    ],
+    ['missing apiVersion', (d) => delete d.apiVersion, 'apiVersion', 'is required (ferry.dev/v1alpha1)'],
+    ['wrong kind', (d) => (d.kind = 'Deployment'), 'kind', 'must be ServedModel, got "Deployment"'],
+    ['cluster with a slash', (d) => (d.spec.cluster = 'a/b'), 'spec.cluster', 'cluster name'],
+    ['engine as a list', (d) => (d.spec.engine = []), 'spec.engine', 'must be an object'],
+  ];
+
+  it.each(bad)('rejects %s', (_title, mutate, path, message) => {
+    const doc: Doc = clone(minimalHf);
+    mutate(doc);
+    const issues = issuesOf(doc);
+    expect(issues).toContainEqual({ path, message: expect.stringContaining(message) });
+  });
+
+  it('throws a SpecError that lists every problem, one line each', () => {
+    const doc: Doc = clone(minimalHf);
+    doc.metadata.name = 'Bad_Name';
+    doc.spec.storage = { size: 'lots' };
+    doc.spec.engine = { port: 0, colour: 'blue' };
+    let error: unknown;
+    try {
+      parseServedModel(doc);
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(SpecError);
+    const { issues, message } = error as SpecError;
+    expect(issues.map((i) => i.path).sort()).toEqual(
+      ['metadata.name', 'spec.engine.colour', 'spec.engine.port', 'spec.storage.size'].sort(),
+    );
+    expect(message.split('\n')).toHaveLength(4);
+    expect(message).toContain('spec.storage.size: must be a positive quantity like 50Gi, got "lots"');
+    expect(formatSpecIssues(issues)).toBe(message);
+  });
+
+  it('reports a document that is not an object', () => {
+    expect(issuesOf('qwen')).toEqual([{ path: '(document)', message: expect.stringContaining('must be an object') }]);
+    expect(issuesOf(null)[0]?.message).toContain('got null');
+  });
+
+  it('gives each unknown key its own issue', () => {
+    const doc: Doc = clone(minimalHf);
+    doc.spec.storage = { sise: '1Gi', klass: 'x' };
+    expect(issuesOf(doc).map((i) => i.path)).toEqual(['spec.storage.sise', 'spec.storage.klass']);
+  });
+});
+
+describe('parseDuration', () => {
+  it.each([
+    ['90s', 90_000],
+    ['40m', 2_400_000],
+    ['2h', 7_200_000],
+    ['1h30m', 5_400_000],
+    ['1.5h', 5_400_000],
+    ['500ms', 500],
+    ['1d', 86_400_000],
+    ['0s', 0],
+  ])('%s is %d ms', (text, ms) => {
+    expect(parseDuration(text)).toBe(ms);
+  });
+
+  it.each(['', '40', 'm', '1h 30m', '-5m', '40 minutes', '2H', 'PT1H'])('rejects %j', (text) => {
+    expect(() => parseDuration(text)).toThrow(/like 90s, 40m, 2h or 1h30m/);
+  });
+
+  it('rounds seconds up', () => {
+    expect(durationSeconds('40m')).toBe(2400);
+    expect(durationSeconds('1500ms')).toBe(2);
+  });
+});
+
+describe('parseQuantity', () => {
+  it.each([
+    ['50Gi', 50 * 2 ** 30],
+    ['500m', 0.5],
+    ['4', 4],
+    ['1.5G', 1.5e9],
+    ['1e3', 1000],
+    ['0', 0],
+  ])('%s is %d', (text, value) => {
+    expect(parseQuantity(text)).toBeCloseTo(value);
+  });
+
+  it.each(['lots', '', '50GB', '1.2.3', 'Gi'])('rejects %j', (text) => {
+    expect(parseQuantity(text)).toBeUndefined();
+  });
+});
+
+describe('updates', () => {
+  const current = parseServedModel(fullHf);
+
+  function changed(mutate: (doc: Doc) => void): ServedModel {
+    const doc: Doc = clone(fullHf);
+    mutate(doc);
+    return parseServedModel(doc);
+  }
+
+  it('lists no immutable change when only mutable fields change', () => {
+    const next = changed((d) => {
+      d.spec.engine.image = 'vllm/vllm-openai:v0.11.1';
+      d.spec.source.huggingface.revision = 'main';
+      d.spec.replicas = 0;
+      d.spec.storage.size = '200Gi';
+      d.spec.storage.retainOnDelete = false;
+    });
+    expect(immutableChanges(current, next)).toEqual([]);
+  });
+
+  it('lists each changed immutable field', () => {
+    const next = changed((d) => {
+      d.metadata.name = 'other';
+      d.metadata.namespace = 'elsewhere';
+      d.spec.cluster = 'gpu-west';
+      d.spec.storage.storageClassName = null;
+      d.spec.storage.accessMode = 'ReadWriteMany';
+      d.spec.storage.size = '10Gi';
+    });
+    expect(immutableChanges(current, next)).toEqual([
+      'metadata.name',
+      'metadata.namespace',
+      'spec.cluster',
+      'spec.storage.storageClassName',
+      'spec.storage.accessMode',
+      'spec.storage.size',
+    ]);
+  });
+
+  it('specForUpdate explains why a field cannot change', () => {
+    const doc: Doc = clone(fullHf);
+    doc.spec.cluster = 'gpu-west';
+    expect(() => specForUpdate(current, doc)).toThrow(
+      'spec.cluster: cannot change from "gpu-east" to "gpu-west": the model is served by that cluster’s worker',
+    );
+    doc.spec.cluster = 'gpu-east';
+    doc.spec.replicas = 3;
+    expect(specForUpdate(current, doc).spec.replicas).toBe(3);
+  });
+
+  it('specForUpdate reports validation problems the same way', () => {
+    const doc: Doc = clone(fullHf);
+    doc.spec.replicas = -1;
+    expect(() => specForUpdate(current, doc)).toThrow(SpecError);
+  });
+});
+
+describe('source identity', () => {
+  const model = parseServedModel(fullHf);
+
+  it('describes sources without secrets', () => {
+    expect(describeSource(parseServedModel(minimalHf).spec.source)).toBe('huggingface:Qwen/Qwen2.5-0.5B-Instruct@main');
+    expect(describeSource(parseServedModel(pvcSource).spec.source)).toBe('pvc:checkpoints/run-42/step-1000');
+    expect(describeSource(model.spec.source)).not.toContain('hf-token');
+  });
+
+  it('treats a new token Secret as the same source and a new revision as another', () => {
+    const source = model.spec.source;
+    const rotated = { huggingface: { ...source.huggingface!, tokenSecret: { name: 'hf-token-2', key: 'token' } } };
+    const moved = { huggingface: { ...source.huggingface!, revision: 'main' } };
+    expect(sameSource(source, rotated)).toBe(true);
+    expect(sameSource(source, moved)).toBe(false);
+    expect(sameSource(source, parseServedModel(pvcSource).spec.source)).toBe(false);
+  });
+
+  it('gives the in-cluster endpoint', () => {
+    expect(endpointOf(model)).toBe('http://qwen-chat.models.svc:8080');
+  });
+});
