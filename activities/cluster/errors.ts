@@ -1,0 +1,74 @@
+// How Kubernetes API errors become activity failures: what a retry cannot fix fails the step at once with the API's
+// own message; what a retry can fix (conflicts, throttling, server errors, network) is retried, honouring Retry-After.
+import { ApplicationFailure } from '@temporalio/common';
+import { FAILURE } from '../types';
+
+/** The parts of a client-node `ApiException` (or a network error) that decide what happens next. */
+interface ApiErrorLike {
+  code?: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+  message?: string;
+}
+
+/** The HTTP status of a failed Kubernetes call, or undefined for a network error. */
+export function httpStatus(err: unknown): number | undefined {
+  const code = (err as ApiErrorLike | undefined)?.code;
+  return typeof code === 'number' && code >= 100 && code < 600 ? code : undefined;
+}
+
+export const isNotFound = (err: unknown): boolean => httpStatus(err) === 404;
+export const isConflict = (err: unknown): boolean => httpStatus(err) === 409;
+
+/** The API server's own explanation (`Status.message`), else the error's message. */
+export function apiMessage(err: unknown): string {
+  const e = err as ApiErrorLike | undefined;
+  const body = e?.body;
+  if (typeof body === 'string') {
+    try {
+      const parsed = JSON.parse(body) as { message?: unknown };
+      if (typeof parsed.message === 'string') return parsed.message;
+    } catch {
+      if (body.trim()) return body.trim().slice(0, 500);
+    }
+  } else if (body && typeof body === 'object' && typeof (body as { message?: unknown }).message === 'string') {
+    return (body as { message: string }).message;
+  }
+  return e?.message ?? String(err);
+}
+
+function retryAfterMs(err: unknown): number | undefined {
+  const headers = (err as ApiErrorLike | undefined)?.headers ?? {};
+  const raw = headers['retry-after'] ?? headers['Retry-After'];
+  const seconds = raw === undefined ? NaN : Number(raw);
+  return Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : undefined;
+}
+
+/**
+ * Turns a failed Kubernetes call into an `ApplicationFailure` that says what was being done.
+ * 400/422 and 404 (when the object must exist) → `KubernetesRejected`, 403 → `Forbidden`: non-retryable.
+ * 409, 429, 5xx and network errors → retryable, with Retry-After as the next retry's delay.
+ */
+export function kubeFailure(err: unknown, doing: string): ApplicationFailure {
+  if (err instanceof ApplicationFailure) return err;
+  const status = httpStatus(err);
+  const message = `${doing}: ${apiMessage(err)}`;
+  if (status === 403) {
+    return ApplicationFailure.create({ message, type: FAILURE.Forbidden, nonRetryable: true, details: [{ status }] });
+  }
+  if (status === 400 || status === 404 || status === 422 || status === 405 || status === 410) {
+    return ApplicationFailure.create({
+      message,
+      type: FAILURE.KubernetesRejected,
+      nonRetryable: true,
+      details: [{ status }],
+    });
+  }
+  return ApplicationFailure.create({
+    message,
+    type: status === undefined ? 'KubernetesUnreachable' : `KubernetesHttp${status}`,
+    nonRetryable: false,
+    nextRetryDelay: retryAfterMs(err),
+    details: [{ status: status ?? null }],
+  });
+}

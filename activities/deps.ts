@@ -1,0 +1,36 @@
+// What the activities need from the outside world; the worker wires real ones, tests wire what they need.
+import type { Cluster } from './cluster/api';
+import type { ProgressSink } from './progress';
+import type { ServedModel } from '../workflows/spec';
+
+/** Where Ferry sends HTTP requests to a model's engine (health checks, the CLI's completion). */
+export type EndpointResolver = (model: ServedModel) => Promise<string>;
+
+export interface ActivityDeps {
+  cluster: Cluster;
+  /** HTTP client for engine requests; `fetch` by default. */
+  http?: typeof fetch;
+  /** Resolves a model's engine URL: in-cluster DNS, the API server's service proxy, or a per-model override. */
+  endpoints: EndpointResolver;
+  /** Delivers progress to the workflow (the worker signals it); unset means heartbeats only. */
+  progress?: ProgressSink;
+  /** Poll and back-off intervals, shrunk by tests. */
+  timing?: Partial<ActivityTiming>;
+}
+
+export interface ActivityTiming {
+  /** How often a wait re-reads state that no watch covers (events, HTTP health). */
+  pollMs: number;
+  /** How long claimName waits for a PVC that someone else is deleting before it gives up. */
+  terminatingPvcWaitMs: number;
+  /** Minimum interval between two progress signals with the same state. */
+  progressIntervalMs: number;
+}
+
+export const DEFAULT_TIMING: ActivityTiming = {
+  pollMs: 2_000,
+  terminatingPvcWaitMs: 120_000,
+  progressIntervalMs: 5_000,
+};
+
+export const timingOf = (deps: ActivityDeps): ActivityTiming => ({ ...DEFAULT_TIMING, ...deps.timing });
