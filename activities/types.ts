@@ -1,0 +1,130 @@
+// The contract between the workflow and the activities. Workflows import this file as types only.
+import type { ServedModel } from '../workflows/spec';
+
+/** Failure types the activities throw (`ApplicationFailure.type`); the non-retryable ones end a step at once. */
+export const FAILURE = {
+  /** An object with a name the model needs belongs to someone else. */
+  NameConflict: 'NameConflict',
+  /** Our own PVC is stuck terminating behind a pod that is not ours. */
+  VolumeTerminating: 'VolumeTerminating',
+  /** The API server refused the request as invalid (400, 422) or the object is not there (404 on update). */
+  KubernetesRejected: 'KubernetesRejected',
+  /** RBAC forbids the worker's identity the request (403). */
+  Forbidden: 'Forbidden',
+  /** The puller Job ran past `puller.deadline`. */
+  DeadlineExceeded: 'DeadlineExceeded',
+  /** The puller's pods failed more than `puller.backoffLimit` times. */
+  BackoffLimitExceeded: 'BackoffLimitExceeded',
+  ImagePullBackOff: 'ImagePullBackOff',
+  CrashLoopBackOff: 'CrashLoopBackOff',
+  OOMKilled: 'OOMKilled',
+  /** The Deployment controller gave up on the rollout (`progressDeadlineSeconds`). */
+  ProgressDeadlineExceeded: 'ProgressDeadlineExceeded',
+  /** The engine did not answer /health within `engine.startupTimeout`. */
+  StartupTimeout: 'StartupTimeout',
+  /** A second volume attach was refused: the previous pod still holds the ReadWriteOnce volume. */
+  MultiAttach: 'MultiAttach',
+  /** Some objects could not be deleted; the message lists each with its error. */
+  TeardownIncomplete: 'TeardownIncomplete',
+} as const;
+export type FailureType = (typeof FAILURE)[keyof typeof FAILURE];
+
+/** Failure types a retry cannot fix; workflows list them as `nonRetryableErrorTypes`. */
+export const NON_RETRYABLE: readonly FailureType[] = [
+  FAILURE.NameConflict,
+  FAILURE.VolumeTerminating,
+  FAILURE.KubernetesRejected,
+  FAILURE.Forbidden,
+  FAILURE.DeadlineExceeded,
+  FAILURE.BackoffLimitExceeded,
+  FAILURE.ImagePullBackOff,
+  FAILURE.CrashLoopBackOff,
+  FAILURE.OOMKilled,
+  FAILURE.ProgressDeadlineExceeded,
+  FAILURE.StartupTimeout,
+];
+
+/** What a long-running activity reports while it waits; sent to the workflow as the `progress` signal. */
+export interface StepProgress {
+  step: 'download' | 'rollout' | 'startup' | 'release' | 'claim';
+  /** Pod phase or a named waiting reason: Pending, Running, Unschedulable, ImagePullBackOff, Loading, … */
+  state: string;
+  message?: string;
+  bytes?: number;
+  totalBytes?: number;
+  readyReplicas?: number;
+}
+
+export interface ModelInput {
+  model: ServedModel;
+}
+
+export interface ClaimResult {
+  /** uid of the model's root object; every other object except a retained PVC names it as owner. */
+  rootUid: string;
+  sourceHash: string;
+  /** Objects of ours that already existed (a resumed model), as `Kind/name`. */
+  resumed: string[];
+}
+
+export interface StorageResult {
+  pvcName: string;
+  /** PVC phase at return; Pending with WaitForFirstConsumer storage is normal until the first pod. */
+  phase: string;
+  /** The volume already holds this source's weights: the download can be skipped. */
+  holdsSource: boolean;
+}
+
+export interface ObjectsInput extends ModelInput {
+  rootUid: string;
+  sourceHash: string;
+}
+
+export interface PullerResult {
+  jobName: string;
+  durationMs: number;
+}
+
+export interface RolloutResult {
+  generation: number;
+  readyReplicas: number;
+  updatedReplicas: number;
+}
+
+export interface HealthResult {
+  endpoint: string;
+  models: string[];
+}
+
+/** A periodic look at a Ready model. */
+export interface ObservedStatus {
+  replicas: number;
+  readyReplicas: number;
+  /** Set when something is wrong, with a named reason (CrashLoopBackOff, ReplicasUnavailable, Unhealthy, …). */
+  problem?: { reason: string; message: string };
+  endpoint?: string;
+}
+
+export interface TeardownResult {
+  /** `Kind/name` of each object deleted or already gone. */
+  deleted: string[];
+  /** `Kind/name` of what stays on purpose (a retained PVC). */
+  retained: string[];
+}
+
+/** The activities a ServeModelWorkflow calls; `createActivities` in the worker builds them. */
+export interface FerryActivities {
+  claimName(input: ModelInput): Promise<ClaimResult>;
+  applyStorage(input: ObjectsInput): Promise<StorageResult>;
+  startPuller(input: ObjectsInput): Promise<{ jobName: string }>;
+  awaitPuller(input: ModelInput & { jobName: string }): Promise<PullerResult>;
+  /** `abandon`: the download was cancelled or failed; delete the Job and wait for its pods, but do not record
+   * `sourceHash` on the PVC as the weights it holds. */
+  releaseVolume(input: ModelInput & { jobName: string; sourceHash: string; abandon?: boolean }): Promise<void>;
+  applyEngine(input: ObjectsInput & { replicas?: number }): Promise<{ generation: number }>;
+  awaitRollout(input: ModelInput & { generation: number }): Promise<RolloutResult>;
+  awaitHealth(input: ModelInput): Promise<HealthResult>;
+  scaleEngine(input: ModelInput & { replicas: number }): Promise<void>;
+  readStatus(input: ModelInput): Promise<ObservedStatus>;
+  tearDown(input: ModelInput): Promise<TeardownResult>;
+}
