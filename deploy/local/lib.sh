@@ -27,12 +27,15 @@ service_cidr=10.96.0.0/16
 temporal=$cache/temporal-venv/bin/temporal
 temporal_test_server=$cache/temporal-venv/bin/temporal-test-server
 kubeconfig=$run/admin.kubeconfig
+# Written by the engine stand-in supervisor, read by the local worker (endpoint mode `override`).
+endpoint_overrides=$run/endpoints.json
+cluster_name=${FERRY_CLUSTER:-default}
 
 # Ferry's custom search attributes; the workflow upserts them, the Web UI and `temporal workflow list` filter on them.
 search_attributes=(FerryPhase=Keyword FerryModel=Keyword FerryNamespace=Keyword FerryCluster=Keyword)
 
 # The order matters: up starts them in this order, down stops them in reverse.
-components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim worker)
 
 log() { printf '[ferry-local] %s\n' "$*" >&2; }
 die() { printf '[ferry-local] error: %s\n' "$*" >&2; exit 1; }

@@ -24,6 +24,7 @@ start() {
     bash "$here/down.sh" "$name"
   fi
   log "starting $name"
+  [ -f "$run/logs/$name.log" ] && mv "$run/logs/$name.log" "$run/logs/$name.log.1"
   setsid "$@" >>"$run/logs/$name.log" 2>&1 < /dev/null &
   echo $! > "$(pidfile "$name")"
   if ! wait_for "$name" 90 $check; then
@@ -38,6 +39,11 @@ apiserver_healthy() { kube_get /readyz >/dev/null; }
 kcm_healthy() { curl -skf "https://$host:$kcm_port/healthz" >/dev/null; }
 scheduler_healthy() { curl -skf "https://$host:$scheduler_port/healthz" >/dev/null; }
 kwok_healthy() { curl -sf "http://$host:$kwok_port/healthz" >/dev/null; }
+engine_sim_healthy() { grep -q '"watching simulated engine pods"' "$run/logs/engine-sim.log" 2>/dev/null; }
+worker_healthy() {
+  "$temporal" task-queue describe --address "$host:$temporal_port" --task-queue "ferry-$cluster_name" -o json 2>/dev/null |
+    grep -q '"identity"'
+}
 
 start_temporal() {
   local sa=() a
@@ -109,6 +115,20 @@ start_kwok() {
     --server-address "$host:$kwok_port" --v=warn
 }
 
+start_engine_sim() {
+  [ -f "$endpoint_overrides" ] || echo '{}' > "$endpoint_overrides"
+  start engine-sim engine_sim_healthy env KUBECONFIG="$kubeconfig" FERRY_ENDPOINT_OVERRIDES="$endpoint_overrides" \
+    node --import tsx "$repo/deploy/engine-sim/supervisor-main.ts"
+}
+
+# The local worker serves cluster "default" (task queue ferry-default) with endpoints pointed at the stand-ins.
+start_worker() {
+  start worker worker_healthy env KUBECONFIG="$kubeconfig" TEMPORAL_ADDRESS="$host:$temporal_port" \
+    TEMPORAL_NAMESPACE=default FERRY_CLUSTER="$cluster_name" \
+    FERRY_ENDPOINT_MODE=override FERRY_ENDPOINT_OVERRIDES="$endpoint_overrides" \
+    node --import tsx "$repo/worker/main.ts"
+}
+
 write_env() {
   mkdir -p "$(dirname "$envfile")"
   cat > "$envfile" <<ENV
@@ -125,14 +145,12 @@ for c in "${want[@]}"; do
     kube-apiserver) start_apiserver ;;
     kube-controller-manager) start_kcm ;;
     kube-scheduler) start_scheduler ;;
-    kwok) start_kwok ;;
+    kwok) start_kwok; KUBECONFIG=$kubeconfig node --import tsx "$here/bootstrap.ts" ;;
+    engine-sim) start_engine_sim ;;
+    worker) start_worker ;;
     *) die "unknown component '$c' (one of: ${components[*]})" ;;
   esac
 done
-
-if printf '%s\n' "${want[@]}" | grep -qx kwok; then
-  KUBECONFIG=$kubeconfig node --import tsx "$here/bootstrap.ts"
-fi
 
 write_env
 log "stack is up in $((SECONDS - started_at))s"
