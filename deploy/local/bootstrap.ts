@@ -1,6 +1,8 @@
-// Creates what a fresh local cluster needs before Ferry can use it: KWOK's simulated GPU nodes and the default
-// StorageClass that KWOK's volume stages provision. Idempotent (server-side apply), then waits until the nodes
-// are Ready and the default ServiceAccount exists (pods are rejected before it does).
+// Creates what a fresh local cluster needs before Ferry can use it: KWOK's simulated GPU nodes, the default
+// StorageClass that KWOK's volume stages provision, and the `models` namespace (Pod Security "restricted") with the
+// Secrets the examples name. Idempotent (server-side apply), then waits until the nodes are Ready and the default
+// ServiceAccounts exist (pods are rejected before they do).
+import { randomBytes } from 'node:crypto';
 import { CoreV1Api, KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
 
 const FIELD_MANAGER = 'ferry-local-bootstrap';
@@ -62,6 +64,31 @@ const storageClass: KubernetesObject = {
   volumeBindingMode: 'Immediate',
 };
 
+/** The namespace the examples serve into; it enforces Pod Security "restricted", as a production one should. */
+const examplesNamespace: KubernetesObject = {
+  apiVersion: 'v1',
+  kind: 'Namespace',
+  metadata: {
+    name: 'models',
+    labels: { 'pod-security.kubernetes.io/enforce': 'restricted', 'pod-security.kubernetes.io/warn': 'restricted' },
+  },
+};
+
+/** Secrets the examples refer to, created once with random values (a local cluster has no real Hugging Face token). */
+async function ensureExampleSecrets(core: CoreV1Api): Promise<void> {
+  for (const name of ['qwen-api-key', 'hf-token']) {
+    const exists = await core.readNamespacedSecret({ name, namespace: 'models' }).then(
+      () => true,
+      () => false,
+    );
+    if (exists) continue;
+    await core.createNamespacedSecret({
+      namespace: 'models',
+      body: { metadata: { name }, stringData: { token: randomBytes(24).toString('base64url') } },
+    });
+  }
+}
+
 async function until(what: string, seconds: number, probe: () => Promise<boolean>): Promise<void> {
   const end = Date.now() + seconds * 1000;
   for (;;) {
@@ -77,7 +104,7 @@ async function main(): Promise<void> {
   const objects = kc.makeApiClient(KubernetesObjectApi);
   const core = kc.makeApiClient(CoreV1Api);
 
-  for (const obj of [storageClass, ...simulatedNodes.map((n) => node(n.name, n.zone))]) {
+  for (const obj of [storageClass, examplesNamespace, ...simulatedNodes.map((n) => node(n.name, n.zone))]) {
     await objects.patch(obj, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply);
   }
   await until('simulated nodes to be Ready', 60, async () => {
@@ -89,6 +116,11 @@ async function main(): Promise<void> {
     await core.readNamespacedServiceAccount({ name: 'default', namespace: 'default' });
     return true;
   });
+  await until('the default ServiceAccount of namespace models', 60, async () => {
+    await core.readNamespacedServiceAccount({ name: 'default', namespace: 'models' });
+    return true;
+  });
+  await ensureExampleSecrets(core);
   console.error(`[ferry-local] ${simulatedNodes.length} simulated GPU nodes Ready, default StorageClass kwok-volume`);
 }
 
