@@ -70,11 +70,10 @@ describe('simulated failure scenarios', () => {
     expect(container(later)?.ready).toBe(false);
   });
 
-  it('per-pod delay: ready-delay holds a pod in ContainerCreating', async () => {
-    await c.core.createNamespacedPod({
-      namespace: ns,
-      body: scenarioPod('slow', 'normal', { 'sim.ferry.dev/ready-delay': '4s' }),
-    });
+  it('per-pod delay: ready-delay (here as a label) holds a pod in ContainerCreating', async () => {
+    const slow = scenarioPod('slow', 'normal');
+    slow.metadata!.labels!['sim.ferry.dev/ready-delay'] = '4s';
+    await c.core.createNamespacedPod({ namespace: ns, body: slow });
     const pending = await podWhen('slow', 'ContainerCreating', (p) => container(p)?.state?.waiting?.reason === 'ContainerCreating');
     const createdAt = Date.now();
     expect(pending.status?.phase).toBe('Pending');
