@@ -8,7 +8,8 @@ source "$here/versions.env"
 cache=${FERRY_CACHE:-$HOME/.cache/ferry}
 bin=$cache/bin
 run=${FERRY_RUN_DIR:-$repo/.ferry/run}
-envfile=$repo/.ferry/local.env
+# A second stack (FERRY_RUN_DIR set, as in tests) keeps its env file to itself.
+if [ -n "${FERRY_RUN_DIR:-}" ]; then envfile=$run/local.env; else envfile=$repo/.ferry/local.env; fi
 pki=$run/pki
 
 host=127.0.0.1

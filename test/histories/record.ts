@@ -1,0 +1,160 @@
+// Records the histories that test/integration/workflow/replay.test.ts replays, from real runs of ServeModelWorkflow
+// on the local dev server with stub activities. Rerun after a deliberate change of the workflow's commands:
+//
+//   npm run local:up -- temporal && npx tsx test/histories/record.ts
+//
+// A history recorded before a change must keep replaying after it (or the change needs `patched`): commit new
+// histories next to the old ones rather than replacing them when the workflow changes shape.
+import { join } from 'node:path';
+import { FAILURE } from '../../activities/types';
+import { deleteModelUpdate, updateModelUpdate, workflowIdFor } from '../../workflows/messages';
+import { writeHistory } from '../support/history-files';
+import { failure, reportProgress, StubActivities, transient } from '../support/stub-activities';
+import {
+  FAST,
+  modelDoc,
+  phaseIs,
+  readyAt,
+  startHarness,
+  waitForStatus,
+  withWorker,
+  type StartedModel,
+  type TestContext,
+  type WorkflowHarness,
+} from '../support/workflow-harness';
+
+const here = import.meta.dirname;
+
+interface Scenario {
+  name: string;
+  /** The model's name: fixed, so that histories stay comparable between recordings. */
+  model: string;
+  stub(): StubActivities;
+  run(ctx: TestContext, stub: StubActivities): Promise<StartedModel>;
+}
+
+const scenarios: Scenario[] = [
+  {
+    // Ready, an in-place update, a new source, then delete.
+    name: 'ready-update-delete',
+    model: 'replay-ready',
+    stub: () => new StubActivities(),
+    async run({ start }) {
+      const doc = modelDoc(undefined, this.model);
+      const handle = await start(doc);
+      await waitForStatus(handle, readyAt(1));
+      doc.spec.engine.args = ['--max-model-len=4096'];
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, readyAt(2));
+      doc.spec.source.huggingface.revision = 'v2';
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, readyAt(3));
+      await handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'recorded' }] });
+      await handle.result();
+      return handle;
+    },
+  },
+  {
+    // Progress while downloading, a crash-looping engine (Failed), a fix, Degraded and back, teardown retried.
+    name: 'failed-fixed-degraded-delete',
+    model: 'replay-failed',
+    stub() {
+      let looks = 0;
+      return new StubActivities()
+        .once('awaitPuller', async (input) => {
+          await reportProgress({ step: 'download', state: 'Running', bytes: 10, totalBytes: 100 });
+          return { jobName: input.jobName, durationMs: 5 };
+        })
+        .throwOnce('awaitHealth', failure(FAILURE.CrashLoopBackOff, 'exit code 1'))
+        .on('readStatus', async () => {
+          looks++;
+          return looks === 2
+            ? { replicas: 1, readyReplicas: 0, problem: { reason: 'CrashLoopBackOff', message: 'restarted' } }
+            : { replicas: 1, readyReplicas: 1 };
+        })
+        .throwOnce('tearDown', transient(FAILURE.TeardownIncomplete, 'Service/x: timeout'));
+    },
+    async run({ start }) {
+      const doc = modelDoc(undefined, this.model);
+      const handle = await start(doc);
+      await waitForStatus(handle, phaseIs('Failed'));
+      doc.spec.engine.args = ['--enforce-eager'];
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, readyAt(2));
+      await waitForStatus(
+        handle,
+        (s) => s.phase === 'Ready' && s.timeline.some((e) => e.step === 'degraded' && e.endedAt),
+      );
+      await handle.executeUpdate(deleteModelUpdate, { args: [{}] });
+      await handle.result();
+      return handle;
+    },
+  },
+  {
+    // An update cancels a running download; then the workflow is cancelled and tears down.
+    name: 'download-superseded-cancelled',
+    model: 'replay-cancel',
+    stub: () => new StubActivities(),
+    async run({ start }, stub) {
+      const gate = stub.gate('awaitPuller');
+      const doc = modelDoc(undefined, this.model);
+      const handle = await start(doc);
+      await gate.reached;
+      doc.spec.source.huggingface.revision = 'v2';
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, readyAt(2));
+      await handle.cancel();
+      await handle.result().catch(() => undefined);
+      return handle;
+    },
+  },
+  {
+    // The first run of a model that continues as new while Ready.
+    name: 'continued-as-new',
+    model: 'replay-can',
+    stub: () => new StubActivities(),
+    async run({ start }) {
+      const handle = await start(modelDoc(undefined, this.model), {
+        ...FAST,
+        watchIntervalMs: 100,
+        continueAsNewAfterEvents: 40,
+      });
+      await waitForStatus(handle, readyAt(1));
+      for (;;) {
+        const { runId } = await handle.describe();
+        if (runId !== handle.firstExecutionRunId) break;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      return handle;
+    },
+  },
+];
+
+async function record(harness: WorkflowHarness, scenario: Scenario): Promise<void> {
+  // A run left open by an interrupted recording would be reused (the harness starts with USE_EXISTING).
+  const id = workflowIdFor({ cluster: 'test', namespace: 'models', name: scenario.model });
+  await harness.client.workflow
+    .getHandle(id)
+    .terminate('a new recording starts')
+    .catch(() => undefined);
+  const stub = scenario.stub();
+  await withWorker(harness, stub, async (ctx) => {
+    const handle = await scenario.run(ctx, stub);
+    // The first run only: continue-as-new starts a history of its own.
+    const first = harness.client.workflow.getHandle(handle.workflowId, handle.firstExecutionRunId);
+    const history = await first.fetchHistory();
+    const file = join(here, `${scenario.name}.json`);
+    writeHistory(file, history);
+    console.log(`${file}: ${history.events?.length ?? 0} events`);
+  });
+}
+
+const harness = await startHarness();
+try {
+  const only = process.argv.slice(2);
+  for (const scenario of scenarios) {
+    if (only.length === 0 || only.includes(scenario.name)) await record(harness, scenario);
+  }
+} finally {
+  await harness.close();
+}

@@ -1,0 +1,142 @@
+import { CancelledFailure, WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FAILURE } from '../../../activities/types';
+import { deleteModelUpdate, MODEL_DELETING, statusQuery, updateModelUpdate } from '../../../workflows/messages';
+import { failure, StubActivities, transient } from '../../support/stub-activities';
+import {
+  modelDoc,
+  phaseIs,
+  phasesFromHistory,
+  readyAt,
+  startHarness,
+  waitForStatus,
+  withWorker,
+  type WorkflowHarness,
+} from '../../support/workflow-harness';
+
+let harness: WorkflowHarness;
+beforeAll(async () => {
+  harness = await startHarness();
+});
+afterAll(async () => {
+  await harness?.close();
+});
+
+describe('ServeModelWorkflow deletion', () => {
+  it('deletes during a rollout: cancels the wait, tears down, returns what was deleted, completes', async () => {
+    const stub = new StubActivities();
+    const gate = stub.gate('awaitRollout');
+    await withWorker(harness, stub, async ({ start }) => {
+      const doc = modelDoc();
+      const handle = await start(doc);
+      const rollout = await gate.reached;
+
+      const result = await handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'evaluation finished' }] });
+      const name = doc.metadata.name;
+      expect(result).toEqual({
+        deleted: [`Deployment/${name}`, `Service/${name}`, `PersistentVolumeClaim/${name}-weights`],
+        retained: [],
+        reason: 'evaluation finished',
+        attempts: 1,
+      });
+
+      const final = await handle.result();
+      expect(final.reason).toBe('evaluation finished');
+      expect(final.teardown.deleted).toEqual(result.deleted);
+      expect(final.status.phase).toBe('Deleted');
+      expect(final.status.timeline.find((e) => e.step === 'rollout')).toMatchObject({ outcome: 'Cancelled' });
+      expect(final.status.timeline.at(-1)).toMatchObject({
+        step: 'teardown',
+        outcome: 'Succeeded',
+        detail: 'deleted 3 object(s)',
+      });
+      await expect.poll(() => rollout.outcome).toBe('cancelled');
+      expect(stub.callsOf('tearDown')).toHaveLength(1);
+      expect(stub.names()).not.toContain('awaitHealth');
+      expect((await phasesFromHistory(handle)).slice(-3)).toEqual(['Starting', 'Deleting', 'Deleted']);
+    });
+  });
+
+  it('deletes a model that never became Ready (Failed), keeping a retained volume', async () => {
+    const stub = new StubActivities().throwOnce(
+      'claimName',
+      failure(FAILURE.NameConflict, 'Service models/x exists and is not managed by ferry'),
+    );
+    await withWorker(harness, stub, async ({ start }) => {
+      const doc = modelDoc((d) => (d.spec.storage = { retainOnDelete: true }));
+      const handle = await start(doc);
+      const failed = await waitForStatus(handle, phaseIs('Failed'));
+      expect(failed.lastError).toMatchObject({ reason: 'NameConflict', step: 'claim' });
+
+      const result = await handle.executeUpdate(deleteModelUpdate, { args: [{}] });
+      expect(result.retained).toEqual([`PersistentVolumeClaim/${doc.metadata.name}-weights`]);
+      const final = await handle.result();
+      expect(final.status.phase).toBe('Deleted');
+      expect(final.status.lastError).toBeUndefined();
+      expect(final.teardown.retained).toEqual(result.retained);
+    });
+  });
+
+  it('tears down when the workflow is cancelled, and ends as cancelled', async () => {
+    const stub = new StubActivities();
+    await withWorker(harness, stub, async ({ start }) => {
+      const handle = await start(modelDoc());
+      await waitForStatus(handle, readyAt(1));
+
+      await handle.cancel();
+      const err = await handle.result().then(
+        () => expect.fail('a cancelled workflow has no result'),
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(WorkflowFailedError);
+      expect((err as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
+      expect(stub.callsOf('tearDown')).toHaveLength(1);
+      const status = await handle.query(statusQuery);
+      expect(status.phase).toBe('Deleted');
+      expect(status.timeline.at(-1)).toMatchObject({
+        step: 'teardown',
+        outcome: 'Succeeded',
+        detail: 'deleted 3 object(s)',
+      });
+    });
+  });
+
+  it('retries an incomplete teardown until done, showing it in status; updates are refused meanwhile', async () => {
+    const stub = new StubActivities();
+    stub.throwOnce('tearDown', transient(FAILURE.TeardownIncomplete, 'Deployment/x: etcdserver: request timed out'));
+    const gate = stub.gate('tearDown');
+    await withWorker(harness, stub, async ({ start }) => {
+      const doc = modelDoc();
+      const handle = await start(doc);
+      await waitForStatus(handle, readyAt(1));
+
+      const deleting = handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'done' }] });
+      await gate.reached;
+      const status = await handle.query(statusQuery);
+      expect(status.phase).toBe('Deleting');
+      expect(status.lastError).toMatchObject({
+        reason: 'TeardownIncomplete',
+        message: 'Deployment/x: etcdserver: request timed out',
+        step: 'teardown',
+      });
+
+      doc.spec.replicas = 3;
+      const refused = await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] }).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(WorkflowUpdateFailedError);
+      expect((refused as WorkflowUpdateFailedError).cause).toMatchObject({ type: MODEL_DELETING });
+
+      // A second delete waits for the same teardown.
+      const again = handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'again' }] });
+      gate.release();
+      const [first, second] = await Promise.all([deleting, again]);
+      expect(first).toMatchObject({ attempts: 2, reason: 'done' });
+      expect(second).toEqual(first);
+      const final = await handle.result();
+      expect(final.status.lastError).toBeUndefined();
+      expect(final.status.timeline.at(-1)).toMatchObject({
+        step: 'teardown',
+        detail: 'deleted 3 object(s) after 2 attempts',
+      });
+    });
+  });
+});

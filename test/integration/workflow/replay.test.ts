@@ -1,0 +1,33 @@
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { DefaultLogger, Runtime, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { historyAndWorkflowId } from '../../support/history-files';
+import { repoRoot } from '../../support/local-env';
+import { workflowBundle } from '../../support/workflow-harness';
+
+// Histories recorded from real runs (test/histories/record.ts) must replay on today's workflow code: a change that
+// breaks determinism fails here, not in production.
+const dir = join(repoRoot, 'test', 'histories');
+const files = readdirSync(dir)
+  .filter((f) => f.endsWith('.json'))
+  .sort();
+
+let bundle: WorkflowBundleWithSourceMap;
+beforeAll(async () => {
+  Runtime.install({ logger: new DefaultLogger('ERROR') });
+  bundle = await workflowBundle();
+});
+
+describe('ServeModelWorkflow replay', () => {
+  it('has recorded histories to replay', () => {
+    expect(files.length).toBeGreaterThanOrEqual(4);
+  });
+
+  it.each(files)('replays %s deterministically', async (file) => {
+    const results = Worker.runReplayHistories({ workflowBundle: bundle }, [historyAndWorkflowId(join(dir, file))]);
+    for await (const result of results) {
+      expect(result.error).toBeUndefined();
+    }
+  });
+});

@@ -1,0 +1,237 @@
+// Runs ServeModelWorkflow on the local Temporal dev server with stub activities: the workflow bundle is built once
+// per test file, each test gets its own worker, task queue and model name.
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import {
+  Client,
+  Connection,
+  WorkflowIdConflictPolicy,
+  type WorkflowHandle,
+  type WorkflowHandleWithFirstExecutionRunId,
+} from '@temporalio/client';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  NativeConnection,
+  Runtime,
+  Worker,
+  type WorkflowBundleWithSourceMap,
+} from '@temporalio/worker';
+import {
+  modelRefOf,
+  searchAttributesFor,
+  statusQuery,
+  taskQueueFor,
+  workflowIdFor,
+  type ServeModelOptions,
+} from '../../workflows/messages';
+import { ServeModelWorkflow } from '../../workflows/serve-model';
+import { parseServedModel, type ServedModel } from '../../workflows/spec';
+import type { ModelStatus } from '../../workflows/status';
+import { readLocalEnv, repoRoot } from './local-env';
+import type { StubActivities } from './stub-activities';
+
+export type ModelHandle = WorkflowHandle<typeof ServeModelWorkflow>;
+export type StartedModel = WorkflowHandleWithFirstExecutionRunId<typeof ServeModelWorkflow>;
+
+/** Timings shrunk for tests: watch often, retry fast, small margins over the spec's budgets. */
+export const FAST: ServeModelOptions = {
+  watchIntervalMs: 200,
+  retry: { initialIntervalMs: 100, maximumIntervalMs: 200, maximumAttempts: 2 },
+  timeoutMarginMs: 1_000,
+};
+
+let runtimeInstalled = false;
+
+export interface WorkflowHarness {
+  client: Client;
+  connection: NativeConnection;
+  bundle: WorkflowBundleWithSourceMap;
+  close(): Promise<void>;
+}
+
+/** Bundles the workflows and connects to the dev server named by `.ferry/local.env` (or TEMPORAL_ADDRESS). */
+export async function startHarness(workflowsPath = join(repoRoot, 'workflows', 'index.ts')): Promise<WorkflowHarness> {
+  if (!runtimeInstalled) {
+    Runtime.install({ logger: new DefaultLogger('ERROR') });
+    runtimeInstalled = true;
+  }
+  const address = process.env.TEMPORAL_ADDRESS ?? readLocalEnv().TEMPORAL_ADDRESS;
+  const bundle = await workflowBundle(workflowsPath);
+  const connection = await NativeConnection.connect({ address });
+  const clientConnection = await Connection.connect({ address });
+  return {
+    client: new Client({ connection: clientConnection }),
+    connection,
+    bundle,
+    async close() {
+      await clientConnection.close();
+      await connection.close();
+    },
+  };
+}
+
+/**
+ * The workflow bundle of `workflowsPath`, built once and reused by later test files until a workflow source (or the
+ * lock file) changes: bundling takes seconds, and test files run one after another on small machines.
+ */
+export async function workflowBundle(
+  workflowsPath = join(repoRoot, 'workflows', 'index.ts'),
+): Promise<WorkflowBundleWithSourceMap> {
+  const workflowsDir = join(repoRoot, 'workflows');
+  const sources = [
+    ...readdirSync(workflowsDir)
+      .filter((f) => f.endsWith('.ts'))
+      .map((f) => join(workflowsDir, f)),
+    join(repoRoot, 'activities', 'types.ts'),
+    join(repoRoot, 'package-lock.json'),
+    workflowsPath,
+  ];
+  const hash = createHash('sha256');
+  for (const file of sources.sort()) hash.update(file).update(readFileSync(file));
+  const cached = join(
+    repoRoot,
+    'node_modules',
+    '.cache',
+    'ferry-workflow-bundle',
+    `${hash.digest('hex').slice(0, 16)}.json`,
+  );
+  if (existsSync(cached)) return JSON.parse(readFileSync(cached, 'utf8')) as WorkflowBundleWithSourceMap;
+  const bundle = await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') });
+  mkdirSync(dirname(cached), { recursive: true });
+  const partial = `${cached}.${process.pid}`;
+  writeFileSync(partial, JSON.stringify(bundle));
+  renameSync(partial, cached);
+  return bundle;
+}
+
+/** A valid ServedModel document with a unique name; `patch` edits it before parsing. */
+export function modelDoc(patch?: (doc: Doc) => void, name = uniqueName()): Doc {
+  const doc: Doc = {
+    apiVersion: 'ferry.dev/v1alpha1',
+    kind: 'ServedModel',
+    metadata: { name, namespace: 'models' },
+    spec: {
+      cluster: 'test',
+      source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision: 'main' } },
+      engine: { startupTimeout: '1m' },
+      puller: { deadline: '10m' },
+    },
+  };
+  patch?.(doc);
+  return doc;
+}
+
+// Tests edit documents freely, including into invalid shapes.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Doc = Record<string, any>;
+
+export function uniqueName(): string {
+  return `m-${randomBytes(5).toString('hex')}`;
+}
+
+export interface TestContext {
+  client: Client;
+  taskQueue: string;
+  /** Starts the workflow for `doc` (USE_EXISTING, like the client); terminated at the end of the test if still open. */
+  start(doc: Doc, options?: ServeModelOptions): Promise<StartedModel>;
+}
+
+/** Runs `fn` while a fresh worker with `stub`'s activities polls a task queue of its own. */
+export async function withWorker<T>(
+  harness: WorkflowHarness,
+  stub: StubActivities,
+  fn: (ctx: TestContext) => Promise<T>,
+): Promise<T> {
+  const taskQueue = `${taskQueueFor('test')}-${randomBytes(6).toString('hex')}`;
+  const worker = await Worker.create({
+    connection: harness.connection,
+    taskQueue,
+    workflowBundle: harness.bundle,
+    activities: stub.activities(),
+    // Heartbeats (and so cancellations) reach stubs at once; blocked stubs do not hold up shutdown.
+    maxHeartbeatThrottleInterval: '20ms',
+    defaultHeartbeatThrottleInterval: '20ms',
+    shutdownGraceTime: '200ms',
+  });
+  const started: ModelHandle[] = [];
+  const ctx: TestContext = {
+    client: harness.client,
+    taskQueue,
+    async start(doc, options = FAST) {
+      const spec = parseServedModel(doc);
+      const handle = await startModel(harness.client, taskQueue, spec, options);
+      started.push(handle);
+      return handle;
+    },
+  };
+  try {
+    return await worker.runUntil(fn(ctx));
+  } finally {
+    for (const handle of started) {
+      await handle.terminate('test finished').catch(() => undefined);
+    }
+  }
+}
+
+export async function startModel(
+  client: Client,
+  taskQueue: string,
+  spec: ServedModel,
+  options: ServeModelOptions,
+): Promise<StartedModel> {
+  const ref = modelRefOf(spec);
+  return client.workflow.start(ServeModelWorkflow, {
+    taskQueue,
+    workflowId: workflowIdFor(ref),
+    args: [{ version: 1, spec, options }],
+    workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+    typedSearchAttributes: searchAttributesFor(ref, 'Pending'),
+  });
+}
+
+/** Polls the status query until `predicate` holds; fails with the last status when it does not in time. */
+export async function waitForStatus(
+  handle: ModelHandle,
+  predicate: (status: ModelStatus) => boolean,
+  timeoutMs = 20_000,
+): Promise<ModelStatus> {
+  const deadline = Date.now() + timeoutMs;
+  let last: ModelStatus | undefined;
+  for (;;) {
+    last = await handle.query(statusQuery);
+    if (predicate(last)) return last;
+    if (Date.now() > deadline) {
+      throw new Error(
+        `status did not reach the expected state in ${timeoutMs}ms; last:\n${JSON.stringify(last, null, 2)}`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+export const phaseIs =
+  (...phases: ModelStatus['phase'][]) =>
+  (status: ModelStatus): boolean =>
+    phases.includes(status.phase);
+
+/** Ready at generation `generation` or later. */
+export const readyAt =
+  (generation: number) =>
+  (status: ModelStatus): boolean =>
+    status.phase === 'Ready' && status.observedGeneration >= generation;
+
+/** The phases the workflow went through, in order, read from its search attribute upserts in history. */
+export async function phasesFromHistory(handle: ModelHandle): Promise<string[]> {
+  const history = await handle.fetchHistory();
+  const phases: string[] = [];
+  for (const event of history.events ?? []) {
+    const fields =
+      event.workflowExecutionStartedEventAttributes?.searchAttributes?.indexedFields ??
+      event.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields;
+    const payload = fields?.FerryPhase;
+    if (payload?.data) phases.push(JSON.parse(Buffer.from(payload.data).toString('utf8')) as string);
+  }
+  return phases.filter((phase, i) => phase !== phases[i - 1]);
+}

@@ -1,0 +1,439 @@
+import { ActivityFailure, ApplicationFailure, RetryState, TimeoutFailure } from '@temporalio/common';
+import { describe, expect, it } from 'vitest';
+import { modelRefOf, searchAttributesFor, taskQueueFor, workflowIdFor } from '../../workflows/messages';
+import { parseServedModel } from '../../workflows/spec';
+import { sameJson, specChanges } from '../../workflows/spec-changes';
+import type { ModelStatus } from '../../workflows/status';
+import { setCondition } from '../../workflows/status-conditions';
+import { classifyFailure } from '../../workflows/status-failure';
+import { formatBytes, formatDuration, summarizeStatus } from '../../workflows/status-summary';
+import { currentStep, trimTimeline } from '../../workflows/status-timeline';
+import {
+  acceptSpec,
+  beginStep,
+  beginTeardown,
+  beginUpdate,
+  failStep,
+  finishStep,
+  finishTeardown,
+  foldProgress,
+  initialStatus,
+  markReady,
+  observe,
+  phaseForStep,
+  readinessOf,
+  retryingStep,
+  skipDownload,
+  supersede,
+} from '../../workflows/status-transitions';
+
+const spec = parseServedModel({
+  apiVersion: 'ferry.dev/v1alpha1',
+  kind: 'ServedModel',
+  metadata: { name: 'qwen', namespace: 'models' },
+  spec: { cluster: 'gpu-a', source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct' } } },
+});
+
+/** ISO time `s` seconds after a fixed start. */
+const t = (s: number) => new Date(Date.UTC(2026, 0, 1, 12, 0, 0) + s * 1000).toISOString();
+
+/** A model taken through every step of generation 1, one second each. */
+function readyModel(): ModelStatus {
+  let status = initialStatus(spec, t(0));
+  let clock = 0;
+  for (const step of ['claim', 'storage', 'download', 'release', 'rollout', 'startup'] as const) {
+    status = beginStep(status, step, 1, t(clock));
+    status = finishStep(status, step, 1, t(++clock));
+  }
+  return markReady(status, { generation: 1, endpoint: 'http://qwen.models.svc:8000/v1', readyReplicas: 1 }, t(clock));
+}
+
+describe('initial status and spec', () => {
+  it('starts Pending at generation 1 with what the spec names', () => {
+    expect(initialStatus(spec, t(0))).toEqual({
+      name: 'qwen',
+      namespace: 'models',
+      cluster: 'gpu-a',
+      phase: 'Pending',
+      conditions: [],
+      servedModelName: 'qwen',
+      source: 'huggingface:Qwen/Qwen2.5-0.5B-Instruct@main',
+      replicas: 1,
+      readyReplicas: 0,
+      generation: 1,
+      observedGeneration: 0,
+      timeline: [],
+      startedAt: t(0),
+      updatedAt: t(0),
+    });
+  });
+
+  it('records an accepted spec as a new generation', () => {
+    const next = parseServedModel({
+      ...spec,
+      spec: { ...spec.spec, replicas: 3, engine: { ...spec.spec.engine, servedModelName: 'q' } },
+    });
+    expect(acceptSpec(readyModel(), next, 2, t(9))).toMatchObject({
+      generation: 2,
+      observedGeneration: 1,
+      replicas: 3,
+      servedModelName: 'q',
+    });
+  });
+});
+
+describe('steps', () => {
+  it('maps steps to phases; engine steps of a model that served before are an update', () => {
+    const fresh = initialStatus(spec, t(0));
+    expect(
+      ['claim', 'storage', 'download', 'release', 'rollout', 'startup'].map((s) => phaseForStep(s as never, fresh)),
+    ).toEqual(['Pending', 'Provisioning', 'Downloading', 'Releasing', 'Starting', 'Starting']);
+    expect(phaseForStep('rollout', readyModel())).toBe('Updating');
+    expect(phaseForStep('stop', readyModel())).toBe('Updating');
+    expect(phaseForStep('teardown', readyModel())).toBe('Deleting');
+  });
+
+  it('records each step with start, end, duration and outcome, and its condition', () => {
+    let status = beginStep(initialStatus(spec, t(0)), 'download', 1, t(10));
+    expect(status.phase).toBe('Downloading');
+    expect(currentStep(status)).toBe('download');
+    expect(status.conditions.map((c) => [c.type, c.status, c.reason])).toEqual([
+      ['WeightsReady', 'Unknown', 'InProgress'],
+      ['Ready', 'False', 'Downloading'],
+    ]);
+    status = finishStep(status, 'download', 1, t(70), 'qwen-pull-1234abcd in 60s');
+    expect(status.timeline).toEqual([
+      {
+        step: 'download',
+        generation: 1,
+        startedAt: t(10),
+        endedAt: t(70),
+        durationMs: 60_000,
+        outcome: 'Succeeded',
+        detail: 'qwen-pull-1234abcd in 60s',
+      },
+    ]);
+    expect(status.conditions[0]).toMatchObject({
+      type: 'WeightsReady',
+      status: 'True',
+      reason: 'Downloaded',
+      lastTransitionTime: t(70),
+    });
+    expect(currentStep(status)).toBeUndefined();
+  });
+
+  it('is Ready with every condition True after the whole sequence', () => {
+    const status = readyModel();
+    expect(status.phase).toBe('Ready');
+    expect(status.observedGeneration).toBe(1);
+    expect(status.conditions.every((c) => c.status === 'True')).toBe(true);
+    expect(status.timeline.map((e) => e.durationMs)).toEqual([1000, 1000, 1000, 1000, 1000, 1000]);
+  });
+
+  it('records a skipped download as such, with WeightsReady True', () => {
+    const status = skipDownload(
+      initialStatus(spec, t(0)),
+      1,
+      t(5),
+      'the volume already holds huggingface:Qwen/Qwen2.5-0.5B-Instruct@main',
+    );
+    expect(status.timeline[0]).toMatchObject({ step: 'download', outcome: 'Skipped', durationMs: 0 });
+    expect(status.conditions[0]).toMatchObject({ type: 'WeightsReady', status: 'True', reason: 'AlreadyOnVolume' });
+  });
+
+  it('shows a transient failure while retrying, and clears it when the step succeeds', () => {
+    let status = beginStep(initialStatus(spec, t(0)), 'storage', 1, t(1));
+    status = retryingStep(status, 'storage', { reason: 'ApiUnavailable', message: 'ECONNREFUSED' }, 1, 1, t(2));
+    expect(status.phase).toBe('Provisioning');
+    expect(status.lastError).toEqual({
+      reason: 'ApiUnavailable',
+      message: 'ECONNREFUSED',
+      at: t(2),
+      step: 'storage',
+      generation: 1,
+    });
+    expect(status.conditions[0]).toMatchObject({ type: 'StorageReady', status: 'False', reason: 'ApiUnavailable' });
+    status = finishStep(status, 'storage', 1, t(3));
+    expect(status.lastError).toBeUndefined();
+    expect(status.conditions[0]).toMatchObject({ status: 'True' });
+  });
+
+  it('fails with reason, message and step; an update in progress fails with it', () => {
+    let status = beginUpdate(readyModel(), 2, t(20), 'generation 2: in place');
+    status = beginStep(status, 'startup', 2, t(21));
+    status = failStep(status, 'startup', { reason: 'CrashLoopBackOff', message: 'exit code 1' }, 2, t(30));
+    expect(status.phase).toBe('Failed');
+    expect(status.lastError).toEqual({
+      reason: 'CrashLoopBackOff',
+      message: 'exit code 1',
+      at: t(30),
+      step: 'startup',
+      generation: 2,
+    });
+    expect(status.timeline.slice(-2).map((e) => [e.step, e.outcome])).toEqual([
+      ['update', 'Failed'],
+      ['startup', 'Failed'],
+    ]);
+    expect(status.conditions.find((c) => c.type === 'Ready')).toMatchObject({
+      status: 'False',
+      reason: 'CrashLoopBackOff',
+    });
+    expect(status.observedGeneration).toBe(1);
+  });
+
+  it('cancels open steps when superseded', () => {
+    let status = beginUpdate(readyModel(), 2, t(20), 'generation 2');
+    status = beginStep(status, 'rollout', 2, t(21));
+    status = supersede(status, t(25), 'superseded by generation 3');
+    expect(status.timeline.slice(-2)).toMatchObject([
+      { step: 'update', outcome: 'Cancelled', durationMs: 5_000, detail: 'superseded by generation 3' },
+      { step: 'rollout', outcome: 'Cancelled', durationMs: 4_000 },
+    ]);
+  });
+});
+
+describe('conditions', () => {
+  it('moves lastTransitionTime only when the status changes', () => {
+    const base = initialStatus(spec, t(0));
+    const change = {
+      type: 'Ready' as const,
+      status: 'False' as const,
+      reason: 'Downloading',
+      message: 'a',
+      observedGeneration: 1,
+    };
+    const first = setCondition(base, change, t(1));
+    const second = setCondition(first, { ...change, reason: 'Starting' }, t(2));
+    expect(second.conditions[0]).toMatchObject({ reason: 'Starting', lastTransitionTime: t(1) });
+    const third = setCondition(second, { ...change, status: 'True', reason: 'Ready' }, t(3));
+    expect(third.conditions[0]!.lastTransitionTime).toBe(t(3));
+    expect(setCondition(third, { ...change, status: 'True', reason: 'Ready' }, t(4))).toBe(third);
+  });
+});
+
+describe('progress', () => {
+  it('folds download progress and keeps what a report leaves out', () => {
+    let status = beginStep(initialStatus(spec, t(0)), 'download', 1, t(1));
+    status = foldProgress(
+      status,
+      { step: 'download', state: 'Running', bytes: 100, totalBytes: 1000 },
+      currentStep(status),
+      t(2),
+    );
+    status = foldProgress(status, { step: 'download', state: 'Running', bytes: 400 }, currentStep(status), t(3));
+    expect(status.download).toEqual({ bytes: 400, totalBytes: 1000, state: 'Running', updatedAt: t(3) });
+    expect(status.waiting).toBeUndefined();
+  });
+
+  it('shows a waiting reason with the time it started, and clears it when things move', () => {
+    let status = beginStep(readyModel(), 'rollout', 2, t(10));
+    const unschedulable = { step: 'rollout' as const, state: 'Unschedulable', message: '0/2 nodes available' };
+    status = foldProgress(status, unschedulable, currentStep(status), t(11));
+    status = foldProgress(status, { ...unschedulable, message: '0/3 nodes available' }, currentStep(status), t(12));
+    expect(status.waiting).toEqual({ reason: 'Unschedulable', message: '0/3 nodes available', since: t(11) });
+    expect(status.lastError).toBeUndefined();
+    status = foldProgress(status, { step: 'rollout', state: 'Running', readyReplicas: 1 }, currentStep(status), t(13));
+    expect(status.waiting).toBeUndefined();
+    expect(status.readyReplicas).toBe(1);
+  });
+
+  it('ignores a late report from a step that is over', () => {
+    const status = readyModel();
+    expect(foldProgress(status, { step: 'download', state: 'Running', bytes: 5 }, currentStep(status), t(50))).toBe(
+      status,
+    );
+    const rolling = beginStep(status, 'rollout', 2, t(51));
+    expect(foldProgress(rolling, { step: 'download', state: 'Running', bytes: 5 }, currentStep(rolling), t(52))).toBe(
+      rolling,
+    );
+  });
+});
+
+describe('watching', () => {
+  it('degrades on a problem, stays put on the same one, and recovers by itself', () => {
+    const ready = readyModel();
+    const problem = { reason: 'CrashLoopBackOff', message: 'restarted 3 times' };
+    const degraded = observe(ready, { replicas: 1, readyReplicas: 0, problem }, t(100));
+    expect(degraded.phase).toBe('Degraded');
+    expect(degraded.lastError).toMatchObject({ ...problem, generation: 1 });
+    expect(degraded.conditions.find((c) => c.type === 'Ready')).toMatchObject({
+      status: 'False',
+      reason: 'CrashLoopBackOff',
+    });
+    expect(observe(degraded, { replicas: 1, readyReplicas: 0, problem }, t(101))).toBe(degraded);
+
+    const recovered = observe(degraded, { replicas: 1, readyReplicas: 1 }, t(160));
+    expect(recovered.phase).toBe('Ready');
+    expect(recovered.lastError).toBeUndefined();
+    expect(recovered.timeline.at(-1)).toMatchObject({ step: 'degraded', outcome: 'Succeeded', durationMs: 60_000 });
+  });
+
+  it('changes nothing on a healthy look at a Ready model', () => {
+    const ready = readyModel();
+    expect(observe(ready, { replicas: 1, readyReplicas: 1 }, t(100))).toBe(ready);
+  });
+});
+
+describe('teardown', () => {
+  it('goes Deleting, then Deleted with what was deleted and retained', () => {
+    let status = beginStep(readyModel(), 'rollout', 2, t(10));
+    status = beginTeardown(status, 'evaluation done', t(11));
+    expect(status.phase).toBe('Deleting');
+    expect(status.timeline.filter((e) => e.step === 'rollout').at(-1)).toMatchObject({ outcome: 'Cancelled' });
+    status = retryingStep(
+      status,
+      'teardown',
+      { reason: 'TeardownIncomplete', message: 'Service/qwen: 500' },
+      1,
+      1,
+      t(12),
+    );
+    expect(status.lastError).toMatchObject({ reason: 'TeardownIncomplete', step: 'teardown' });
+    status = finishTeardown(
+      status,
+      { deleted: ['Deployment/qwen'], retained: ['PersistentVolumeClaim/qwen-weights'] },
+      2,
+      t(15),
+    );
+    expect(status).toMatchObject({ phase: 'Deleted', lastError: undefined, endpoint: undefined, readyReplicas: 0 });
+    expect(status.timeline.at(-1)).toMatchObject({
+      step: 'teardown',
+      outcome: 'Succeeded',
+      durationMs: 4_000,
+      detail: 'deleted 1 object(s); retained PersistentVolumeClaim/qwen-weights after 2 attempts',
+    });
+  });
+});
+
+describe('readiness for waiters', () => {
+  it('is ready at or past the generation, failed when an attempt at it failed, pending otherwise', () => {
+    const ready = readyModel();
+    expect(readinessOf(ready, 1)).toBe('ready');
+    expect(readinessOf(ready, 2)).toBe('pending');
+    const failed = failStep(
+      beginStep(ready, 'startup', 2, t(10)),
+      'startup',
+      { reason: 'OOMKilled', message: 'm' },
+      2,
+      t(11),
+    );
+    expect(readinessOf(failed, 2)).toBe('failed');
+    expect(readinessOf(failed, 3)).toBe('pending');
+    expect(
+      readinessOf(observe(ready, { replicas: 1, readyReplicas: 0, problem: { reason: 'X', message: 'y' } }, t(5)), 1),
+    ).toBe('pending');
+    expect(readinessOf(beginTeardown(ready, undefined, t(9)), 1)).toBe('deleted');
+  });
+});
+
+describe('timeline trimming', () => {
+  it('keeps the last entries and every open one', () => {
+    let status = beginUpdate(readyModel(), 2, t(10), 'open');
+    for (let i = 0; i < 60; i++)
+      status = finishStep(beginStep(status, 'rollout', 2, t(11 + i)), 'rollout', 2, t(11 + i));
+    const trimmed = trimTimeline(status, 50);
+    expect(trimmed.timeline).toHaveLength(51);
+    expect(trimmed.timeline[0]!.step).toBe('update');
+    expect(trimmed.timeline[0]!.endedAt).toBeUndefined();
+    expect(trimmed.timeline.at(-1)).toEqual(status.timeline.at(-1));
+  });
+});
+
+describe('failure classification', () => {
+  const budgets = { pullerDeadline: '2h', startupTimeout: '40m' };
+  const activityFailure = (cause: Error, type = 'awaitHealth') =>
+    new ActivityFailure('activity failed', type, '1', RetryState.NON_RETRYABLE_FAILURE, 'worker', cause);
+
+  it('keeps the named type of an application failure and whether a retry helps', () => {
+    expect(
+      classifyFailure(activityFailure(ApplicationFailure.nonRetryable('exit 137', 'OOMKilled')), 'startup', budgets),
+    ).toEqual({
+      reason: 'OOMKilled',
+      message: 'exit 137',
+      retryable: false,
+    });
+    // A type listed as non-retryable ends the reconcile even when thrown as retryable.
+    expect(
+      classifyFailure(activityFailure(ApplicationFailure.retryable('x', 'NameConflict')), 'claim', budgets).retryable,
+    ).toBe(false);
+    expect(
+      classifyFailure(activityFailure(ApplicationFailure.retryable('timeout', 'ApiUnavailable')), 'claim', budgets),
+    ).toEqual({
+      reason: 'ApiUnavailable',
+      message: 'timeout',
+      retryable: true,
+    });
+  });
+
+  it('turns a long wait running out of budget into the named reason', () => {
+    const timeout = new TimeoutFailure('timed out', undefined, 'SCHEDULE_TO_CLOSE');
+    expect(classifyFailure(activityFailure(timeout, 'awaitPuller'), 'download', budgets)).toEqual({
+      reason: 'DeadlineExceeded',
+      message: 'the download did not finish within puller.deadline (2h)',
+      retryable: false,
+    });
+    expect(classifyFailure(activityFailure(timeout), 'startup', budgets)).toMatchObject({
+      reason: 'StartupTimeout',
+      retryable: false,
+    });
+    expect(classifyFailure(activityFailure(timeout, 'awaitRollout'), 'rollout', budgets).message).toBe(
+      'the engine did not roll out within engine.startupTimeout (40m)',
+    );
+    expect(classifyFailure(activityFailure(timeout, 'applyStorage'), 'storage', budgets)).toEqual({
+      reason: 'Timeout',
+      message: 'applyStorage timed out (SCHEDULE_TO_CLOSE)',
+      retryable: true,
+    });
+  });
+});
+
+describe('summary for the Web UI', () => {
+  it('shows phase, endpoint, last error and the timeline as markdown', () => {
+    const failed = failStep(
+      beginStep(readyModel(), 'startup', 2, t(10)),
+      'startup',
+      { reason: 'OOMKilled', message: 'a|b' },
+      2,
+      t(11),
+    );
+    const text = summarizeStatus(failed);
+    expect(text.split('\n')[0]).toBe('**models/qwen** on `gpu-a`: **Failed**');
+    expect(text).toContain('- endpoint: http://qwen.models.svc:8000/v1 (model `qwen`)');
+    expect(text).toContain('- last error at startup: **OOMKilled**: a\\|b');
+    expect(text).toContain('| download | 1 | Succeeded | 1.0s |  |');
+    expect(text).toContain('| startup | 2 | Failed | 1.0s | OOMKilled: a\\|b |');
+  });
+
+  it('formats durations and sizes for people', () => {
+    expect([950, 12_340, 245_000, 3_725_000].map(formatDuration)).toEqual(['950ms', '12.3s', '4m 05s', '1h 02m']);
+    expect([512, 1536, 6_000_000_000].map(formatBytes)).toEqual(['512 B', '1.5 KiB', '5.6 GiB']);
+  });
+});
+
+describe('spec changes', () => {
+  it('lists the dotted paths that differ, ignoring key order', () => {
+    const next = parseServedModel({
+      ...spec,
+      metadata: { ...spec.metadata, labels: { team: 'ml' } },
+      spec: { ...spec.spec, replicas: 2, engine: { ...spec.spec.engine, args: ['--enforce-eager'] } },
+    });
+    expect(specChanges(spec, next)).toEqual(['metadata.labels.team', 'spec.engine.args', 'spec.replicas']);
+    expect(specChanges(spec, parseServedModel(JSON.parse(JSON.stringify(spec))))).toEqual([]);
+    expect(sameJson({ a: 1, b: [1, { c: 2 }] }, { b: [1, { c: 2 }], a: 1 })).toBe(true);
+    expect(sameJson({ a: 1 }, { a: 1, b: undefined })).toBe(true);
+    expect(sameJson([1, 2], [2, 1])).toBe(false);
+  });
+});
+
+describe('identity', () => {
+  it('names the workflow and the task queue after the model and its cluster', () => {
+    expect(workflowIdFor(modelRefOf(spec))).toBe('servedmodel/gpu-a/models/qwen');
+    expect(taskQueueFor('gpu-a')).toBe('ferry-gpu-a');
+    expect(searchAttributesFor(modelRefOf(spec), 'Ready').map((p) => [p.key.name, p.value])).toEqual([
+      ['FerryPhase', 'Ready'],
+      ['FerryModel', 'qwen'],
+      ['FerryNamespace', 'models'],
+      ['FerryCluster', 'gpu-a'],
+    ]);
+  });
+});

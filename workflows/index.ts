@@ -1,0 +1,1 @@
+export { ServeModelWorkflow } from './serve-model';

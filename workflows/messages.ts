@@ -1,0 +1,188 @@
+// The ServeModelWorkflow's messages, input and identity: defined once, imported by the workflow, the client,
+// the worker and the activities alike. Pure: this file is part of the workflow bundle.
+import { defineSearchAttributeKey, SearchAttributeType, type SearchAttributePair } from '@temporalio/common';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { StepProgress, TeardownResult } from '../activities/types';
+import type { ServedModel, SourceSpec } from './spec';
+import type { ModelStatus, Phase } from './status';
+
+// ---------------------------------------------------------------------------------------------------------------
+// Identity
+
+/** What names one served model: the parts of its workflow ID. */
+export interface ModelRef {
+  cluster: string;
+  namespace: string;
+  name: string;
+}
+
+/** `servedmodel/<cluster>/<namespace>/<name>`: one workflow per model, so Temporal keeps the name unique. */
+export function workflowIdFor({ cluster, namespace, name }: ModelRef): string {
+  return `servedmodel/${cluster}/${namespace}/${name}`;
+}
+
+/** The task queue of the worker that serves `cluster`. */
+export function taskQueueFor(cluster: string): string {
+  return `ferry-${cluster}`;
+}
+
+/** The identity of a parsed spec. */
+export function modelRefOf(spec: ServedModel): ModelRef {
+  return { cluster: spec.spec.cluster, namespace: spec.metadata.namespace, name: spec.metadata.name };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Search attributes (Keyword, registered on the namespace by deploy/local/up.sh)
+
+export const ferryPhaseKey = defineSearchAttributeKey('FerryPhase', SearchAttributeType.KEYWORD);
+export const ferryModelKey = defineSearchAttributeKey('FerryModel', SearchAttributeType.KEYWORD);
+export const ferryNamespaceKey = defineSearchAttributeKey('FerryNamespace', SearchAttributeType.KEYWORD);
+export const ferryClusterKey = defineSearchAttributeKey('FerryCluster', SearchAttributeType.KEYWORD);
+
+/** The search attributes of a model in `phase`; the client may pass them at start, the workflow upserts them. */
+export function searchAttributesFor(ref: ModelRef, phase: Phase): SearchAttributePair[] {
+  return [
+    { key: ferryPhaseKey, value: phase },
+    { key: ferryModelKey, value: ref.name },
+    { key: ferryNamespaceKey, value: ref.namespace },
+    { key: ferryClusterKey, value: ref.cluster },
+  ];
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Input and result
+
+/** Knobs that tests (and impatient people) turn; production leaves them unset. */
+export interface ServeModelOptions {
+  /** How often a Ready model is looked at with `readStatus`. Default 30 s. */
+  watchIntervalMs?: number;
+  /** Continue as new once history is longer than this (or the server suggests it). Default 5,000 events. */
+  continueAsNewAfterEvents?: number;
+  /** Activity retries before a transient failure shows in status (the workflow then keeps retrying the step). */
+  retry?: {
+    /** Default 1 s. */
+    initialIntervalMs?: number;
+    /** Default 30 s; also caps the workflow's own backoff between attempts of a step and of teardown. */
+    maximumIntervalMs?: number;
+    /** Attempts of one activity before the workflow sees the failure. Default 10. */
+    maximumAttempts?: number;
+  };
+  /** Added to the puller deadline and the startup budget for the activities' own timeouts. Default 5 min. */
+  timeoutMarginMs?: number;
+  /** Heartbeat timeout of the long waits. Default 60 s. */
+  heartbeatTimeoutMs?: number;
+}
+
+/** The name the brief uses for `ServeModelOptions`. */
+export type WorkflowOptions = ServeModelOptions;
+
+/** A puller Job that was started and not yet released. */
+export interface PendingPull {
+  jobName: string;
+  sourceHash: string;
+  /** The download failed: the Job is kept for its logs until the next attempt replaces it. */
+  failed: boolean;
+}
+
+/** What a run hands to the next one when it continues as new. */
+export interface CarriedState {
+  status: ModelStatus;
+  /** The generation last reconciled (Ready or Failed); below `status.generation` means work is due. */
+  attemptedGeneration: number;
+  rootUid?: string;
+  /** Hash of the source whose weights the volume holds. */
+  sourceHash?: string;
+  /** The source whose weights the volume holds (set once downloaded, or found there). */
+  volumeSource?: SourceSpec;
+  /** A Deployment may exist: a new source must scale it to 0 before the puller mounts the volume. */
+  engineApplied: boolean;
+  pendingPull?: PendingPull;
+  /** The storage part of the spec (and labels) last applied: a change re-applies the PVC on an in-place update. */
+  appliedStorage?: unknown;
+}
+
+/** The workflow's argument. Versioned: a run started by an older client or carried over still parses. */
+export interface ServeModelInput {
+  version: 1;
+  /** A parsed spec (`parseServedModel`); the workflow does not parse it again. */
+  spec: ServedModel;
+  options?: ServeModelOptions;
+  /** Set only by continue-as-new. */
+  state?: CarriedState;
+}
+
+/** The workflow's result once the model is deleted. */
+export interface FinalStatus {
+  status: ModelStatus;
+  teardown: TeardownResult;
+  /** Why it was deleted: the delete's reason, or `workflow cancelled`. */
+  reason?: string;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Messages
+
+export interface UpdateModelInput {
+  /** The whole ServedModel document, as people write it; validated with the same schema as at start. */
+  spec: unknown;
+}
+
+export interface UpdateResult {
+  accepted: true;
+  /** The generation the model will be reconciled to; wait for `observedGeneration >= generation`. */
+  generation: number;
+  /** False when the document equals the current spec: nothing to do, the generation stays. */
+  changed: boolean;
+  /** The weights change: the engine is scaled to 0 and the new source pulled. */
+  sourceChanged: boolean;
+  /** Dotted paths of the fields that changed (`spec.engine.args`, `spec.replicas`). */
+  changes: string[];
+}
+
+export interface DeleteModelInput {
+  reason?: string;
+}
+
+export interface DeleteResult extends TeardownResult {
+  reason?: string;
+  /** Attempts of the teardown activity it took (1 when nothing failed). */
+  attempts: number;
+}
+
+/** Change the spec. Rejected before it reaches history on an invalid document (failure type `InvalidSpec`, the
+ * issues as details) or a change of an immutable field; returns at once, the workflow reconciles afterwards. */
+export const updateModelUpdate = defineUpdate<UpdateResult, [UpdateModelInput]>('update');
+
+/** Tear the model down; returns once everything is deleted (or retained), then the workflow completes. */
+export const deleteModelUpdate = defineUpdate<DeleteResult, [DeleteModelInput]>('delete');
+
+/** The model's full status. */
+export const statusQuery = defineQuery<ModelStatus>('status');
+
+/** The spec the model is being brought to (the latest accepted one), with every default filled in. */
+export const specQuery = defineQuery<ServedModel>('spec');
+
+/** Activities report what they wait for (throttled by the sender); the workflow folds it into status. */
+export const progressSignal = defineSignal<[StepProgress]>('progress');
+
+/** Failure type of a rejected update (or start): the document is invalid or changes an immutable field. */
+export const INVALID_SPEC = 'InvalidSpec';
+/** Failure type of a workflow started with an input version it does not know. */
+export const UNSUPPORTED_INPUT = 'UnsupportedInput';
+/** Failure type of an update sent to a model that is being deleted. */
+export const MODEL_DELETING = 'ModelDeleting';
+
+// ---------------------------------------------------------------------------------------------------------------
+// Composition: a parent workflow that starts ServeModelWorkflow as a child cannot query it, so the child tells it.
+
+/** Sent to the parent workflow (if any) on every phase change. */
+export interface PhaseChange {
+  workflowId: string;
+  phase: Phase;
+  generation: number;
+  observedGeneration: number;
+  endpoint?: string;
+  lastError?: ModelStatus['lastError'];
+}
+
+export const phaseChangedSignal = defineSignal<[PhaseChange]>('ferry.phaseChanged');

@@ -1,0 +1,421 @@
+// How the workflow moves a model's status: phases, conditions, timeline, progress and observations.
+// Pure functions from a status to the next one; the workflow holds the only mutable reference.
+import type { ObservedStatus, StepProgress, TeardownResult } from '../activities/types';
+import { describeSource, type ServedModel } from './spec';
+import type { ConditionType, ModelError, ModelStatus, Phase } from './status';
+import { setCondition } from './status-conditions';
+import { closeOpenSteps, endStep, openEntry, skipStep, startStep, type Step } from './status-timeline';
+
+/** A failure as status shows it: a named reason and one line for a person. */
+export interface FailureInfo {
+  reason: string;
+  message: string;
+}
+
+/** Phases where the workflow waits for a message or watches, rather than working. */
+export const SETTLED: readonly Phase[] = ['Ready', 'Degraded', 'Failed'];
+
+/** The status of a model the workflow has just been given. */
+export function initialStatus(spec: ServedModel, now: string): ModelStatus {
+  return {
+    name: spec.metadata.name,
+    namespace: spec.metadata.namespace,
+    cluster: spec.spec.cluster,
+    phase: 'Pending',
+    conditions: [],
+    servedModelName: spec.spec.engine.servedModelName,
+    source: describeSource(spec.spec.source),
+    replicas: spec.spec.replicas,
+    readyReplicas: 0,
+    generation: 1,
+    observedGeneration: 0,
+    timeline: [],
+    startedAt: now,
+    updatedAt: now,
+  };
+}
+
+/** Records an accepted spec as generation `generation`. */
+export function acceptSpec(status: ModelStatus, spec: ServedModel, generation: number, now: string): ModelStatus {
+  return {
+    ...status,
+    servedModelName: spec.spec.engine.servedModelName,
+    source: describeSource(spec.spec.source),
+    replicas: spec.spec.replicas,
+    generation,
+    updatedAt: now,
+  };
+}
+
+/** The phase a step puts the model in. Engine steps of a model that has served before are an update. */
+export function phaseForStep(step: Step, status: ModelStatus): Phase {
+  switch (step) {
+    case 'claim':
+      return 'Pending';
+    case 'storage':
+      return 'Provisioning';
+    case 'download':
+      return 'Downloading';
+    case 'release':
+      return 'Releasing';
+    case 'stop':
+      return 'Updating';
+    case 'teardown':
+      return 'Deleting';
+    default:
+      return status.observedGeneration > 0 ? 'Updating' : 'Starting';
+  }
+}
+
+const STEP_CONDITION: Partial<Record<Step, { type: ConditionType; reason: string; message: string }>> = {
+  claim: { type: 'NameClaimed', reason: 'Claimed', message: 'every object the model needs is free or already ours' },
+  storage: { type: 'StorageReady', reason: 'Applied', message: 'the weights volume is applied' },
+  download: { type: 'WeightsReady', reason: 'Downloaded', message: 'the weights are on the volume' },
+  release: {
+    type: 'VolumeReleased',
+    reason: 'Released',
+    message: 'the puller is gone; the volume is free for the engine',
+  },
+  rollout: { type: 'RolledOut', reason: 'RolledOut', message: 'the Deployment rolled out the current spec' },
+  startup: { type: 'Healthy', reason: 'Healthy', message: 'a replica of the current revision answers /health' },
+};
+
+function withPhase(status: ModelStatus, phase: Phase, now: string): ModelStatus {
+  return status.phase === phase ? status : { ...status, phase, updatedAt: now };
+}
+
+function notReady(status: ModelStatus, reason: string, message: string, generation: number, now: string): ModelStatus {
+  return setCondition(status, { type: 'Ready', status: 'False', reason, message, observedGeneration: generation }, now);
+}
+
+/** A step starts: its phase, an open timeline entry, its condition Unknown, Ready False. */
+export function beginStep(
+  status: ModelStatus,
+  step: Step,
+  generation: number,
+  now: string,
+  detail?: string,
+): ModelStatus {
+  const phase = phaseForStep(step, status);
+  let next = startStep(withPhase(status, phase, now), step, generation, now, detail);
+  next = { ...next, waiting: undefined };
+  if (step === 'download') next = { ...next, download: { bytes: 0, state: 'Pending', updatedAt: now } };
+  const condition = STEP_CONDITION[step];
+  if (condition) {
+    next = setCondition(
+      next,
+      {
+        type: condition.type,
+        status: 'Unknown',
+        reason: 'InProgress',
+        message: `${step} in progress`,
+        observedGeneration: generation,
+      },
+      now,
+    );
+  }
+  if (step !== 'teardown')
+    next = notReady(next, phase, `generation ${generation}: ${step} in progress`, generation, now);
+  return next;
+}
+
+/** A step succeeded: its entry closed, its condition True, a transient error it had is over. */
+export function finishStep(
+  status: ModelStatus,
+  step: Step,
+  generation: number,
+  now: string,
+  detail?: string,
+): ModelStatus {
+  let next = endStep(status, step, 'Succeeded', now, detail);
+  next = { ...next, waiting: undefined };
+  if (next.lastError?.step === step) next = { ...next, lastError: undefined };
+  if (step === 'download' && next.download)
+    next = { ...next, download: { ...next.download, state: 'Complete', updatedAt: now } };
+  const condition = STEP_CONDITION[step];
+  if (condition) {
+    next = setCondition(
+      next,
+      {
+        type: condition.type,
+        status: 'True',
+        reason: condition.reason,
+        message: detail ?? condition.message,
+        observedGeneration: generation,
+      },
+      now,
+    );
+  }
+  if (step === 'stop') {
+    for (const type of ['RolledOut', 'Healthy'] as const) {
+      next = setCondition(
+        next,
+        {
+          type,
+          status: 'False',
+          reason: 'ScaledDown',
+          message: 'the engine is scaled to 0 while new weights are pulled',
+          observedGeneration: generation,
+        },
+        now,
+      );
+    }
+    next = { ...next, readyReplicas: 0 };
+  }
+  return next;
+}
+
+/** The download was not needed: the volume already holds the source. */
+export function skipDownload(status: ModelStatus, generation: number, now: string, detail: string): ModelStatus {
+  let next = skipStep(status, 'download', generation, now, detail);
+  next = { ...next, download: undefined };
+  return setCondition(
+    next,
+    {
+      type: 'WeightsReady',
+      status: 'True',
+      reason: 'AlreadyOnVolume',
+      message: detail,
+      observedGeneration: generation,
+    },
+    now,
+  );
+}
+
+function errorOf(failure: FailureInfo, step: Step, generation: number, now: string): ModelError {
+  return { reason: failure.reason, message: failure.message, at: now, step, generation };
+}
+
+/** A step failed in a way the workflow retries: shown as lastError and on the step's condition; the phase stays. */
+export function retryingStep(
+  status: ModelStatus,
+  step: Step,
+  failure: FailureInfo,
+  attempt: number,
+  generation: number,
+  now: string,
+): ModelStatus {
+  let next: ModelStatus = { ...status, lastError: errorOf(failure, step, generation, now), updatedAt: now };
+  const condition = STEP_CONDITION[step];
+  if (condition) {
+    next = setCondition(
+      next,
+      {
+        type: condition.type,
+        status: 'False',
+        reason: failure.reason,
+        message: `attempt ${attempt} failed, retrying: ${failure.message}`,
+        observedGeneration: generation,
+      },
+      now,
+    );
+  }
+  return next;
+}
+
+/** A step failed for good: phase Failed until an update or a delete. */
+export function failStep(
+  status: ModelStatus,
+  step: Step,
+  failure: FailureInfo,
+  generation: number,
+  now: string,
+): ModelStatus {
+  let next = endStep(status, step, 'Failed', now, `${failure.reason}: ${failure.message}`);
+  if (openEntry(next, 'update')) next = endStep(next, 'update', 'Failed', now, `failed at ${step}: ${failure.reason}`);
+  next = { ...withPhase(next, 'Failed', now), lastError: errorOf(failure, step, generation, now), waiting: undefined };
+  const condition = STEP_CONDITION[step];
+  if (condition) {
+    next = setCondition(
+      next,
+      {
+        type: condition.type,
+        status: 'False',
+        reason: failure.reason,
+        message: failure.message,
+        observedGeneration: generation,
+      },
+      now,
+    );
+  }
+  return notReady(next, failure.reason, failure.message, generation, now);
+}
+
+/** Every step of `generation` succeeded. */
+export function markReady(
+  status: ModelStatus,
+  ready: { generation: number; endpoint?: string; readyReplicas: number },
+  now: string,
+): ModelStatus {
+  let next = status;
+  if (openEntry(next, 'update')) next = endStep(next, 'update', 'Succeeded', now);
+  next = {
+    ...withPhase(next, 'Ready', now),
+    observedGeneration: ready.generation,
+    endpoint: ready.endpoint ?? next.endpoint,
+    readyReplicas: ready.readyReplicas,
+    lastError: undefined,
+    waiting: undefined,
+  };
+  const where = next.endpoint ? ` at ${next.endpoint}` : '';
+  const message =
+    next.replicas === 0
+      ? 'scaled to 0 replicas'
+      : `serving ${next.servedModelName}${where} (generation ${ready.generation})`;
+  return setCondition(
+    next,
+    {
+      type: 'Ready',
+      status: 'True',
+      reason: next.replicas === 0 ? 'ScaledToZero' : 'Ready',
+      message,
+      observedGeneration: ready.generation,
+    },
+    now,
+  );
+}
+
+/** The work in progress was superseded (a newer update, a delete): its open steps are cancelled. */
+export function supersede(status: ModelStatus, now: string, detail: string): ModelStatus {
+  return { ...closeOpenSteps(status, 'Cancelled', now, detail), waiting: undefined };
+}
+
+/** Starts reconciling an update of a model: an `update` entry spans it until Ready, Failed or superseded. */
+export function beginUpdate(status: ModelStatus, generation: number, now: string, detail: string): ModelStatus {
+  const next = openEntry(status, 'degraded')
+    ? endStep(status, 'degraded', 'Cancelled', now, 'ended by an update')
+    : status;
+  return startStep(next, 'update', generation, now, detail);
+}
+
+/** A look at a Ready (or Degraded) model: a problem degrades it, its absence makes it Ready again. */
+export function observe(status: ModelStatus, observed: ObservedStatus, now: string): ModelStatus {
+  if (status.phase !== 'Ready' && status.phase !== 'Degraded') return status;
+  let next: ModelStatus = status;
+  if (observed.readyReplicas !== status.readyReplicas || (observed.endpoint && observed.endpoint !== status.endpoint)) {
+    next = {
+      ...next,
+      readyReplicas: observed.readyReplicas,
+      endpoint: observed.endpoint ?? next.endpoint,
+      updatedAt: now,
+    };
+  }
+  const generation = status.observedGeneration;
+  const problem = observed.problem;
+  if (problem) {
+    const sameProblem =
+      status.phase === 'Degraded' &&
+      status.lastError?.reason === problem.reason &&
+      status.lastError.message === problem.message;
+    if (sameProblem) return next;
+    if (status.phase === 'Ready') {
+      next = startStep(next, 'degraded', generation, now, `${problem.reason}: ${problem.message}`);
+      next = withPhase(next, 'Degraded', now);
+    }
+    next = { ...next, lastError: { reason: problem.reason, message: problem.message, at: now, generation } };
+    return notReady(next, problem.reason, problem.message, generation, now);
+  }
+  if (status.phase === 'Degraded') {
+    next = endStep(next, 'degraded', 'Succeeded', now);
+    return markReady(next, { generation, readyReplicas: observed.readyReplicas }, now);
+  }
+  return next;
+}
+
+// Pod phases and progress states that mean "moving": anything else an activity reports is a waiting reason.
+const PROGRESSING = new Set([
+  'Running',
+  'Downloading',
+  'Loading',
+  'Starting',
+  'Progressing',
+  'Succeeded',
+  'Complete',
+  'Completed',
+  'Ready',
+  'Healthy',
+]);
+
+const PROGRESS_STEPS: Record<StepProgress['step'], readonly Step[]> = {
+  claim: ['claim', 'storage'],
+  download: ['download'],
+  release: ['release'],
+  rollout: ['rollout'],
+  startup: ['startup'],
+};
+
+/** Folds an activity's report into status; a late report from a step that is over changes nothing. */
+export function foldProgress(
+  status: ModelStatus,
+  progress: StepProgress,
+  current: Step | undefined,
+  now: string,
+): ModelStatus {
+  if (!current || !PROGRESS_STEPS[progress.step]?.includes(current)) return status;
+  let next: ModelStatus = { ...status, updatedAt: now };
+  if (progress.step === 'download') {
+    const previous = status.download;
+    next.download = {
+      bytes: progress.bytes ?? previous?.bytes ?? 0,
+      ...(progress.totalBytes !== undefined || previous?.totalBytes !== undefined
+        ? { totalBytes: progress.totalBytes ?? previous?.totalBytes }
+        : {}),
+      state: progress.state,
+      ...(progress.message ? { message: progress.message } : {}),
+      updatedAt: now,
+    };
+  }
+  if (progress.readyReplicas !== undefined) next.readyReplicas = progress.readyReplicas;
+  if (PROGRESSING.has(progress.state)) {
+    next.waiting = undefined;
+  } else {
+    const since = status.waiting?.reason === progress.state ? status.waiting.since : now;
+    next.waiting = { reason: progress.state, message: progress.message ?? '', since };
+  }
+  return next;
+}
+
+/** Deletion starts: whatever ran is cancelled, phase Deleting. */
+export function beginTeardown(status: ModelStatus, reason: string | undefined, now: string): ModelStatus {
+  let next = supersede(status, now, 'cancelled by delete');
+  next = beginStep(next, 'teardown', next.generation, now, reason);
+  return notReady(next, 'Deleting', reason ? `deleting: ${reason}` : 'deleting', next.generation, now);
+}
+
+/** Everything the model owned is deleted (or retained on purpose): phase Deleted. */
+export function finishTeardown(
+  status: ModelStatus,
+  result: TeardownResult,
+  attempts: number,
+  now: string,
+): ModelStatus {
+  const retained = result.retained.length > 0 ? `; retained ${result.retained.join(', ')}` : '';
+  const tries = attempts > 1 ? ` after ${attempts} attempts` : '';
+  let next = endStep(
+    status,
+    'teardown',
+    'Succeeded',
+    now,
+    `deleted ${result.deleted.length} object(s)${retained}${tries}`,
+  );
+  next = {
+    ...withPhase(next, 'Deleted', now),
+    lastError: undefined,
+    waiting: undefined,
+    readyReplicas: 0,
+    endpoint: undefined,
+  };
+  return notReady(next, 'Deleted', 'the model is deleted', next.generation, now);
+}
+
+/** What a waiter for `generation` should do with this status. */
+export type Readiness = 'ready' | 'failed' | 'deleted' | 'pending';
+
+/** Ready once the cluster is at `generation` or newer; failed once an attempt at it (or newer) failed. A Degraded
+ * model is pending: it may recover by itself. */
+export function readinessOf(status: ModelStatus, generation: number): Readiness {
+  if (status.phase === 'Deleting' || status.phase === 'Deleted') return 'deleted';
+  if (status.phase === 'Ready' && status.observedGeneration >= generation) return 'ready';
+  if (status.phase === 'Failed' && (status.lastError?.generation ?? 0) >= generation) return 'failed';
+  return 'pending';
+}

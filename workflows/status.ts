@@ -1,0 +1,97 @@
+// The model's status as the workflow keeps it: what `ferry status`, the status query, search attributes and the
+// Web UI's current details all show. Pure data and pure functions: this file is part of the workflow bundle.
+
+/** The phases of a served model, in lifecycle order. */
+export const PHASES = [
+  'Pending',
+  'Provisioning',
+  'Downloading',
+  'Releasing',
+  'Starting',
+  'Ready',
+  'Updating',
+  'Degraded',
+  'Failed',
+  'Deleting',
+  'Deleted',
+] as const;
+export type Phase = (typeof PHASES)[number];
+
+/** Phases after which the workflow waits for a person or a message rather than working on its own. */
+export const SETTLED_PHASES: readonly Phase[] = ['Ready', 'Degraded', 'Failed', 'Deleted'];
+
+export type ConditionType =
+  'NameClaimed' | 'StorageReady' | 'WeightsReady' | 'VolumeReleased' | 'RolledOut' | 'Healthy' | 'Ready';
+
+export interface Condition {
+  type: ConditionType;
+  status: 'True' | 'False' | 'Unknown';
+  /** CamelCase, machine-readable. */
+  reason: string;
+  /** One line for a person. */
+  message: string;
+  /** ISO time of the last change of status. */
+  lastTransitionTime: string;
+  /** The spec generation this condition was computed for. */
+  observedGeneration: number;
+}
+
+/** One step of the lifecycle with its timing; `endedAt` is unset while it runs. */
+export interface TimelineEntry {
+  /** `stop` scales the engine to 0 before a new source is pulled; `degraded` spans a Ready model's trouble. */
+  step:
+    'claim' | 'storage' | 'download' | 'release' | 'stop' | 'rollout' | 'startup' | 'update' | 'degraded' | 'teardown';
+  generation: number;
+  startedAt: string;
+  endedAt?: string;
+  durationMs?: number;
+  outcome?: 'Succeeded' | 'Failed' | 'Skipped' | 'Cancelled';
+  detail?: string;
+}
+
+export interface ModelError {
+  reason: string;
+  message: string;
+  at: string;
+  /** Where it happened: the step that failed. */
+  step?: TimelineEntry['step'];
+  /** The spec generation being reconciled (or watched) when it happened. */
+  generation?: number;
+}
+
+export interface DownloadProgress {
+  bytes: number;
+  totalBytes?: number;
+  /** Pod phase or waiting reason of the puller, e.g. Running, Unschedulable, ImagePullBackOff. */
+  state: string;
+  message?: string;
+  updatedAt: string;
+}
+
+export interface ModelStatus {
+  name: string;
+  namespace: string;
+  cluster: string;
+  phase: Phase;
+  conditions: Condition[];
+  /** Where clients send requests once Ready. */
+  endpoint?: string;
+  servedModelName: string;
+  /** The weights, as `huggingface:<repo>@<revision>` or `pvc:<claim>/<path>`; never a secret. */
+  source: string;
+  replicas: number;
+  readyReplicas: number;
+  /** sha256 of the source identity; `sourceHash.slice(0, 8)` names the puller Job and weights directory. */
+  sourceHash?: string;
+  /** Incremented by every accepted spec change (start is 1). */
+  generation: number;
+  /** The generation the cluster was last brought to. */
+  observedGeneration: number;
+  lastError?: ModelError;
+  timeline: TimelineEntry[];
+  download?: DownloadProgress;
+  /** A waiting state that needs no person, such as Unschedulable until a GPU node appears. */
+  waiting?: { reason: string; message: string; since: string };
+  startedAt: string;
+  updatedAt: string;
+}
