@@ -25,12 +25,18 @@ export interface ActivityTiming {
   terminatingPvcWaitMs: number;
   /** Minimum interval between two progress signals with the same state. */
   progressIntervalMs: number;
+  /** How long applyStorage waits for a Pending PVC to bind before it returns (and reports why it is pending). */
+  volumeBindGraceMs: number;
+  /** How long a step waits for objects it deleted, or found being deleted, to be gone (pods of a released Job). */
+  deletionWaitMs: number;
 }
 
 export const DEFAULT_TIMING: ActivityTiming = {
   pollMs: 2_000,
   terminatingPvcWaitMs: 120_000,
   progressIntervalMs: 5_000,
+  volumeBindGraceMs: 10_000,
+  deletionWaitMs: 300_000,
 };
 
 export const timingOf = (deps: ActivityDeps): ActivityTiming => ({ ...DEFAULT_TIMING, ...deps.timing });

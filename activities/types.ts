@@ -94,6 +94,8 @@ export interface RolloutResult {
 export interface HealthResult {
   endpoint: string;
   models: string[];
+  /** Set when /v1/models needs the API key and the worker does not hold it: only /health was verified. */
+  note?: string;
 }
 
 /** A periodic look at a Ready model. */

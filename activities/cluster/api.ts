@@ -1,5 +1,6 @@
 // The thin effect layer between Ferry's pure builders and the Kubernetes API: apply, read, list, delete, watch.
 import {
+  CoreV1Api,
   KubernetesObjectApi,
   PatchStrategy,
   Watch,
@@ -89,8 +90,15 @@ export class Cluster {
     }
   }
 
-  /** Deletes the object; true when it was there, false when it was already gone (404 is success). */
-  async delete(ref: ObjectRef, propagationPolicy: 'Background' | 'Foreground' | 'Orphan' = 'Background'): Promise<boolean> {
+  /**
+   * Deletes the object; true when it was there, false when it was already gone (404 is success). `preconditions.uid`
+   * deletes only that very object (409 if the name now belongs to another one), so a check-then-delete cannot race.
+   */
+  async delete(
+    ref: ObjectRef,
+    propagationPolicy: 'Background' | 'Foreground' | 'Orphan' = 'Background',
+    preconditions?: { uid?: string; resourceVersion?: string },
+  ): Promise<boolean> {
     try {
       await this.objects.delete(
         { apiVersion: ref.apiVersion, kind: ref.kind, metadata: { name: ref.name, namespace: ref.namespace } },
@@ -99,11 +107,69 @@ export class Cluster {
         undefined,
         undefined,
         propagationPolicy,
+        preconditions ? { propagationPolicy, preconditions } : undefined,
       );
       return true;
     } catch (err) {
       if (isNotFound(err)) return false;
       throw kubeFailure(err, `deleting ${describeRef(ref)}`);
+    }
+  }
+
+  /**
+   * A JSON merge patch (RFC 7386) of fields no apply manages, e.g. removing owner references; put
+   * `metadata.resourceVersion` in the patch to make it conditional (409 when the object changed meanwhile).
+   */
+  async mergePatch<T extends KubernetesObject>(ref: ObjectRef, patch: Record<string, unknown>): Promise<T> {
+    const metadata = (patch.metadata ?? {}) as Record<string, unknown>;
+    const body = {
+      ...patch,
+      apiVersion: ref.apiVersion,
+      kind: ref.kind,
+      metadata: { ...metadata, name: ref.name, namespace: ref.namespace },
+    };
+    try {
+      return (await this.objects.patch(
+        body,
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        PatchStrategy.MergePatch,
+      )) as T;
+    } catch (err) {
+      throw kubeFailure(err, `patching ${describeRef(ref)}`);
+    }
+  }
+
+  /**
+   * The last lines a container printed (its previous run's with `previous`), or undefined when the kubelet cannot be
+   * asked (no permission for pods/log, no node, simulated nodes): a log tail only ever adds to a message.
+   */
+  async podLogTail(
+    namespace: string,
+    pod: string,
+    container: string,
+    opts: { previous?: boolean; tailLines?: number; timeoutMs?: number } = {},
+  ): Promise<string | undefined> {
+    const core = this.kc.makeApiClient(CoreV1Api);
+    const read = core.readNamespacedPodLog({
+      name: pod,
+      namespace,
+      container,
+      previous: opts.previous,
+      tailLines: opts.tailLines ?? 20,
+      limitBytes: 16_384,
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), opts.timeoutMs ?? 3_000);
+    });
+    try {
+      const text = await Promise.race([read.catch(() => undefined), timeout]);
+      return typeof text === 'string' && text.trim() ? text : undefined;
+    } finally {
+      clearTimeout(timer);
     }
   }
 

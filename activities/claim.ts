@@ -1,0 +1,92 @@
+// Claiming a model's name in the cluster: look at every object the model would own before writing anything, because
+// the forced server-side apply that follows takes fields from anyone.
+import type { KubernetesObject, V1ConfigMap, V1PersistentVolumeClaim } from '@kubernetes/client-node';
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { ServedModel } from '../workflows/spec';
+import { describeRef, refOf, type ObjectRef } from './cluster/api';
+import { timingOf, type ActivityDeps } from './deps';
+import { buildAll, buildRoot, FIELD_MANAGER, objectList, sourceHash } from './kube';
+import { isOurs, isTerminating, kindName, nameConflict } from './ownership';
+import { ProgressReporter } from './progress';
+import { releaseTerminatingPvc } from './terminating-pvc';
+import type { ClaimResult, ModelInput } from './types';
+import { waitUntil } from './wait-until';
+
+/** Every object the model would own now: root, PVC, the current source's puller Job, Deployment, Service. */
+export function ownedRefs(model: ServedModel): ObjectRef[] {
+  return objectList(buildAll(model, { rootUid: '' })).map(refOf);
+}
+
+interface Look {
+  found: KubernetesObject[];
+  terminating: KubernetesObject[];
+}
+
+/**
+ * Resumes the model's own objects, refuses anyone else's (`NameConflict`, the object untouched), waits for objects
+ * being deleted to be gone (a retryable failure after `terminatingPvcWaitMs`), handles our PVC stuck terminating
+ * (see terminating-pvc.ts), and only then force-applies the root ConfigMap.
+ */
+export async function claimName(deps: ActivityDeps, { model }: ModelInput): Promise<ClaimResult> {
+  const { cluster } = deps;
+  const timing = timingOf(deps);
+  const ctx = Context.current();
+  const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
+  const refs = ownedRefs(model);
+
+  const look = async (): Promise<Look> => {
+    const objects = await Promise.all(refs.map((ref) => cluster.get(ref)));
+    const found = objects.filter((o): o is KubernetesObject => o !== undefined);
+    // An object someone else is deleting frees its name soon: wait for it rather than refuse.
+    const foreign = found.filter((o) => !isOurs(o, model) && !isTerminating(o));
+    if (foreign.length > 0) throw nameConflict(model, foreign);
+    return { found, terminating: found.filter(isTerminating) };
+  };
+
+  const waited = await waitUntil(cluster, {
+    signal: ctx.cancellationSignal,
+    pollMs: timing.pollMs,
+    timeoutMs: timing.terminatingPvcWaitMs,
+    check: async () => {
+      const now = await look();
+      if (now.terminating.length === 0) return now;
+      const released: string[] = [];
+      for (const obj of now.terminating) {
+        if (obj.kind === 'PersistentVolumeClaim' && isOurs(obj, model)) {
+          released.push(...(await releaseTerminatingPvc(cluster, model, obj as V1PersistentVolumeClaim)));
+        }
+      }
+      await reporter.report({
+        step: 'claim',
+        state: 'WaitingForDeletion',
+        message:
+          `waiting for ${now.terminating.map((o) => describeRef(refOf(o))).join(', ')} to finish deleting` +
+          (released.length > 0 ? `; asked Ferry's pods ${released.join(', ')} to release the volume` : ''),
+      });
+      return undefined;
+    },
+  });
+  const settled = waited ?? (await look());
+  if (settled.terminating.length > 0) {
+    throw ApplicationFailure.create({
+      type: 'ObjectsTerminating',
+      nonRetryable: false,
+      message:
+        `cannot serve model ${model.metadata.namespace}/${model.metadata.name} yet: ` +
+        settled.terminating.map((o) => `${describeRef(refOf(o))} is still being deleted${finalizers(o)}`).join('; '),
+    });
+  }
+
+  const root = await cluster.apply<V1ConfigMap>(buildRoot(model), FIELD_MANAGER);
+  return {
+    rootUid: root.metadata!.uid!,
+    sourceHash: sourceHash(model.spec.source),
+    resumed: settled.found.filter((o) => isOurs(o, model)).map(kindName),
+  };
+}
+
+function finalizers(obj: KubernetesObject): string {
+  const list = obj.metadata?.finalizers ?? [];
+  return list.length > 0 ? ` (finalizers: ${list.join(', ')})` : '';
+}

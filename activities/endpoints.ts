@@ -1,0 +1,136 @@
+// Where Ferry's worker reaches a model's engine: in-cluster DNS (a worker running in the cluster), the API server's
+// service proxy (a worker outside it, with a kubeconfig), or an explicit per-model override (local runs, where the
+// engine is a stand-in on 127.0.0.1 because simulated pods have no process behind their addresses).
+import { existsSync, readFileSync } from 'node:fs';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { ApplicationFailure } from '@temporalio/common';
+import type { ServedModel } from '../workflows/spec';
+import { authenticatedFetch } from './cluster/authenticated-fetch';
+import type { EndpointResolver } from './deps';
+import { HTTP_PORT_NAME, serviceName } from './kube';
+
+export const ENDPOINT_MODES = ['in-cluster', 'service-proxy', 'override'] as const;
+export type EndpointMode = (typeof ENDPOINT_MODES)[number];
+
+/** What `endpointResolverFromEnv` wires into `ActivityDeps`: the resolver and, where needed, an HTTP client. */
+export interface EndpointSetup {
+  mode: EndpointMode;
+  endpoints: EndpointResolver;
+  /** Set for the service proxy: requests must carry the kubeconfig's credentials. */
+  http?: typeof fetch;
+}
+
+/** `<namespace>/<name>`, the key of a per-model override. */
+export const modelKey = (model: ServedModel): string => `${model.metadata.namespace}/${model.metadata.name}`;
+
+/** The Service's cluster DNS name: `http://<service>.<namespace>.svc:<port>`. */
+export function inClusterEndpoint(model: ServedModel): string {
+  return `http://${serviceName(model.metadata.name)}.${model.metadata.namespace}.svc:${model.spec.engine.port}`;
+}
+
+/**
+ * The Service through the API server's proxy: `<apiserver>/api/v1/namespaces/<ns>/services/<svc>:http/proxy`.
+ * Requests need the kubeconfig's credentials (`authenticatedFetch`) and RBAC `get` on `services/proxy`.
+ */
+export function serviceProxyEndpoint(kc: KubeConfig, model: ServedModel): string {
+  const server = kc.getCurrentCluster()?.server;
+  if (!server) throw new Error('the kubeconfig has no current cluster');
+  const ns = encodeURIComponent(model.metadata.namespace);
+  const svc = encodeURIComponent(serviceName(model.metadata.name));
+  return `${server.replace(/\/+$/, '')}/api/v1/namespaces/${ns}/services/${svc}:${HTTP_PORT_NAME}/proxy`;
+}
+
+/** Per-model URLs, `<namespace>/<name>` → URL; a function is called on every resolution (the map may change). */
+export type EndpointOverrides = Record<string, string> | (() => Record<string, string>);
+
+/**
+ * An explicit per-model endpoint override: the URL listed for the model, else `fallback`'s, else a retryable
+ * `EndpointUnknown` failure (a local supervisor may publish the URL a moment later).
+ */
+export function overrideEndpoints(overrides: EndpointOverrides, fallback?: EndpointResolver): EndpointResolver {
+  return async (model) => {
+    const map = typeof overrides === 'function' ? overrides() : overrides;
+    const url = map[modelKey(model)];
+    if (url !== undefined) return checkedUrl(url, `the endpoint override for ${modelKey(model)}`);
+    if (fallback) return fallback(model);
+    throw ApplicationFailure.create({
+      type: 'EndpointUnknown',
+      nonRetryable: false,
+      message: `no endpoint override names model ${modelKey(model)} (FERRY_ENDPOINT_MODE=override); known: ${Object.keys(map).join(', ') || 'none'}`,
+    });
+  };
+}
+
+function checkedUrl(url: string, what: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw ApplicationFailure.nonRetryable(`${what} is not a URL: ${JSON.stringify(url)}`, 'EndpointInvalid');
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw ApplicationFailure.nonRetryable(
+      `${what} must be an http(s) URL, got ${JSON.stringify(url)}`,
+      'EndpointInvalid',
+    );
+  }
+  return url.replace(/\/+$/, '');
+}
+
+/**
+ * The overrides in `FERRY_ENDPOINT_OVERRIDES`: a JSON object, or the path of a JSON file that is read again on every
+ * resolution (the local supervisor rewrites it while the worker runs). A missing file is an empty map.
+ */
+export function overridesFromSetting(setting: string): () => Record<string, string> {
+  const text = setting.trim();
+  if (text.startsWith('{')) {
+    const map = parseOverrides(text, 'FERRY_ENDPOINT_OVERRIDES');
+    return () => map;
+  }
+  return () => (existsSync(text) ? parseOverrides(readFileSync(text, 'utf8'), text) : {});
+}
+
+function parseOverrides(text: string, where: string): Record<string, string> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    throw new Error(`${where} is not valid JSON: ${String(err)}`);
+  }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new Error(`${where} must be a JSON object of "<namespace>/<name>": "<url>"`);
+  }
+  const map: Record<string, string> = {};
+  for (const [key, value] of Object.entries(parsed)) {
+    if (typeof value !== 'string') throw new Error(`${where}: the URL for ${key} must be a string`);
+    map[key] = value;
+  }
+  return map;
+}
+
+/**
+ * Reads `FERRY_ENDPOINT_MODE` (`in-cluster` | `service-proxy` | `override`; default: `in-cluster` inside a pod,
+ * else `service-proxy`) and, for `override`, `FERRY_ENDPOINT_OVERRIDES`. Models without an override fall back to
+ * nothing: a local run must not guess.
+ */
+export function endpointResolverFromEnv(env: NodeJS.ProcessEnv, kc: KubeConfig): EndpointSetup {
+  const raw = env.FERRY_ENDPOINT_MODE?.trim();
+  const mode: string = raw || (env.KUBERNETES_SERVICE_HOST ? 'in-cluster' : 'service-proxy');
+  switch (mode) {
+    case 'in-cluster':
+      return { mode, endpoints: async (model) => inClusterEndpoint(model) };
+    case 'service-proxy':
+      return { mode, endpoints: async (model) => serviceProxyEndpoint(kc, model), http: authenticatedFetch(kc) };
+    case 'override': {
+      const setting = env.FERRY_ENDPOINT_OVERRIDES;
+      if (!setting?.trim()) {
+        throw new Error(
+          'FERRY_ENDPOINT_MODE=override needs FERRY_ENDPOINT_OVERRIDES: a JSON object or a JSON file path',
+        );
+      }
+      return { mode, endpoints: overrideEndpoints(overridesFromSetting(setting)) };
+    }
+    default:
+      throw new Error(`FERRY_ENDPOINT_MODE must be one of ${ENDPOINT_MODES.join(', ')}, got ${JSON.stringify(mode)}`);
+  }
+}

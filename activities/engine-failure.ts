@@ -1,0 +1,44 @@
+// A confirmed problem of an engine pod, as the typed, non-retryable failure that ends the step.
+import { ApplicationFailure } from '@temporalio/common';
+import type { Cluster } from './cluster/api';
+import { ENGINE_CONTAINER } from './kube';
+import { FATAL_POD_REASONS, type PodProblem } from './pod-problems';
+import { FAILURE } from './types';
+
+/** Problems that end a wait (ImagePullBackOff, CrashLoopBackOff, OOMKilled, …), as opposed to waiting states. */
+export const fatalProblems = (problems: PodProblem[]): PodProblem[] =>
+  problems.filter((p) => !p.waiting && FATAL_POD_REASONS.has(p.reason));
+
+const LOG_TAIL_LINES = 20;
+const LOG_TAIL_IN_MESSAGE = 400;
+
+/**
+ * The failure for a pod problem that has held. A container that died gets the tail of its previous run's log when
+ * the kubelet can be asked (not on simulated nodes): in the details, and its last lines in the message.
+ */
+export async function podFailure(
+  cluster: Cluster,
+  namespace: string,
+  problem: PodProblem,
+): Promise<ApplicationFailure> {
+  let message = problem.message;
+  let logTail: string | undefined;
+  if (problem.reason === FAILURE.CrashLoopBackOff || problem.reason === FAILURE.OOMKilled) {
+    logTail = await cluster.podLogTail(namespace, problem.pod, ENGINE_CONTAINER, {
+      previous: true,
+      tailLines: LOG_TAIL_LINES,
+    });
+    if (logTail) {
+      const last = logTail.trim().split('\n').slice(-3).join(' | ');
+      message += `; last log lines: ${last.length > LOG_TAIL_IN_MESSAGE ? `…${last.slice(-LOG_TAIL_IN_MESSAGE)}` : last}`;
+    }
+  }
+  return ApplicationFailure.create({
+    type: problem.reason,
+    message,
+    nonRetryable: true,
+    details: [
+      { pod: problem.pod, reason: problem.reason, exitCode: problem.exitCode ?? null, logTail: logTail ?? null },
+    ],
+  });
+}

@@ -1,0 +1,112 @@
+// How the engine activities wait on Kubernetes: watches wake the wait as soon as something changes, and every check
+// reads the world afresh (level-triggered), so a missed or reordered watch event can only delay a check, never
+// mislead it. The poll interval covers what no watch delivers (Events, HTTP) and a watch that cannot be held.
+import { CancelledFailure } from '@temporalio/common';
+import type { Cluster } from './cluster/api';
+import type { PodProblem } from './pod-problems';
+
+export interface EngineWaitOptions {
+  /** The activity's cancellation signal: the wait throws its CancelledFailure. */
+  signal: AbortSignal;
+  pollMs: number;
+  /** Collections whose changes trigger a check at once. */
+  watches: { path: string; query: Record<string, string> }[];
+  /** Epoch ms after which the wait gives up and returns undefined. */
+  deadline?: number;
+}
+
+/** The shortest pause between two checks, so that a burst of watch events costs one check. */
+const MIN_GAP_MS = 150;
+const A_WEEK_MS = 7 * 24 * 3_600_000;
+
+/** Calls `check` until it returns a value (returned), the deadline passes (undefined), or the activity is cancelled. */
+export async function waitForEngine<T>(
+  cluster: Cluster,
+  opts: EngineWaitOptions,
+  check: () => Promise<T | undefined>,
+): Promise<T | undefined> {
+  const stopWatches = new AbortController();
+  let changed = false;
+  let wake: (() => void) | undefined;
+  const onChange = () => {
+    changed = true;
+    wake?.();
+    return false;
+  };
+  for (const w of opts.watches) {
+    // Best effort: a watch the server refuses or drops only makes the wait fall back to polling.
+    void cluster
+      .watchUntil(w.path, w.query, onChange, { signal: stopWatches.signal, timeoutMs: A_WEEK_MS })
+      .catch(() => undefined);
+  }
+  try {
+    for (;;) {
+      throwIfCancelled(opts.signal);
+      changed = false;
+      const result = await check();
+      if (result !== undefined) return result;
+      throwIfCancelled(opts.signal);
+      const left = opts.deadline === undefined ? Infinity : opts.deadline - Date.now();
+      if (left <= 0) return undefined;
+      const ms = Math.min(opts.pollMs, left);
+      await sleep(Math.min(MIN_GAP_MS, ms), opts.signal);
+      if (!changed) {
+        await sleep(Math.max(0, ms - MIN_GAP_MS), opts.signal, (w) => (wake = w));
+        wake = undefined;
+      }
+    }
+  } finally {
+    stopWatches.abort();
+  }
+}
+
+/** Sleeps `ms`, returning early when the signal aborts or the function handed to `onWakeable` is called. */
+export function sleep(ms: number, signal?: AbortSignal, onWakeable?: (wake: () => void) => void): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done);
+    onWakeable?.(done);
+  });
+}
+
+export function throwIfCancelled(signal: AbortSignal): void {
+  if (signal.aborted) {
+    throw signal.reason instanceof Error ? signal.reason : new CancelledFailure(String(signal.reason ?? 'cancelled'));
+  }
+}
+
+/**
+ * Turns a failure a single look could catch in passing into one that has held: a fatal pod problem counts once it
+ * was seen in consecutive looks at least `holdMs` apart (about two observations at the poll interval).
+ */
+export class ProblemConfirmer {
+  private readonly seen = new Map<string, number>();
+
+  constructor(
+    private readonly holdMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** The first fatal problem that has held, given every problem of this look. */
+  confirmed(problems: PodProblem[]): PodProblem | undefined {
+    const t = this.now();
+    const keys = new Set<string>();
+    let held: PodProblem | undefined;
+    for (const p of problems) {
+      if (p.waiting) continue;
+      const key = `${p.pod}/${p.reason}`;
+      keys.add(key);
+      const since = this.seen.get(key);
+      if (since === undefined) this.seen.set(key, t);
+      else if (!held && t - since >= this.holdMs) held = p;
+    }
+    for (const key of [...this.seen.keys()]) if (!keys.has(key)) this.seen.delete(key);
+    return held;
+  }
+}

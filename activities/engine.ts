@@ -1,0 +1,116 @@
+// applyEngine and scaleEngine: the vLLM Deployment and its Service, written by server-side apply under stable field
+// managers, only over objects that carry this model's labels.
+import type { V1Deployment, V1Pod, V1Service } from '@kubernetes/client-node';
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { ServedModel } from '../workflows/spec';
+import type { Cluster } from './cluster/api';
+import { timingOf, type ActivityDeps } from './deps';
+import { waitForEngine } from './engine-wait';
+import { buildDeployment, buildService, deploymentName, FIELD_MANAGER, selectorLabels, serviceName } from './kube';
+import { assertOurs } from './ownership';
+import { ProgressReporter } from './progress';
+import { engineWatches, labelSelectorOf } from './revision';
+import { FAILURE, type ModelInput, type ObjectsInput } from './types';
+
+/** The field manager of `scaleEngine`'s replica count; the next applyEngine (forced, under FIELD_MANAGER) takes it back. */
+export const SCALE_FIELD_MANAGER = 'ferry-scale';
+
+const deploymentRef = (model: ServedModel) => ({
+  apiVersion: 'apps/v1',
+  kind: 'Deployment',
+  name: deploymentName(model.metadata.name),
+  namespace: model.metadata.namespace,
+});
+
+const serviceRef = (model: ServedModel) => ({
+  apiVersion: 'v1',
+  kind: 'Service',
+  name: serviceName(model.metadata.name),
+  namespace: model.metadata.namespace,
+});
+
+/**
+ * Applies the Service and the Deployment (`replicas` overrides spec.replicas; 0 releases a ReadWriteOnce volume) and
+ * returns the Deployment's generation, the revision awaitRollout waits for. Applying the same spec again changes
+ * nothing (same generation and resourceVersion). An object of the same name without our labels is never taken over.
+ */
+export async function applyEngine(
+  deps: ActivityDeps,
+  { model, rootUid, replicas }: ObjectsInput & { replicas?: number },
+): Promise<{ generation: number }> {
+  const { cluster } = deps;
+  const [existingDeployment, existingService] = await Promise.all([
+    cluster.get<V1Deployment>(deploymentRef(model)),
+    cluster.get<V1Service>(serviceRef(model)),
+  ]);
+  assertOurs(model, existingDeployment);
+  assertOurs(model, existingService);
+  await cluster.apply(buildService(model, { rootUid }), FIELD_MANAGER);
+  const applied = await cluster.apply(buildDeployment(model, { rootUid, replicas }), FIELD_MANAGER);
+  const generation = applied.metadata?.generation;
+  if (generation === undefined) {
+    throw ApplicationFailure.retryable(
+      `the API server returned Deployment ${model.metadata.name} without a generation`,
+    );
+  }
+  return { generation };
+}
+
+/**
+ * Sets the Deployment's replicas (under SCALE_FIELD_MANAGER, so nothing else of the spec changes); at 0 it waits,
+ * heartbeating, until no engine pod remains, for a ReadWriteOnce volume is released only then. A missing Deployment
+ * is fine at 0 (nothing runs) and a `KubernetesRejected` failure otherwise.
+ */
+export async function scaleEngine(
+  deps: ActivityDeps,
+  { model, replicas }: ModelInput & { replicas: number },
+): Promise<void> {
+  const { cluster } = deps;
+  const deployment = assertOurs(model, await cluster.get<V1Deployment>(deploymentRef(model)));
+  if (deployment) {
+    await cluster.apply(
+      {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: deploymentName(model.metadata.name), namespace: model.metadata.namespace },
+        spec: { replicas },
+      },
+      SCALE_FIELD_MANAGER,
+    );
+  } else if (replicas > 0) {
+    throw ApplicationFailure.create({
+      type: FAILURE.KubernetesRejected,
+      nonRetryable: true,
+      message: `cannot scale Deployment ${model.metadata.namespace}/${model.metadata.name} to ${replicas}: it does not exist`,
+    });
+  }
+  if (replicas === 0) await waitForNoEnginePods(deps, model);
+}
+
+/** Waits until no pod of the model's engine is left, terminating ones included. */
+export async function waitForNoEnginePods(deps: ActivityDeps, model: ServedModel): Promise<void> {
+  const ctx = Context.current();
+  const timing = timingOf(deps);
+  const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
+  await waitForEngine(
+    deps.cluster,
+    { signal: ctx.cancellationSignal, pollMs: timing.pollMs, watches: engineWatches(model) },
+    async () => {
+      const pods = await enginePods(deps.cluster, model);
+      if (pods.length === 0) return true;
+      await reporter.report({
+        step: 'release',
+        state: 'TerminatingPods',
+        message: `waiting for ${pods.length} engine pod(s) to be gone: ${pods.map((p) => p.metadata?.name).join(', ')}`,
+      });
+      return undefined;
+    },
+  );
+}
+
+export function enginePods(cluster: Cluster, model: ServedModel): Promise<V1Pod[]> {
+  return cluster.list<V1Pod>('v1', 'Pod', model.metadata.namespace, {
+    labelSelector: labelSelectorOf(selectorLabels(model.metadata.name)),
+  });
+}

@@ -1,0 +1,235 @@
+// Whether a model's engine answers: GET /health is 200 and GET /v1/models lists the served model name. awaitHealth
+// polls that for the whole startup budget in one heartbeating activity, and only once a replica of the current
+// revision is ready, so an old revision's replica never makes a spec change look Ready.
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { parseDuration, type ServedModel } from '../workflows/spec';
+import { timingOf, type ActivityDeps } from './deps';
+import { fatalProblems, podFailure } from './engine-failure';
+import { ProblemConfirmer, waitForEngine } from './engine-wait';
+import { HEALTH_PATH } from './kube';
+import { assertOurs } from './ownership';
+import { ProgressReporter } from './progress';
+import { currentPodProblems, engineWatches, isPodReady, podsState, readEngine } from './revision';
+import { FAILURE, type HealthResult, type ModelInput } from './types';
+
+/** The model's API key, when the worker holds it (it usually does not); never logged, never returned. */
+export type ApiKeyResolver = (model: ServedModel) => Promise<string | undefined>;
+
+/** One HTTP look at an engine. */
+export type EngineProbe =
+  | { ready: true; endpoint: string; models: string[]; note?: string }
+  | { ready: false; endpoint?: string; state: string; message: string };
+
+const REQUEST_TIMEOUT_MS = 5_000;
+export const MODELS_PATH = '/v1/models';
+
+/**
+ * GET /health, then GET /v1/models with the API key as a bearer token when the worker has it. A 401 on /v1/models
+ * of a model with `apiKeySecret`, without the key, means "auth required": /health 200 is then enough, said in `note`.
+ */
+export async function probeEngine(
+  deps: Pick<ActivityDeps, 'endpoints' | 'http'>,
+  model: ServedModel,
+  opts: { signal?: AbortSignal; apiKey?: string; timeoutMs?: number } = {},
+): Promise<EngineProbe> {
+  let endpoint: string;
+  try {
+    endpoint = await deps.endpoints(model);
+  } catch (err) {
+    return { ready: false, state: 'EndpointUnknown', message: errorText(err) };
+  }
+  const http = deps.http ?? fetch;
+  const get = async (path: string, headers: Record<string, string> = {}) => {
+    const signals = [AbortSignal.timeout(opts.timeoutMs ?? REQUEST_TIMEOUT_MS)];
+    if (opts.signal) signals.push(opts.signal);
+    const res = await http(`${endpoint}${path}`, { headers, signal: AbortSignal.any(signals), redirect: 'manual' });
+    const text = await res.text().catch(() => '');
+    return { status: res.status, text };
+  };
+
+  let health: { status: number; text: string };
+  try {
+    health = await get(HEALTH_PATH);
+  } catch (err) {
+    return {
+      ready: false,
+      endpoint,
+      state: 'Unreachable',
+      message: `GET ${endpoint}${HEALTH_PATH} failed: ${errorText(err)}`,
+    };
+  }
+  if (health.status === 503) {
+    return {
+      ready: false,
+      endpoint,
+      state: 'Loading',
+      message: `GET ${HEALTH_PATH} answers 503: the engine is loading the model`,
+    };
+  }
+  if (health.status !== 200) {
+    return { ready: false, endpoint, state: 'Unhealthy', message: `GET ${HEALTH_PATH} answers ${health.status}` };
+  }
+
+  let list: { status: number; text: string };
+  try {
+    list = await get(MODELS_PATH, opts.apiKey ? { authorization: `Bearer ${opts.apiKey}` } : {});
+  } catch (err) {
+    return {
+      ready: false,
+      endpoint,
+      state: 'Unreachable',
+      message: `GET ${endpoint}${MODELS_PATH} failed: ${errorText(err)}`,
+    };
+  }
+  const served = model.spec.engine.servedModelName;
+  if (list.status === 401 && !opts.apiKey && model.spec.engine.apiKeySecret) {
+    return {
+      ready: true,
+      endpoint,
+      models: [],
+      note: `${MODELS_PATH} requires the API key (engine.apiKeySecret), which this worker does not hold: readiness rests on ${HEALTH_PATH} alone`,
+    };
+  }
+  if (list.status === 401) {
+    return {
+      ready: false,
+      endpoint,
+      state: 'Unauthorized',
+      message: opts.apiKey
+        ? `${MODELS_PATH} refused the API key from engine.apiKeySecret (401)`
+        : `${MODELS_PATH} requires an API key (401) but the model sets no engine.apiKeySecret`,
+    };
+  }
+  if (list.status === 503) {
+    return {
+      ready: false,
+      endpoint,
+      state: 'Loading',
+      message: `GET ${MODELS_PATH} answers 503: the engine is loading the model`,
+    };
+  }
+  if (list.status !== 200) {
+    return { ready: false, endpoint, state: 'Unhealthy', message: `GET ${MODELS_PATH} answers ${list.status}` };
+  }
+  const models = modelIds(list.text);
+  if (!models) {
+    return { ready: false, endpoint, state: 'Unhealthy', message: `GET ${MODELS_PATH} did not answer a model list` };
+  }
+  if (!models.includes(served)) {
+    return {
+      ready: false,
+      endpoint,
+      state: 'ModelNotListed',
+      message: `${MODELS_PATH} lists ${models.length ? models.join(', ') : 'no model'}, not the served model name ${served}`,
+    };
+  }
+  return { ready: true, endpoint, models };
+}
+
+function modelIds(text: string): string[] | undefined {
+  try {
+    const body = JSON.parse(text) as { data?: unknown };
+    if (!Array.isArray(body.data)) return undefined;
+    return body.data
+      .map((card: unknown) => (card && typeof card === 'object' ? (card as { id?: unknown }).id : undefined))
+      .filter((id): id is string => typeof id === 'string');
+  } catch {
+    return undefined;
+  }
+}
+
+function errorText(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+  if (err.name === 'TimeoutError') return `no answer within ${REQUEST_TIMEOUT_MS / 1000} s`;
+  return cause ? `${err.message} (${cause.code ?? cause.message ?? 'unknown cause'})` : err.message;
+}
+
+/**
+ * Polls until a replica of the current revision is ready and the engine answers (see `probeEngine`). The deadline
+ * is the first attempt's schedule time plus `engine.startupTimeout`, so retries keep the budget instead of
+ * renewing it; past it, a non-retryable `StartupTimeout` says what was last seen.
+ */
+export async function awaitHealth(
+  deps: ActivityDeps,
+  { model }: ModelInput,
+  apiKeys?: ApiKeyResolver,
+): Promise<HealthResult> {
+  const ctx = Context.current();
+  const timing = timingOf(deps);
+  const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
+  const confirmer = new ProblemConfirmer(timing.pollMs);
+  const ns = model.metadata.namespace;
+  const budget = model.spec.engine.startupTimeout;
+  // scheduledTimestampMs is when the FIRST attempt was scheduled (currentAttemptScheduledTimestampMs is this one's).
+  const deadline = ctx.info.scheduledTimestampMs + parseDuration(budget);
+  if (model.spec.replicas === 0) {
+    throw ApplicationFailure.nonRetryable(
+      `model ${ns}/${model.metadata.name} has 0 replicas: there is no engine to check`,
+      'NoReplicas',
+    );
+  }
+  const apiKey = model.spec.engine.apiKeySecret ? await apiKeys?.(model).catch(() => undefined) : undefined;
+  let last: { state: string; message: string } = { state: 'Pending', message: 'the engine was not looked at yet' };
+  const watch = { signal: ctx.cancellationSignal, pollMs: timing.pollMs, watches: engineWatches(model), deadline };
+
+  const result = await waitForEngine(deps.cluster, watch, async (): Promise<HealthResult | undefined> => {
+    const snapshot = await readEngine(deps.cluster, model);
+    const deployment = assertOurs(model, snapshot.deployment);
+    const readyReplicas = snapshot.currentPods.filter(isPodReady).length;
+    if (!deployment) {
+      last = { state: 'EngineMissing', message: `Deployment ${ns}/${model.metadata.name} does not exist` };
+    } else {
+      const problems = await currentPodProblems(deps.cluster, snapshot);
+      const fatal = confirmer.confirmed(fatalProblems(problems));
+      if (fatal) throw await podFailure(deps.cluster, ns, fatal);
+      if (readyReplicas === 0) {
+        const top = problems[0];
+        last = top
+          ? { state: top.reason, message: top.message }
+          : {
+              state: 'WaitingForReplica',
+              message: `no replica of the current revision is ready yet (${podsState(snapshot)})`,
+            };
+      } else {
+        const probe = await probeEngine(deps, model, { signal: ctx.cancellationSignal, apiKey });
+        if (probe.ready) {
+          const { endpoint, models, note } = probe;
+          return note ? { endpoint, models, note } : { endpoint, models };
+        }
+        last = { state: probe.state, message: probe.message };
+      }
+    }
+    await reporter.report({ step: 'startup', state: last.state, message: last.message, readyReplicas });
+    return undefined;
+  });
+  if (result) return result;
+  throw ApplicationFailure.create({
+    type: FAILURE.StartupTimeout,
+    nonRetryable: true,
+    message: `the engine did not become ready within engine.startupTimeout (${budget}); last seen: ${last.state}: ${last.message}`,
+    details: [{ lastState: last.state, lastMessage: last.message }],
+  });
+}
+
+/**
+ * Reads the API key from the model's `engine.apiKeySecret`, for a worker whose Role may `get` that Secret; any other
+ * worker gets undefined (and awaitHealth settles for /health). Opt-in: pass it to `createEngineActivities`.
+ */
+export function apiKeyFromSecret(deps: Pick<ActivityDeps, 'cluster'>): ApiKeyResolver {
+  return async (model) => {
+    const ref = model.spec.engine.apiKeySecret;
+    if (!ref) return undefined;
+    const secret = await deps.cluster
+      .get<{ apiVersion: string; kind: string; data?: Record<string, string> }>({
+        apiVersion: 'v1',
+        kind: 'Secret',
+        name: ref.name,
+        namespace: model.metadata.namespace,
+      })
+      .catch(() => undefined);
+    const value = secret?.data?.[ref.key];
+    return value ? Buffer.from(value, 'base64').toString('utf8').trim() || undefined : undefined;
+  };
+}

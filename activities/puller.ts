@@ -1,0 +1,294 @@
+// The puller Job: started once per source, then watched until the Job controller says how it ended.
+import type { CoreV1Event, V1Job, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { ServedModel } from '../workflows/spec';
+import { parseDuration } from '../workflows/spec';
+import { refOf, type Cluster, type ObjectRef } from './cluster/api';
+import { timingOf, type ActivityDeps } from './deps';
+import {
+  ANNOTATION_SPEC_HASH,
+  buildPullerJob,
+  canonicalJson,
+  FIELD_MANAGER,
+  holdsWeightsFor,
+  pvcName,
+  PULLER_CONTAINER,
+  sha256Hex,
+} from './kube';
+import { assertOurs, isTerminating } from './ownership';
+import { classifyPod, type PodProblem } from './pod-problems';
+import { ProgressReporter } from './progress';
+import {
+  backoffFailure,
+  currentPod,
+  deadlineFailure,
+  hasStarted,
+  imagePullFailure,
+  jobDurationMs,
+  jobEnd,
+  lastFailedPod,
+  pullerProgress,
+  timeOf,
+  type JobEnd,
+} from './puller-status';
+import { FAILURE, type ModelInput, type ObjectsInput, type PullerResult, type StepProgress } from './types';
+import { volumeProblem } from './volume-status';
+import { waitUntil } from './wait-until';
+
+/** Consecutive looks (one per `pollMs`) at a pod in ImagePullBackOff before the download fails: a blip may recover. */
+export const IMAGE_PULL_OBSERVATIONS = 2;
+/** How long after the Job's deadline awaitPuller gives the Job controller to mark it failed before failing itself. */
+export const DEADLINE_GRACE_MS = 120_000;
+const LOG_TAIL_LINES = 50;
+
+export const jobRef = (model: ServedModel, jobName: string): ObjectRef => ({
+  apiVersion: 'batch/v1',
+  kind: 'Job',
+  name: jobName,
+  namespace: model.metadata.namespace,
+});
+
+/** Pods of one Job: the Job controller labels them with its name (and uid); ours also carry the model's labels. */
+export const jobPodSelector = (jobName: string): string => `job-name=${jobName}`;
+
+/** The puller Job as built, stamped with a hash of its spec: a Job's pod template is immutable, so a changed spec means
+ * a new Job, and the stamp tells without comparing server-defaulted fields. */
+export function desiredPullerJob(model: ServedModel, rootUid: string): V1Job {
+  const job = buildPullerJob(model, { rootUid });
+  job.metadata!.annotations = {
+    ...job.metadata!.annotations,
+    [ANNOTATION_SPEC_HASH]: sha256Hex(canonicalJson(job.spec)),
+  };
+  return job;
+}
+
+const specHashOf = (job: V1Job): string | undefined => job.metadata?.annotations?.[ANNOTATION_SPEC_HASH];
+
+/**
+ * Creates the puller Job unless it is there. An existing Job of the same spec is left as it is, running, complete or
+ * failed (awaitPuller reports which; a failed one is kept for its logs). One with another spec (a new puller image,
+ * deadline, …) is deleted with its pods and created again, unless it is complete: its weights are on the volume.
+ */
+export async function startPuller(deps: ActivityDeps, { model, rootUid }: ObjectsInput): Promise<{ jobName: string }> {
+  const { cluster } = deps;
+  const timing = timingOf(deps);
+  const desired = desiredPullerJob(model, rootUid);
+  const ref = refOf(desired);
+  const existing = assertOurs(model, await cluster.get<V1Job>(ref));
+  if (existing && !isTerminating(existing)) {
+    if (specHashOf(existing) === specHashOf(desired) || jobEnd(existing)?.kind === 'complete') {
+      return { jobName: ref.name };
+    }
+    // Foreground: the Job disappears only after its pods, so the new pod does not race the old one for the volume.
+    await cluster.delete(ref, 'Foreground', { uid: existing.metadata?.uid });
+  }
+  if (existing) {
+    const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
+    const gone = await waitUntil(cluster, {
+      signal: Context.current().cancellationSignal,
+      pollMs: timing.pollMs,
+      timeoutMs: timing.deletionWaitMs,
+      watches: [{ path: jobsPath(ref.namespace!), query: { fieldSelector: `metadata.name=${ref.name}` } }],
+      check: async (trigger) => {
+        if (!(await cluster.get(ref))) return true;
+        if (trigger !== 'event') {
+          await reporter.report({
+            step: 'download',
+            state: 'Pending',
+            message: `waiting for the previous Job ${ref.name} to go`,
+          });
+        }
+        return undefined;
+      },
+    });
+    if (!gone) {
+      throw ApplicationFailure.create({
+        type: 'ObjectsTerminating',
+        nonRetryable: false,
+        message: `the previous puller Job ${ref.namespace}/${ref.name} is still being deleted`,
+      });
+    }
+  }
+  await cluster.apply(desired, FIELD_MANAGER);
+  return { jobName: ref.name };
+}
+
+const jobsPath = (namespace: string) => `/apis/batch/v1/namespaces/${namespace}/jobs`;
+const podsPath = (namespace: string) => `/api/v1/namespaces/${namespace}/pods`;
+
+type Outcome = JobEnd | { kind: 'deleted' } | { kind: 'image'; problem: PodProblem };
+
+/**
+ * Watches the puller Job and its pods until the Job controller ends it, heartbeating progress (pod phase or waiting
+ * reason, bytes from the puller's log when the kubelet serves it) every `pollMs`. The deadline is the Job's own
+ * `activeDeadlineSeconds`. Unschedulable is a waiting state, not a failure: a GPU node may yet appear. A pod that
+ * cannot pull its image fails the step after `IMAGE_PULL_OBSERVATIONS` looks; the Job is kept for inspection (its
+ * pod keeps the image error and events) and ends by its deadline or with the model. On cancellation the Job is left
+ * running: the workflow releases it with `releaseVolume({ abandon: true })`.
+ */
+export async function awaitPuller(
+  deps: ActivityDeps,
+  { model, jobName }: ModelInput & { jobName: string },
+): Promise<PullerResult> {
+  const { cluster } = deps;
+  const timing = timingOf(deps);
+  const namespace = model.metadata.namespace;
+  const ref = jobRef(model, jobName);
+  const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
+
+  const initial = assertOurs(model, await cluster.get<V1Job>(ref));
+  if (!initial) return missingJob(cluster, model, jobName);
+  const initialEnd = jobEnd(initial);
+  if (initialEnd?.kind === 'complete') return { jobName, durationMs: jobDurationMs(initial) };
+
+  const state = {
+    job: initial,
+    deleted: false,
+    pods: new Map<string, V1Pod>(),
+    imagePod: undefined as string | undefined,
+    imageLooks: 0,
+    // A retry starts from the last progress its previous attempt heartbeated.
+    last: lastHeartbeat(),
+  };
+  for (const pod of await cluster.list<V1Pod>('v1', 'Pod', namespace, { labelSelector: jobPodSelector(jobName) })) {
+    state.pods.set(pod.metadata!.name!, pod);
+  }
+
+  const look = async (): Promise<Outcome | undefined> => {
+    const pod = currentPod(state.pods.values());
+    const events = pod && pod.status?.phase === 'Pending' ? await podEvents(cluster, namespace, pod) : [];
+    let problem = pod ? classifyPod(pod, events) : undefined;
+    if (pod && !problem && !pod.spec?.nodeName && pod.status?.phase === 'Pending') {
+      // Not scheduled and no word from the scheduler: it may be waiting for the volume to be provisioned.
+      problem = await volumeProblem(cluster, namespace, pvcName(model.metadata.name));
+    }
+    if (problem?.reason === FAILURE.ImagePullBackOff) {
+      state.imageLooks = state.imagePod === problem.pod ? state.imageLooks + 1 : 1;
+      state.imagePod = problem.pod;
+      if (state.imageLooks >= IMAGE_PULL_OBSERVATIONS) return { kind: 'image', problem };
+    } else {
+      state.imageLooks = 0;
+    }
+    const log =
+      pod && hasStarted(pod)
+        ? await cluster.podLogTail(namespace, pod.metadata!.name!, PULLER_CONTAINER, { tailLines: LOG_TAIL_LINES })
+        : undefined;
+    state.last = pullerProgress(state.job, pod, problem, log);
+    await reporter.report(state.last);
+    return undefined;
+  };
+
+  const outcome =
+    initialEnd ??
+    (await waitUntil<Outcome>(cluster, {
+      signal: Context.current().cancellationSignal,
+      pollMs: timing.pollMs,
+      timeoutMs: Math.max(0, deadlineAt(state.job, model) + DEADLINE_GRACE_MS - Date.now()),
+      watches: [
+        {
+          path: jobsPath(namespace),
+          query: { fieldSelector: `metadata.name=${jobName}` },
+          onEvent: (ev) => {
+            if (ev.type === 'DELETED') state.deleted = true;
+            else state.job = ev.object as V1Job;
+          },
+        },
+        {
+          path: podsPath(namespace),
+          query: { labelSelector: jobPodSelector(jobName) },
+          onEvent: (ev) => {
+            const pod = ev.object as V1Pod;
+            if (ev.type === 'DELETED') state.pods.delete(pod.metadata!.name!);
+            else state.pods.set(pod.metadata!.name!, pod);
+          },
+        },
+      ],
+      check: async (trigger) => {
+        if (state.deleted) return { kind: 'deleted' };
+        const end = jobEnd(state.job);
+        if (end) return end;
+        return trigger === 'event' ? undefined : look();
+      },
+    }));
+
+  if (!outcome) {
+    // Past the deadline and its grace, and the Job controller has not ended the Job: end the wait anyway.
+    const job = (await cluster.get<V1Job>(ref)) ?? state.job;
+    const end = jobEnd(job);
+    if (!end) {
+      throw deadlineFailure(job, state.last, '; the Job controller has not marked the Job failed (is it running?)');
+    }
+    return finish(cluster, model, job, end, state.last);
+  }
+  if (outcome.kind === 'deleted') {
+    throw ApplicationFailure.create({
+      type: FAILURE.KubernetesRejected,
+      nonRetryable: true,
+      message: `puller Job ${namespace}/${jobName} was deleted before it finished; start the download again`,
+    });
+  }
+  if (outcome.kind === 'image') throw imagePullFailure(jobName, outcome.problem);
+  return finish(cluster, model, state.job, outcome, state.last);
+}
+
+async function finish(
+  cluster: Cluster,
+  model: ServedModel,
+  job: V1Job,
+  end: JobEnd,
+  last: StepProgress | undefined,
+): Promise<PullerResult> {
+  const jobName = job.metadata!.name!;
+  if (end.kind === 'complete') return { jobName, durationMs: jobDurationMs(job) };
+  if (end.reason === 'DeadlineExceeded') throw deadlineFailure(job, last);
+  const pods = await cluster.list<V1Pod>('v1', 'Pod', model.metadata.namespace, {
+    labelSelector: jobPodSelector(jobName),
+  });
+  const pod = lastFailedPod(pods);
+  const log = pod
+    ? await cluster.podLogTail(model.metadata.namespace, pod.metadata!.name!, PULLER_CONTAINER, {
+        tailLines: LOG_TAIL_LINES,
+      })
+    : undefined;
+  throw backoffFailure(job, end, pod, log);
+}
+
+/** A missing Job whose volume records the source's weights was released after success: resume, don't re-pull. */
+async function missingJob(cluster: Cluster, model: ServedModel, jobName: string): Promise<PullerResult> {
+  const pvc = await cluster.get<V1PersistentVolumeClaim>({
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    name: pvcName(model.metadata.name),
+    namespace: model.metadata.namespace,
+  });
+  if (pvc && holdsWeightsFor(pvc, model)) return { jobName, durationMs: 0 };
+  throw ApplicationFailure.create({
+    type: FAILURE.KubernetesRejected,
+    nonRetryable: true,
+    message:
+      `puller Job ${model.metadata.namespace}/${jobName} does not exist and the volume does not hold the weights; ` +
+      'start the download again',
+  });
+}
+
+function lastHeartbeat(): StepProgress | undefined {
+  const details = Context.current().info.heartbeatDetails as StepProgress | undefined;
+  return details?.step === 'download' ? details : undefined;
+}
+
+/** When the Job controller will fail the Job: its start plus `activeDeadlineSeconds`. */
+function deadlineAt(job: V1Job, model: ServedModel): number {
+  const seconds = job.spec?.activeDeadlineSeconds;
+  const ms = seconds !== undefined ? seconds * 1000 : parseDuration(model.spec.puller.deadline);
+  return (timeOf(job.status?.startTime) || Date.now()) + ms;
+}
+
+/** Events of a pod (mount failures, Multi-Attach live only there); best effort. */
+async function podEvents(cluster: Cluster, namespace: string, pod: V1Pod): Promise<CoreV1Event[]> {
+  return cluster
+    .list<CoreV1Event>('v1', 'Event', namespace, {
+      fieldSelector: `involvedObject.kind=Pod,involvedObject.name=${pod.metadata?.name}`,
+    })
+    .catch(() => []);
+}

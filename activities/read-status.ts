@@ -1,0 +1,56 @@
+// readStatus: one look at a Ready model, for the workflow's watch loop: replicas, the worst problem by name, the
+// endpoint. Problems in order: a current-revision pod that crash-loops, OOMs or cannot pull its image; replicas
+// missing (ReplicasUnavailable); the engine not answering /health (Unhealthy).
+import { FATAL_POD_REASONS } from './pod-problems';
+import type { ActivityDeps } from './deps';
+import { probeEngine, type ApiKeyResolver } from './health';
+import { assertOurs } from './ownership';
+import { currentPodProblems, isPodReady, readEngine } from './revision';
+import type { ModelInput, ObservedStatus } from './types';
+
+export async function readStatus(
+  deps: ActivityDeps,
+  { model }: ModelInput,
+  apiKeys?: ApiKeyResolver,
+): Promise<ObservedStatus> {
+  const snapshot = await readEngine(deps.cluster, model);
+  const deployment = assertOurs(model, snapshot.deployment);
+  const endpoint = await deps.endpoints(model).catch(() => undefined);
+  const at = (s: ObservedStatus): ObservedStatus => (endpoint ? { ...s, endpoint } : s);
+  if (!deployment) {
+    return at({
+      replicas: 0,
+      readyReplicas: 0,
+      problem: {
+        reason: 'EngineMissing',
+        message: `Deployment ${model.metadata.namespace}/${model.metadata.name} does not exist`,
+      },
+    });
+  }
+  const replicas = deployment.spec?.replicas ?? 1;
+  // Ready replicas of the current revision only: an old revision's replica does not serve the current spec.
+  const readyReplicas = snapshot.currentPods.filter(isPodReady).length;
+  const problems = await currentPodProblems(deps.cluster, snapshot);
+  const failing = problems.find((p) => FATAL_POD_REASONS.has(p.reason));
+  if (failing) return at({ replicas, readyReplicas, problem: { reason: failing.reason, message: failing.message } });
+  if (readyReplicas < replicas) {
+    const why = problems[0] ? `; ${problems[0].message}` : '';
+    return at({
+      replicas,
+      readyReplicas,
+      problem: { reason: 'ReplicasUnavailable', message: `${readyReplicas} of ${replicas} replicas ready${why}` },
+    });
+  }
+  if (replicas > 0) {
+    const apiKey = model.spec.engine.apiKeySecret ? await apiKeys?.(model).catch(() => undefined) : undefined;
+    const probe = await probeEngine(deps, model, { apiKey });
+    if (!probe.ready) {
+      return at({
+        replicas,
+        readyReplicas,
+        problem: { reason: 'Unhealthy', message: `${probe.state}: ${probe.message}` },
+      });
+    }
+  }
+  return at({ replicas, readyReplicas });
+}

@@ -1,0 +1,114 @@
+// Releasing the volume after a download: a ReadWriteOnce volume is attached to one node, so the puller's pod must be
+// really gone before the engine's pod (maybe on another node) can mount it, or the engine fails with Multi-Attach.
+import type { V1Job, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { ServedModel } from '../workflows/spec';
+import type { Cluster } from './cluster/api';
+import { timingOf, type ActivityDeps } from './deps';
+import { buildWeightsRecord, modelLabelSelector, pvcName, sourceHash, WEIGHTS_FIELD_MANAGER } from './kube';
+import { assertOurs, isTerminating } from './ownership';
+import { ProgressReporter } from './progress';
+import { jobPodSelector, jobRef } from './puller';
+import { jobEnd } from './puller-status';
+import type { ModelInput } from './types';
+import { waitUntil } from './wait-until';
+
+export type ReleaseInput = ModelInput & { jobName: string; sourceHash: string; abandon?: boolean };
+
+/**
+ * Deletes the puller Job and its pods, waits until no pod of it exists, and then, unless `abandon`, records on the PVC
+ * (under WEIGHTS_FIELD_MANAGER) that the volume holds the source's weights. A Job already gone was released before:
+ * nothing to wait for. The weights are recorded only for a Job that completed (or is gone, which the workflow reaches
+ * only after awaitPuller returned); never for a Job that is still running or failed.
+ */
+export async function releaseVolume(deps: ActivityDeps, input: ReleaseInput): Promise<void> {
+  const { model, jobName, abandon = false } = input;
+  const { cluster } = deps;
+  const timing = timingOf(deps);
+  const ctx = Context.current();
+  if (!abandon && input.sourceHash !== sourceHash(model.spec.source)) {
+    throw ApplicationFailure.create({
+      type: 'InvalidInput',
+      nonRetryable: true,
+      message:
+        `releaseVolume: the pulled source ${input.sourceHash.slice(0, 8)} is not the model's source ` +
+        sourceHash(model.spec.source).slice(0, 8),
+    });
+  }
+  const ref = jobRef(model, jobName);
+  const job = assertOurs(model, await cluster.get<V1Job>(ref));
+  const completed = !job || jobEnd(job)?.kind === 'complete';
+  if (job && !isTerminating(job)) await cluster.delete(ref, 'Background', { uid: job.metadata?.uid });
+
+  const namespace = model.metadata.namespace;
+  const selector = `${jobPodSelector(jobName)},${modelLabelSelector(model.metadata.name)}`;
+  const listPods = () => cluster.list<V1Pod>('v1', 'Pod', namespace, { labelSelector: selector });
+  // The garbage collector would delete them too, in its own time; the engine is waiting.
+  await deletePods(cluster, namespace, await listPods());
+
+  const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
+  let left: V1Pod[] = [];
+  const released = await waitUntil(cluster, {
+    signal: ctx.cancellationSignal,
+    pollMs: timing.pollMs,
+    timeoutMs: timing.deletionWaitMs,
+    watches: [{ path: `/api/v1/namespaces/${namespace}/pods`, query: { labelSelector: selector } }],
+    check: async (trigger) => {
+      left = await listPods();
+      if (left.length === 0) return true;
+      if (trigger !== 'event') {
+        // Pods created meanwhile by a Job that was not yet deleted get the same treatment.
+        await deletePods(cluster, namespace, left);
+        await reporter.report({
+          step: 'release',
+          state: 'WaitingForPods',
+          message: `waiting for puller pod ${left.map((p) => p.metadata?.name).join(', ')} to be gone`,
+        });
+      }
+      return undefined;
+    },
+  });
+  if (!released) {
+    throw ApplicationFailure.create({
+      type: 'VolumeNotReleased',
+      nonRetryable: false,
+      message:
+        `puller pod ${left.map((p) => `${namespace}/${p.metadata?.name}`).join(', ')} still exists ` +
+        `${Math.round(timing.deletionWaitMs / 1000)} s after its deletion (is its node unreachable?); ` +
+        'the volume may still be attached',
+    });
+  }
+
+  if (abandon) return;
+  if (!completed) {
+    ctx.log.warn('puller Job released before it completed; the weights are not recorded', { jobName });
+    return;
+  }
+  await recordWeights(cluster, model);
+}
+
+async function deletePods(cluster: Cluster, namespace: string, pods: V1Pod[]): Promise<void> {
+  for (const pod of pods) {
+    if (pod.metadata?.deletionTimestamp) continue;
+    await cluster.delete({ apiVersion: 'v1', kind: 'Pod', name: pod.metadata!.name!, namespace }, 'Background', {
+      uid: pod.metadata?.uid,
+    });
+  }
+}
+
+/** Records which source the volume completely holds, so a later run (or a retained volume) skips the download. */
+async function recordWeights(cluster: Cluster, model: ServedModel): Promise<void> {
+  const pvc = assertOurs(
+    model,
+    await cluster.get<V1PersistentVolumeClaim>({
+      apiVersion: 'v1',
+      kind: 'PersistentVolumeClaim',
+      name: pvcName(model.metadata.name),
+      namespace: model.metadata.namespace,
+    }),
+  );
+  // No volume (torn down meanwhile) holds nothing to record; an apply would try to create one without a spec.
+  if (!pvc || isTerminating(pvc)) return;
+  await cluster.apply(buildWeightsRecord(model), WEIGHTS_FIELD_MANAGER);
+}

@@ -1,0 +1,200 @@
+// Which engine pods run the Deployment's *current* spec, and whether that spec has rolled out (kubectl's rule).
+// A spec change is not Ready on the previous revision's replica: every check about pods looks at the newest
+// ReplicaSet's pods only.
+import type { CoreV1Event, V1Deployment, V1Pod, V1PodTemplateSpec, V1ReplicaSet } from '@kubernetes/client-node';
+import type { ServedModel } from '../workflows/spec';
+import type { Cluster } from './cluster/api';
+import { canonicalJson, deploymentName, selectorLabels } from './kube';
+import { classifyPod, type PodProblem } from './pod-problems';
+
+const POD_TEMPLATE_HASH = 'pod-template-hash';
+
+/** `k=v,k=v` for a label map. */
+export const labelSelectorOf = (labels: Record<string, string>): string =>
+  Object.entries(labels)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
+
+/** What one look at a model's engine sees. */
+export interface EngineSnapshot {
+  deployment?: V1Deployment;
+  /** The ReplicaSet whose template is the Deployment's current one; undefined until the controller created it. */
+  newest?: V1ReplicaSet;
+  /** Every engine pod of the model, any revision, terminating ones included. */
+  pods: V1Pod[];
+  /** Pods of the newest ReplicaSet that are not terminating. */
+  currentPods: V1Pod[];
+}
+
+/** What a wait on the engine watches: the Deployment, and the engine pods of every revision. */
+export function engineWatches(model: ServedModel): { path: string; query: Record<string, string> }[] {
+  const ns = model.metadata.namespace;
+  return [
+    {
+      path: `/apis/apps/v1/namespaces/${ns}/deployments`,
+      query: { fieldSelector: `metadata.name=${deploymentName(model.metadata.name)}` },
+    },
+    {
+      path: `/api/v1/namespaces/${ns}/pods`,
+      query: { labelSelector: labelSelectorOf(selectorLabels(model.metadata.name)) },
+    },
+  ];
+}
+
+/** The engine as it is now: Deployment, newest ReplicaSet, pods. */
+export async function readEngine(cluster: Cluster, model: ServedModel): Promise<EngineSnapshot> {
+  const ns = model.metadata.namespace;
+  const labelSelector = labelSelectorOf(selectorLabels(model.metadata.name));
+  const [deployment, replicaSets, pods] = await Promise.all([
+    cluster.get<V1Deployment>({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      name: deploymentName(model.metadata.name),
+      namespace: ns,
+    }),
+    cluster.list<V1ReplicaSet>('apps/v1', 'ReplicaSet', ns, { labelSelector }),
+    cluster.list<V1Pod>('v1', 'Pod', ns, { labelSelector }),
+  ]);
+  const newest = deployment ? newestReplicaSet(deployment, replicaSets) : undefined;
+  const hash = newest?.metadata?.labels?.[POD_TEMPLATE_HASH];
+  const currentPods = hash
+    ? pods.filter((p) => p.metadata?.labels?.[POD_TEMPLATE_HASH] === hash && !p.metadata?.deletionTimestamp)
+    : [];
+  return { deployment, newest, pods, currentPods };
+}
+
+/**
+ * The ReplicaSet the Deployment controller considers new: owned by the Deployment, with the Deployment's template
+ * (ignoring the pod-template-hash label it adds); the oldest one if several match, as the controller picks.
+ */
+export function newestReplicaSet(deployment: V1Deployment, replicaSets: V1ReplicaSet[]): V1ReplicaSet | undefined {
+  const uid = deployment.metadata?.uid;
+  const wanted = canonicalJson(templateWithoutHash(deployment.spec?.template));
+  return replicaSets
+    .filter((rs) => rs.metadata?.ownerReferences?.some((o) => o.uid === uid))
+    .filter((rs) => canonicalJson(templateWithoutHash(rs.spec?.template)) === wanted)
+    .sort((a, b) => time(a.metadata?.creationTimestamp) - time(b.metadata?.creationTimestamp))[0];
+}
+
+function templateWithoutHash(template: V1PodTemplateSpec | undefined): unknown {
+  if (!template) return undefined;
+  const copy = JSON.parse(JSON.stringify(template)) as V1PodTemplateSpec;
+  if (copy.metadata?.labels) delete copy.metadata.labels[POD_TEMPLATE_HASH];
+  // The API server drops an empty label map; compare "no labels" and "{}" alike.
+  if (copy.metadata?.labels && Object.keys(copy.metadata.labels).length === 0) delete copy.metadata.labels;
+  if (copy.metadata && 'creationTimestamp' in copy.metadata) delete copy.metadata.creationTimestamp;
+  return copy;
+}
+
+function time(t: Date | string | undefined): number {
+  return t ? new Date(t).getTime() : 0;
+}
+
+export const isPodReady = (pod: V1Pod): boolean =>
+  !pod.metadata?.deletionTimestamp &&
+  pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
+
+/** Where a rollout stands, by kubectl's `rollout status` rule for the given generation. */
+export type RolloutState =
+  | { done: true; replicas: number; readyReplicas: number; updatedReplicas: number }
+  | { done: false; reason: string; message: string; deadlineExceeded?: boolean };
+
+/**
+ * kubectl's rule: the controller has observed `generation` (and the Deployment's own, newer, generation), the
+ * Progressing condition has not timed out, all wanted replicas are updated, no old replica is left, and every updated
+ * replica is available. Pure.
+ */
+export function rolloutState(deployment: V1Deployment, generation: number): RolloutState {
+  const name = deployment.metadata?.name ?? '?';
+  const current = deployment.metadata?.generation ?? 0;
+  const observed = deployment.status?.observedGeneration ?? 0;
+  if (current < generation) {
+    return {
+      done: false,
+      reason: 'DeploymentReplaced',
+      message: `Deployment ${name} is at generation ${current}, older than the awaited ${generation}: it was deleted and created again`,
+    };
+  }
+  if (observed < Math.max(current, generation)) {
+    return {
+      done: false,
+      reason: 'WaitingForController',
+      message: `waiting for the Deployment controller to observe generation ${Math.max(current, generation)} of ${name} (observed ${observed})`,
+    };
+  }
+  const progressing = deployment.status?.conditions?.find((c) => c.type === 'Progressing');
+  if (progressing?.reason === 'ProgressDeadlineExceeded') {
+    return {
+      done: false,
+      reason: 'ProgressDeadlineExceeded',
+      message:
+        `the rollout of ${name} made no progress within progressDeadlineSeconds (${deployment.spec?.progressDeadlineSeconds ?? 600} s): ${progressing.message ?? ''}`.trim(),
+      deadlineExceeded: true,
+    };
+  }
+  const wanted = deployment.spec?.replicas ?? 1;
+  const status = deployment.status ?? {};
+  const updated = status.updatedReplicas ?? 0;
+  const replicas = status.replicas ?? 0;
+  const available = status.availableReplicas ?? 0;
+  if (updated < wanted) {
+    return { done: false, reason: 'UpdatingReplicas', message: `${updated} of ${wanted} new replicas updated` };
+  }
+  if (replicas > updated) {
+    return {
+      done: false,
+      reason: 'TerminatingOldReplicas',
+      message: `${replicas - updated} old replicas are pending termination`,
+    };
+  }
+  if (available < updated) {
+    return {
+      done: false,
+      reason: 'WaitingForAvailable',
+      message: `${available} of ${updated} updated replicas available`,
+    };
+  }
+  return { done: true, replicas: wanted, readyReplicas: status.readyReplicas ?? 0, updatedReplicas: updated };
+}
+
+/** Each current-revision pod's problem, with the Events of the pods that are not ready (Multi-Attach, mounts). */
+export async function currentPodProblems(cluster: Cluster, snapshot: EngineSnapshot): Promise<PodProblem[]> {
+  const problems: PodProblem[] = [];
+  for (const pod of snapshot.currentPods) {
+    if (isPodReady(pod)) {
+      // A ready pod may still have crashed since: its container status says so without Events.
+      const problem = classifyPod(pod);
+      if (problem) problems.push(problem);
+      continue;
+    }
+    const problem = classifyPod(pod, await podEvents(cluster, pod));
+    if (problem) problems.push(problem);
+  }
+  // Failures first, then waiting states.
+  return problems.sort((a, b) => Number(a.waiting) - Number(b.waiting));
+}
+
+async function podEvents(cluster: Cluster, pod: V1Pod): Promise<CoreV1Event[]> {
+  const name = pod.metadata?.name;
+  const ns = pod.metadata?.namespace;
+  if (!name || !ns) return [];
+  const events = await cluster.list<CoreV1Event>('v1', 'Event', ns, {
+    fieldSelector: `involvedObject.kind=Pod,involvedObject.name=${name}`,
+  });
+  // Events of an earlier pod of the same name are not this pod's.
+  return events.filter((e) => !e.involvedObject?.uid || e.involvedObject.uid === pod.metadata?.uid);
+}
+
+/** A short summary of where the current revision's pods are: Pending, ContainerCreating, Starting, Running. */
+export function podsState(snapshot: EngineSnapshot): string {
+  const pods = snapshot.currentPods;
+  if (pods.length === 0) return snapshot.newest ? 'Pending' : 'WaitingForReplicaSet';
+  if (pods.every(isPodReady)) return 'Running';
+  const waiting = pods
+    .flatMap((p) => p.status?.containerStatuses ?? [])
+    .map((s) => s.state?.waiting?.reason)
+    .find((r) => r);
+  if (waiting) return waiting;
+  if (pods.some((p) => p.status?.phase === 'Running')) return 'Starting';
+  return pods[0]?.status?.phase ?? 'Pending';
+}

@@ -1,0 +1,90 @@
+// awaitRollout: waits, watching, until the Deployment has rolled out the awaited generation by kubectl's rule, and
+// turns what its current revision's pods show into named waiting states (progress) or typed failures.
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { ServedModel } from '../workflows/spec';
+import { timingOf, type ActivityDeps } from './deps';
+import { fatalProblems, podFailure } from './engine-failure';
+import { ProblemConfirmer, waitForEngine } from './engine-wait';
+import { assertOurs } from './ownership';
+import { ProgressReporter } from './progress';
+import { currentPodProblems, engineWatches, podsState, readEngine, rolloutState } from './revision';
+import { FAILURE, type ModelInput, type RolloutResult } from './types';
+
+// While these hold, where the current revision's pods are (Pending, ContainerCreating, Starting) says more.
+const POD_BOUND_REASONS = new Set(['UpdatingReplicas', 'WaitingForAvailable']);
+
+/** The failure for a Deployment that is not there (deleted behind Ferry's back): retryable, the step re-applies it. */
+export function engineMissing(model: ServedModel, what = 'does not exist'): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: 'EngineMissing',
+    nonRetryable: false,
+    message: `Deployment ${model.metadata.namespace}/${model.metadata.name} ${what}: the engine must be applied again`,
+  });
+}
+
+/**
+ * Waits until the Deployment has rolled out `generation`: observed, all replicas updated, no old replica left,
+ * every updated replica available; with 0 replicas, until no engine pod remains. Unschedulable, Multi-Attach and
+ * mount problems are reported as progress and waited out; ImagePullBackOff, CrashLoopBackOff and OOMKilled of a
+ * current-revision pod fail the step once they have held for a poll interval; so does ProgressDeadlineExceeded.
+ */
+export async function awaitRollout(
+  deps: ActivityDeps,
+  { model, generation }: ModelInput & { generation: number },
+): Promise<RolloutResult> {
+  const ctx = Context.current();
+  const timing = timingOf(deps);
+  const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
+  const confirmer = new ProblemConfirmer(timing.pollMs);
+  const ns = model.metadata.namespace;
+  const watch = { signal: ctx.cancellationSignal, pollMs: timing.pollMs, watches: engineWatches(model) };
+
+  const result = await waitForEngine(deps.cluster, watch, async (): Promise<RolloutResult | undefined> => {
+    const snapshot = await readEngine(deps.cluster, model);
+    const deployment = assertOurs(model, snapshot.deployment);
+    if (!deployment) throw engineMissing(model);
+    const state = rolloutState(deployment, generation);
+    const readyReplicas = deployment.status?.readyReplicas ?? 0;
+    if (state.done) {
+      if (state.replicas > 0 || snapshot.pods.length === 0) {
+        return {
+          generation: deployment.metadata?.generation ?? generation,
+          readyReplicas: state.readyReplicas,
+          updatedReplicas: state.updatedReplicas,
+        };
+      }
+      // Scaled to 0: the volume is free only once the last pod is gone.
+      await reporter.report({
+        step: 'rollout',
+        state: 'TerminatingPods',
+        message: `${snapshot.pods.length} engine pod(s) still terminating`,
+        readyReplicas,
+      });
+      return undefined;
+    }
+    if (state.reason === 'DeploymentReplaced') throw engineMissing(model, 'was deleted and created again');
+
+    const problems = await currentPodProblems(deps.cluster, snapshot);
+    const fatal = confirmer.confirmed(fatalProblems(problems));
+    if (fatal) throw await podFailure(deps.cluster, ns, fatal);
+    const top = problems[0];
+    if (state.deadlineExceeded) {
+      throw ApplicationFailure.create({
+        type: FAILURE.ProgressDeadlineExceeded,
+        nonRetryable: true,
+        message: top ? `${state.message}; ${top.message}` : state.message,
+        details: [{ generation, podProblem: top ? { reason: top.reason, message: top.message } : null }],
+      });
+    }
+    await reporter.report({
+      step: 'rollout',
+      state: top?.reason ?? (POD_BOUND_REASONS.has(state.reason) ? podsState(snapshot) : state.reason),
+      message: top?.message ?? state.message,
+      readyReplicas,
+    });
+    return undefined;
+  });
+  // Without a deadline the wait ends only with a result or by throwing.
+  return result!;
+}

@@ -1,0 +1,76 @@
+// The model's weights volume: applied under Ferry's field manager, and asked which weights it already holds.
+import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { refOf } from './cluster/api';
+import { timingOf, type ActivityDeps } from './deps';
+import { buildPvc, FIELD_MANAGER, holdsWeightsFor } from './kube';
+import { assertOurs, isTerminating } from './ownership';
+import { ProgressReporter } from './progress';
+import type { ObjectsInput, StorageResult } from './types';
+import { bindsOnFirstConsumer, pendingVolumeProblem, volumeEvents } from './volume-status';
+import { waitUntil } from './wait-until';
+
+/**
+ * Applies the PVC (labelled from the first apply; owned by the root unless `retainOnDelete`) and reports whether it
+ * already holds the source's weights. A Pending claim gets `volumeBindGraceMs` to bind; why it is still pending
+ * (ProvisioningFailed and other warnings that live only in Events) goes to progress, and the phase is returned: with
+ * WaitForFirstConsumer storage it binds only when the puller's pod lands, so this step must not block on it.
+ */
+export async function applyStorage(deps: ActivityDeps, { model, rootUid }: ObjectsInput): Promise<StorageResult> {
+  const { cluster } = deps;
+  const desired = buildPvc(model, { rootUid });
+  const ref = refOf(desired);
+  const existing = assertOurs(model, await cluster.get<V1PersistentVolumeClaim>(ref));
+  if (existing && isTerminating(existing)) {
+    // claimName waits such a volume out; seeing one here means it was deleted since. Applying would revive nothing.
+    throw ApplicationFailure.create({
+      type: 'VolumeBeingDeleted',
+      nonRetryable: false,
+      message: `volume ${ref.namespace}/${ref.name} is being deleted; it is created again once it is gone`,
+    });
+  }
+  let pvc = await cluster.apply(desired, FIELD_MANAGER);
+  if (phaseOf(pvc) === 'Pending') pvc = await awaitBinding(deps, pvc);
+  return { pvcName: ref.name, phase: phaseOf(pvc), holdsSource: holdsWeightsFor(pvc, model) };
+}
+
+const phaseOf = (pvc: V1PersistentVolumeClaim): string => pvc.status?.phase ?? 'Pending';
+
+async function awaitBinding(deps: ActivityDeps, applied: V1PersistentVolumeClaim): Promise<V1PersistentVolumeClaim> {
+  const { cluster } = deps;
+  const timing = timingOf(deps);
+  const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
+  const ref = refOf(applied);
+  let latest = applied;
+  const report = async (): Promise<boolean> => {
+    const events = await volumeEvents(cluster, ref.namespace!, ref.name);
+    if (bindsOnFirstConsumer(events)) return true;
+    const problem = pendingVolumeProblem(ref.name, events);
+    await reporter.report({ step: 'download', state: problem.reason, message: problem.message });
+    return false;
+  };
+  const bound = await waitUntil(cluster, {
+    signal: Context.current().cancellationSignal,
+    pollMs: timing.pollMs,
+    timeoutMs: timing.volumeBindGraceMs,
+    watches: [
+      {
+        path: `/api/v1/namespaces/${ref.namespace}/persistentvolumeclaims`,
+        query: { fieldSelector: `metadata.name=${ref.name}` },
+        onEvent: (ev) => {
+          if (ev.type !== 'DELETED') latest = ev.object as V1PersistentVolumeClaim;
+        },
+      },
+    ],
+    check: async (trigger) => {
+      if (phaseOf(latest) !== 'Pending') return latest;
+      // Binding is deferred to the first pod: nothing to wait for here.
+      if (trigger !== 'event' && (await report())) return latest;
+      return undefined;
+    },
+  });
+  if (bound) return bound;
+  await report();
+  return latest;
+}

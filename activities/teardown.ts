@@ -1,0 +1,133 @@
+// tearDown: deletes every object a model could own, each on its own: 404 is done, one failure never stops the
+// others, and every failure is reported in one retryable TeardownIncomplete (never a false "deleted"). Only objects
+// with this model's labels are touched. A retained volume stays, labelled, without the owner reference that would
+// let the garbage collector take it along with the root.
+import type { KubernetesObject, V1PersistentVolumeClaim } from '@kubernetes/client-node';
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { ServedModel } from '../workflows/spec';
+import type { ObjectRef } from './cluster/api';
+import type { ActivityDeps } from './deps';
+import { deploymentName, LABEL_COMPONENT, modelLabelSelector, pvcName, rootName, serviceName } from './kube';
+import { isOurs, isTerminating } from './ownership';
+import { FAILURE, type ModelInput, type TeardownResult } from './types';
+
+/** One object that could not be deleted, and why. */
+export interface TeardownFailure {
+  object: string;
+  error: string;
+}
+
+const ref = (model: ServedModel, apiVersion: string, kind: string, name: string): ObjectRef => ({
+  apiVersion,
+  kind,
+  name,
+  namespace: model.metadata.namespace,
+});
+
+export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promise<TeardownResult> {
+  const { cluster } = deps;
+  const name = model.metadata.name;
+  const deleted: string[] = [];
+  const retained: string[] = [];
+  const failures: TeardownFailure[] = [];
+  const log = Context.current().log;
+
+  const attempt = async (object: string, run: () => Promise<void>): Promise<boolean> => {
+    try {
+      await run();
+      return true;
+    } catch (err) {
+      failures.push({ object, error: describeError(err) });
+      return false;
+    }
+  };
+
+  /** Deletes the object if it is ours (only that very object: uid precondition); gone or terminating counts as done. */
+  const deleteOurs = async (target: ObjectRef, known?: KubernetesObject): Promise<void> => {
+    const label = `${target.kind}/${target.name}`;
+    const obj = known ?? (await cluster.get(target));
+    if (obj && !isOurs(obj, model)) {
+      log.warn(`not deleting ${label}: it does not carry model ${name}'s labels`);
+      return;
+    }
+    if (obj && !isTerminating(obj)) await cluster.delete(target, 'Background', { uid: obj.metadata?.uid });
+    deleted.push(label);
+  };
+
+  // The volume first: a retained PVC must lose its owner reference before the root goes, or the GC takes it along.
+  const pvcRef = ref(model, 'v1', 'PersistentVolumeClaim', pvcName(name));
+  const volumeSafe = await attempt(`PersistentVolumeClaim/${pvcRef.name}`, async () => {
+    const pvc = await cluster.get<V1PersistentVolumeClaim>(pvcRef);
+    if (!model.spec.storage.retainOnDelete) return deleteOurs(pvcRef, pvc);
+    if (!pvc || !isOurs(pvc, model)) return;
+    const owners = pvc.metadata?.ownerReferences ?? [];
+    const kept = owners.filter((o) => !(o.kind === 'ConfigMap' && o.name === rootName(name)));
+    if (kept.length !== owners.length) {
+      // Conditional on the resourceVersion read: a concurrent change is a 409 and a retry, not a lost update.
+      await cluster.mergePatch(pvcRef, {
+        metadata: { resourceVersion: pvc.metadata?.resourceVersion, ownerReferences: kept.length ? kept : null },
+      });
+    }
+    retained.push(`PersistentVolumeClaim/${pvcRef.name}`);
+  });
+
+  const pullerSelector = `${modelLabelSelector(name)},${LABEL_COMPONENT}=puller`;
+  await Promise.all([
+    attempt(`Deployment/${deploymentName(name)}`, () =>
+      deleteOurs(ref(model, 'apps/v1', 'Deployment', deploymentName(name))),
+    ),
+    attempt(`Service/${serviceName(name)}`, () => deleteOurs(ref(model, 'v1', 'Service', serviceName(name)))),
+    (async () => {
+      // Jobs before their pods: a Job that still exists would replace a deleted pod.
+      const jobs = await cluster
+        .list('batch/v1', 'Job', model.metadata.namespace, { labelSelector: pullerSelector })
+        .catch((err: unknown) => void failures.push({ object: 'Job (puller)', error: describeError(err) }));
+      if (!jobs) return;
+      await Promise.all(
+        jobs.map((job) =>
+          attempt(`Job/${job.metadata?.name}`, () =>
+            deleteOurs(ref(model, 'batch/v1', 'Job', job.metadata!.name!), job),
+          ),
+        ),
+      );
+      const pods = await cluster
+        .list('v1', 'Pod', model.metadata.namespace, { labelSelector: pullerSelector })
+        .catch((err: unknown) => void failures.push({ object: 'Pod (puller)', error: describeError(err) }));
+      await Promise.all(
+        (pods ?? []).map((pod) =>
+          attempt(`Pod/${pod.metadata?.name}`, () => deleteOurs(ref(model, 'v1', 'Pod', pod.metadata!.name!), pod)),
+        ),
+      );
+    })(),
+  ]);
+
+  // The root last: deleting it garbage-collects whatever still names it as owner.
+  const rootRef = ref(model, 'v1', 'ConfigMap', rootName(name));
+  if (volumeSafe) {
+    await attempt(`ConfigMap/${rootRef.name}`, () => deleteOurs(rootRef));
+  } else {
+    failures.push({
+      object: `ConfigMap/${rootRef.name}`,
+      error: `kept: the retained PersistentVolumeClaim/${pvcRef.name} still names it as owner, and deleting it would let the garbage collector delete the volume`,
+    });
+  }
+
+  if (failures.length > 0) {
+    throw ApplicationFailure.create({
+      type: FAILURE.TeardownIncomplete,
+      nonRetryable: false,
+      message: `teardown of ${model.metadata.namespace}/${name} is incomplete: ${failures.map((f) => `${f.object}: ${f.error}`).join('; ')}`,
+      details: [{ deleted, retained, failures }],
+    });
+  }
+  return { deleted, retained };
+}
+
+function describeError(err: unknown): string {
+  if (err instanceof ApplicationFailure) {
+    const status = (err.details?.[0] as { status?: number | null } | undefined)?.status;
+    return status ? `HTTP ${status} ${err.type}: ${err.message}` : `${err.type ?? 'Error'}: ${err.message}`;
+  }
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,335 @@
+import type { V1Deployment } from '@kubernetes/client-node';
+import { CancelledFailure } from '@temporalio/common';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { kubeConfigForServiceAccount } from '../../../deploy/local/service-account-kubeconfig';
+import { Cluster } from '../../../activities/cluster/api';
+import { SCALE_FIELD_MANAGER } from '../../../activities/engine';
+import { createEngineActivities, type EngineActivities } from '../../../activities/engine-activities';
+import {
+  buildDeployment,
+  buildPullerJob,
+  buildPvc,
+  FIELD_MANAGER,
+  LABEL_MANAGED_BY,
+  LABEL_MODEL,
+  pvcName,
+  rootName,
+} from '../../../activities/kube';
+import { FAILURE } from '../../../activities/types';
+import type { ServedModel } from '../../../workflows/spec';
+import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
+import { enginePodsOf, prepareModel } from '../../support/engine-env';
+import {
+  adminKubeConfig,
+  clientsFor,
+  createNamespace,
+  deleteNamespace,
+  statusOf,
+  waitFor,
+  type Clients,
+} from '../../support/kube';
+
+// The engine's objects against the real API server, controllers and scheduler, in a namespace that enforces Pod
+// Security "restricted": engine pods that were not admitted would never become ready.
+let c: Clients;
+let ns: string;
+let acts: EngineActivities;
+let cluster: Cluster;
+
+beforeAll(async () => {
+  c = clientsFor(adminKubeConfig());
+  ns = await createNamespace(c, 'act-engine', { 'pod-security.kubernetes.io/enforce': 'restricted' });
+  acts = createEngineActivities(testDeps({ pollMs: 250 }));
+  cluster = new Cluster(c.kc);
+});
+afterAll(async () => deleteNamespace(c, ns));
+
+const readDeployment = (name: string) => c.apps.readNamespacedDeployment({ name, namespace: ns });
+const gone = async (read: () => Promise<unknown>) => {
+  try {
+    await read();
+    return false;
+  } catch (err) {
+    return statusOf(err) === 404;
+  }
+};
+
+/** A model with its root and volume in place, as claimName and applyStorage leave them. */
+async function prepared(name: string, options: Parameters<typeof testModel>[2] = {}) {
+  const model = testModel(name, ns, options);
+  const rootUid = await prepareModel(model, cluster);
+  return { model, rootUid, sourceHash: 'unused' };
+}
+
+describe('applyEngine and awaitRollout', () => {
+  it('rolls out engine pods admitted under "restricted"; applying the same spec again changes nothing', async () => {
+    const input = await prepared('steady', { spec: { resources: { gpus: 1 } } });
+    const first = await activity(acts.applyEngine, input);
+    const rollout = await activity(acts.awaitRollout, { model: input.model, generation: first.generation });
+    expect(rollout).toEqual({ generation: first.generation, readyReplicas: 1, updatedReplicas: 1 });
+
+    // Once the controllers are done writing status, a second apply of the same spec writes nothing.
+    const before = await settled(() => readDeployment('steady'));
+    const service = await c.core.readNamespacedService({ name: 'steady', namespace: ns });
+    const again = await activity(acts.applyEngine, input);
+    expect(again.generation).toBe(first.generation);
+    expect((await readDeployment('steady')).metadata?.resourceVersion).toBe(before.metadata?.resourceVersion);
+    const serviceAgain = await c.core.readNamespacedService({ name: 'steady', namespace: ns });
+    expect(serviceAgain.metadata?.resourceVersion).toBe(service.metadata?.resourceVersion);
+
+    const pods = await enginePodsOf(c, input.model);
+    expect(pods).toHaveLength(1);
+    expect(pods[0]!.spec?.securityContext?.runAsUser).toBe(2000);
+    expect(pods[0]!.spec?.nodeName).toMatch(/^gpu-node-/);
+  });
+
+  it('a spec change is rolled out only once the new ReplicaSet has ready pods', async () => {
+    const input = await prepared('change');
+    const v1 = await activity(acts.applyEngine, input);
+    await activity(acts.awaitRollout, { model: input.model, generation: v1.generation });
+    const [oldPod] = await enginePodsOf(c, input.model);
+    const oldHash = oldPod!.metadata!.labels!['pod-template-hash'];
+
+    const changed = withSpec(input.model, (m) =>
+      m.spec.engine.env.push({ name: 'VLLM_LOGGING_LEVEL', value: 'DEBUG' }),
+    );
+    const v2 = await activity(acts.applyEngine, { ...input, model: changed });
+    expect(v2.generation).toBe(v1.generation + 1);
+    const run = runActivity(acts.awaitRollout, { model: changed, generation: v2.generation });
+    const rollout = await run.result;
+    expect(rollout.generation).toBe(v2.generation);
+    // Right after the apply the old revision's replica was still ready: the rollout waited for the new one.
+    expect(run.heartbeats.length).toBeGreaterThan(0);
+    const pods = (await enginePodsOf(c, changed)).filter((p) => !p.metadata?.deletionTimestamp);
+    expect(pods).toHaveLength(1);
+    expect(pods[0]!.metadata!.labels!['pod-template-hash']).not.toBe(oldHash);
+    expect(pods[0]!.status?.conditions?.find((x) => x.type === 'Ready')?.status).toBe('True');
+
+    // A revision whose pods never become ready is never rolled out: the wait reports where it stands until cancelled.
+    const broken = testModel('change', ns, { labels: { 'sim.ferry.dev/engine-scenario': 'never-ready' } });
+    const v3 = await activity(acts.applyEngine, { ...input, model: broken });
+    const waiting = runActivity(acts.awaitRollout, { model: broken, generation: v3.generation });
+    await waitFor('a heartbeat about the not-ready revision', 20_000, async () =>
+      waiting.heartbeats.some((h) => h.step === 'rollout' && ['Starting', 'Running'].includes(h.state)),
+    );
+    await new Promise((r) => setTimeout(r, 1_000));
+    waiting.env.cancel();
+    expect(await rejectionOf(waiting.result)).toBeInstanceOf(CancelledFailure);
+  });
+
+  it('replicas 0 is rolled out once no engine pod is left; the next apply takes the replica count back', async () => {
+    const input = await prepared('zero');
+    const v1 = await activity(acts.applyEngine, input);
+    await activity(acts.awaitRollout, { model: input.model, generation: v1.generation });
+
+    const v2 = await activity(acts.applyEngine, { ...input, replicas: 0 });
+    await activity(acts.awaitRollout, { model: input.model, generation: v2.generation });
+    expect(await enginePodsOf(c, input.model)).toHaveLength(0);
+
+    const v3 = await activity(acts.applyEngine, input);
+    const rollout = await activity(acts.awaitRollout, { model: input.model, generation: v3.generation });
+    expect(rollout.readyReplicas).toBe(1);
+  });
+});
+
+describe('scaleEngine', () => {
+  it('scales to 0 and returns only when no engine pod remains; applyEngine restores the spec', async () => {
+    const input = await prepared('scaled');
+    const v1 = await activity(acts.applyEngine, input);
+    await activity(acts.awaitRollout, { model: input.model, generation: v1.generation });
+    expect(await enginePodsOf(c, input.model)).toHaveLength(1);
+
+    await activity(acts.scaleEngine, { model: input.model, replicas: 0 });
+    expect(await enginePodsOf(c, input.model)).toHaveLength(0);
+    const scaled = await readDeployment('scaled');
+    expect(scaled.spec?.replicas).toBe(0);
+    expect(scaled.metadata?.managedFields?.some((f) => f.manager === SCALE_FIELD_MANAGER)).toBe(true);
+    // Scaling to 0 again, or a model whose Deployment is gone, is a no-op.
+    await activity(acts.scaleEngine, { model: input.model, replicas: 0 });
+    await activity(acts.scaleEngine, { model: testModel('never-applied', ns), replicas: 0 });
+
+    const v2 = await activity(acts.applyEngine, input);
+    await activity(acts.awaitRollout, { model: input.model, generation: v2.generation });
+    const restored = await readDeployment('scaled');
+    expect(restored.spec?.replicas).toBe(1);
+    expect(restored.metadata?.managedFields?.some((f) => f.manager === SCALE_FIELD_MANAGER)).toBe(false);
+  });
+
+  it('never touches a Deployment of the same name without our labels', async () => {
+    const model = testModel('foreign-deploy', ns);
+    const foreign = buildDeployment(model, { rootUid: 'x' }) as V1Deployment;
+    foreign.metadata = { name: 'foreign-deploy', namespace: ns, labels: { app: 'someone-else' } };
+    await cluster.apply(foreign, 'someone-else');
+    const err = await rejectionOf(activity(acts.scaleEngine, { model, replicas: 0 }));
+    expect(err).toMatchObject({ type: FAILURE.NameConflict });
+    const applyErr = await rejectionOf(activity(acts.applyEngine, { model, rootUid: 'x', sourceHash: 'x' }));
+    expect(applyErr).toMatchObject({ type: FAILURE.NameConflict });
+    expect((await readDeployment('foreign-deploy')).spec?.replicas).toBe(1);
+  });
+});
+
+describe('garbage collection backstop', () => {
+  it('deleting the root ConfigMap removes the Deployment and the Service', async () => {
+    const input = await prepared('orphaned');
+    await activity(acts.applyEngine, input);
+    await c.core.deleteNamespacedConfigMap({ name: rootName('orphaned'), namespace: ns });
+    await waitFor(
+      'the garbage collector to delete the Deployment and Service',
+      30_000,
+      async () =>
+        (await gone(() => readDeployment('orphaned'))) &&
+        (await gone(() => c.core.readNamespacedService({ name: 'orphaned', namespace: ns }))),
+    );
+  });
+});
+
+describe('tearDown', () => {
+  it('deletes every object of the model, puller Jobs included; a second teardown finds nothing left', async () => {
+    const input = await prepared('bye');
+    await cluster.apply(buildPullerJob(input.model, { rootUid: input.rootUid }), FIELD_MANAGER);
+    const { generation } = await activity(acts.applyEngine, input);
+    await activity(acts.awaitRollout, { model: input.model, generation });
+    // A Service of another model's name nearby is not ours to delete.
+    await c.core.createNamespacedService({
+      namespace: ns,
+      body: { metadata: { name: 'bye-other' }, spec: { ports: [{ port: 80 }] } },
+    });
+
+    const result = await activity(acts.tearDown, { model: input.model });
+    expect(result.retained).toEqual([]);
+    expect(result.deleted).toEqual(
+      expect.arrayContaining([
+        `ConfigMap/${rootName('bye')}`,
+        'Deployment/bye',
+        'Service/bye',
+        `PersistentVolumeClaim/${pvcName('bye')}`,
+        expect.stringMatching(/^Job\/bye-pull-/),
+      ]),
+    );
+    await waitFor('the engine, Service, Jobs and root to be gone', 30_000, async () => {
+      const jobs = await c.batch.listNamespacedJob({ namespace: ns, labelSelector: `${LABEL_MODEL}=bye` });
+      return (
+        jobs.items.length === 0 &&
+        (await gone(() => readDeployment('bye'))) &&
+        (await gone(() => c.core.readNamespacedService({ name: 'bye', namespace: ns }))) &&
+        (await gone(() => c.core.readNamespacedConfigMap({ name: rootName('bye'), namespace: ns })))
+      );
+    });
+    await waitFor('no pod of the model left', 30_000, async () => {
+      const pods = await c.core.listNamespacedPod({ namespace: ns, labelSelector: `${LABEL_MODEL}=bye` });
+      return pods.items.length === 0;
+    });
+
+    const second = await activity(acts.tearDown, { model: input.model });
+    expect(second.deleted).toEqual(
+      expect.arrayContaining([`ConfigMap/${rootName('bye')}`, 'Deployment/bye', 'Service/bye']),
+    );
+    expect(second.deleted.some((d) => d.startsWith('Job/'))).toBe(false);
+    await c.core.readNamespacedService({ name: 'bye-other', namespace: ns });
+  });
+
+  it('leaves an object of the same name without our labels alone', async () => {
+    const model = testModel('squatter', ns);
+    await c.core.createNamespacedService({
+      namespace: ns,
+      body: { metadata: { name: 'squatter', labels: { app: 'theirs' } }, spec: { ports: [{ port: 80 }] } },
+    });
+    const result = await activity(acts.tearDown, { model });
+    expect(result.deleted).not.toContain('Service/squatter');
+    expect((await c.core.readNamespacedService({ name: 'squatter', namespace: ns })).metadata?.labels).toEqual({
+      app: 'theirs',
+    });
+  });
+
+  it('keeps a retained volume, labelled and without the owner reference that would let the GC take it', async () => {
+    const model = testModel('keep', ns, { spec: { storage: { retainOnDelete: true } } });
+    const rootUid = await prepareModel(model, cluster);
+    // Created while retention was off: the volume still names the root as owner.
+    const owned = testModel('keep', ns);
+    await cluster.apply(buildPvc(owned, { rootUid }), FIELD_MANAGER);
+    const pvcBefore = await c.core.readNamespacedPersistentVolumeClaim({ name: pvcName('keep'), namespace: ns });
+    expect(pvcBefore.metadata?.ownerReferences?.[0]?.uid).toBe(rootUid);
+    await activity(acts.applyEngine, { model, rootUid, sourceHash: 'x' });
+
+    const result = await activity(acts.tearDown, { model });
+    expect(result.retained).toEqual([`PersistentVolumeClaim/${pvcName('keep')}`]);
+    expect(result.deleted).not.toContain(`PersistentVolumeClaim/${pvcName('keep')}`);
+    await waitFor('the root to be gone', 30_000, () =>
+      gone(() => c.core.readNamespacedConfigMap({ name: rootName('keep'), namespace: ns })),
+    );
+    // Give the garbage collector time to act on anything that still named the root.
+    await waitFor('the Deployment to be collected', 30_000, () => gone(() => readDeployment('keep')));
+    const pvc = await c.core.readNamespacedPersistentVolumeClaim({ name: pvcName('keep'), namespace: ns });
+    expect(pvc.metadata?.deletionTimestamp).toBeUndefined();
+    expect(pvc.metadata?.ownerReferences ?? []).toEqual([]);
+    expect(pvc.metadata?.labels).toMatchObject({ [LABEL_MANAGED_BY]: 'ferry', [LABEL_MODEL]: 'keep' });
+
+    // Teardown again: still retained, nothing fails.
+    expect((await activity(acts.tearDown, { model })).retained).toEqual([`PersistentVolumeClaim/${pvcName('keep')}`]);
+  });
+
+  it('aggregates what it could not delete: a Role without delete on Services', async () => {
+    const input = await prepared('partial');
+    await activity(acts.applyEngine, input);
+    await c.core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: 'worker' } } });
+    await c.rbac.createNamespacedRole({
+      namespace: ns,
+      body: {
+        metadata: { name: 'teardown-but-services' },
+        rules: [
+          {
+            apiGroups: [''],
+            resources: ['configmaps', 'persistentvolumeclaims', 'pods'],
+            verbs: ['get', 'list', 'delete', 'patch'],
+          },
+          { apiGroups: [''], resources: ['services'], verbs: ['get', 'list'] },
+          { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'list', 'delete'] },
+          { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get', 'list', 'delete'] },
+        ],
+      },
+    });
+    await c.rbac.createNamespacedRoleBinding({
+      namespace: ns,
+      body: {
+        metadata: { name: 'worker-teardown' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'teardown-but-services' },
+        subjects: [{ kind: 'ServiceAccount', name: 'worker', namespace: ns }],
+      },
+    });
+    const worker = new Cluster(await kubeConfigForServiceAccount(c.kc, ns, 'worker'));
+    const asWorker = createEngineActivities({ ...testDeps(), cluster: worker });
+
+    const err = await rejectionOf(activity(asWorker.tearDown, { model: input.model }));
+    expect(err).toMatchObject({ type: FAILURE.TeardownIncomplete, nonRetryable: false });
+    expect(err.message).toMatch(/Service\/partial: HTTP 403 Forbidden: deleting Service .*partial.*forbidden/);
+    const [details] = (err as unknown as { details: [{ deleted: string[]; failures: { object: string }[] }] }).details;
+    expect(details.failures.map((f) => f.object)).toEqual(['Service/partial']);
+    expect(details.deleted).toEqual(
+      expect.arrayContaining([
+        `ConfigMap/${rootName('partial')}`,
+        'Deployment/partial',
+        `PersistentVolumeClaim/${pvcName('partial')}`,
+      ]),
+    );
+    expect(await gone(() => c.core.readNamespacedConfigMap({ name: rootName('partial'), namespace: ns }))).toBe(true);
+    // The Service is still there: no false "deleted" (the GC removes it later, since it names the deleted root).
+    expect(details.deleted).not.toContain('Service/partial');
+  });
+});
+
+/** The object once two reads a second apart show the same resourceVersion (controllers done writing status). */
+async function settled<T extends { metadata?: { resourceVersion?: string } }>(read: () => Promise<T>): Promise<T> {
+  let last = await read();
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 1_000));
+    const next = await read();
+    if (next.metadata?.resourceVersion === last.metadata?.resourceVersion) return next;
+    last = next;
+  }
+}
+
+function withSpec(model: ServedModel, change: (m: ServedModel) => void): ServedModel {
+  const copy = structuredClone(model);
+  change(copy);
+  return copy;
+}

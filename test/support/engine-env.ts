@@ -1,0 +1,81 @@
+// Shared by the engine activity tests: a model's root and volume as the claim and storage steps would leave them,
+// and activity runs with a real first-attempt schedule time (awaitHealth's budget starts there).
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { DefaultLogger } from '@temporalio/worker';
+import type { V1Pod } from '@kubernetes/client-node';
+import { Cluster } from '../../activities/cluster/api';
+import { buildPvc, buildRoot, FIELD_MANAGER, selectorLabels } from '../../activities/kube';
+import type { StepProgress } from '../../activities/types';
+import type { ServedModel } from '../../workflows/spec';
+import type { ActivityRun } from './activity-env';
+import { adminKubeConfig, type Clients } from './kube';
+
+/** Applies the model's root ConfigMap and its volume (bound by KWOK's provisioner); returns the root's uid. */
+export async function prepareModel(model: ServedModel, cluster = new Cluster(adminKubeConfig())): Promise<string> {
+  const root = await cluster.apply(buildRoot(model), FIELD_MANAGER);
+  const rootUid = root.metadata!.uid!;
+  await cluster.apply(buildPvc(model, { rootUid }), FIELD_MANAGER);
+  return rootUid;
+}
+
+/** An activity run whose first attempt was scheduled `scheduledAgoMs` ago. */
+export function runScheduled<A extends unknown[], R>(
+  scheduledAgoMs: number,
+  fn: (...args: A) => Promise<R>,
+  ...args: A
+): ActivityRun<R> {
+  const scheduled = Date.now() - scheduledAgoMs;
+  const env = new MockActivityEnvironment(
+    { scheduledTimestampMs: scheduled, currentAttemptScheduledTimestampMs: Date.now() },
+    { logger: new DefaultLogger('ERROR') },
+  );
+  const heartbeats: StepProgress[] = [];
+  env.on('heartbeat', (details: StepProgress) => heartbeats.push(details));
+  const result = env.run<A, R, typeof fn>(fn, ...args);
+  result.catch(() => undefined);
+  return { env, heartbeats, result };
+}
+
+/** Resolves once a heartbeat satisfies `test`. */
+export async function heartbeatWhere(
+  run: ActivityRun<unknown>,
+  test: (p: StepProgress) => boolean,
+  timeoutMs = 30_000,
+): Promise<StepProgress> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const hit = run.heartbeats.find(test);
+    if (hit) return hit;
+    if (Date.now() > end) {
+      throw new Error(`no matching heartbeat in ${timeoutMs} ms; saw ${JSON.stringify(run.heartbeats.slice(-5))}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** The model's engine pods (any revision). */
+export async function enginePodsOf(c: Clients, model: ServedModel): Promise<V1Pod[]> {
+  const labelSelector = Object.entries(selectorLabels(model.metadata.name))
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
+  return (await c.core.listNamespacedPod({ namespace: model.metadata.namespace, labelSelector })).items;
+}
+
+/** The field manager of pod-template annotations that only the simulated kubelet (KWOK) reads. */
+export const SIM_FIELD_MANAGER = 'ferry-test-sim';
+
+/**
+ * Gives the engine's pods a simulation annotation, e.g. `sim.ferry.dev/exit-code` (KWOK reads it before the label of
+ * the same name). Written under its own field manager, so Ferry's applies keep it; it changes the pod template.
+ */
+export async function annotateEnginePods(cluster: Cluster, model: ServedModel, annotations: Record<string, string>) {
+  await cluster.apply(
+    {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: model.metadata.name, namespace: model.metadata.namespace },
+      spec: { template: { metadata: { annotations } } },
+    },
+    SIM_FIELD_MANAGER,
+  );
+}
