@@ -1,0 +1,216 @@
+// `ferry` command lines, parsed into commands (pure: no I/O, so every rule is unit-tested).
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { parseDuration } from '../../workflows/spec';
+import { PHASES, type Phase } from '../../workflows/status';
+import type { TemporalOverrides } from '../temporal-env';
+
+export const COMMANDS = ['serve', 'update', 'status', 'list', 'delete', 'watch'] as const;
+export type CommandName = (typeof COMMANDS)[number];
+export type OutputFormat = 'text' | 'json';
+
+/** A model named on the command line; `cluster` unset means "find it" (see `resolveRef`). */
+export interface RefArgs {
+  name: string;
+  namespace: string;
+  cluster?: string;
+}
+
+interface Common {
+  output: OutputFormat;
+  temporal: TemporalOverrides;
+}
+
+export type Command =
+  | { kind: 'help'; topic?: CommandName }
+  | (Common & { kind: 'serve'; file: string; wait: boolean; timeoutMs?: number })
+  | (Common & { kind: 'update'; file: string; wait: boolean; timeoutMs?: number })
+  | (Common & { kind: 'status'; ref: RefArgs })
+  | (Common & { kind: 'list'; phases: Phase[]; namespace?: string; cluster?: string; all: boolean })
+  | (Common & { kind: 'delete'; ref: RefArgs; wait: boolean; timeoutMs?: number; reason?: string })
+  | (Common & { kind: 'watch'; ref: RefArgs; timeoutMs?: number });
+
+/** Bad command line: the CLI prints the message and the command's usage, and exits 2. */
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+
+  constructor(
+    message: string,
+    readonly command?: CommandName,
+  ) {
+    super(message);
+  }
+}
+
+const GLOBAL_OPTIONS = {
+  output: { type: 'string', short: 'o' },
+  'temporal-address': { type: 'string' },
+  'temporal-namespace': { type: 'string' },
+  profile: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const satisfies ParseArgsConfig['options'];
+
+const REF_OPTIONS = {
+  namespace: { type: 'string', short: 'n' },
+  cluster: { type: 'string' },
+} as const satisfies ParseArgsConfig['options'];
+
+const OPTIONS = {
+  serve: { file: { type: 'string', short: 'f' }, wait: { type: 'boolean' }, timeout: { type: 'string' } },
+  update: { file: { type: 'string', short: 'f' }, wait: { type: 'boolean' }, timeout: { type: 'string' } },
+  status: { ...REF_OPTIONS },
+  list: { phase: { type: 'string' }, ...REF_OPTIONS, all: { type: 'boolean', short: 'A' } },
+  delete: { ...REF_OPTIONS, wait: { type: 'boolean' }, timeout: { type: 'string' }, reason: { type: 'string' } },
+  watch: { ...REF_OPTIONS, timeout: { type: 'string' } },
+} as const satisfies Record<CommandName, ParseArgsConfig['options']>;
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/** Parses `argv` (without `node` and the script); throws `UsageError`. */
+export function parseCommand(argv: readonly string[]): Command {
+  const first = argv[0];
+  if (first === undefined || first === '-h' || first === '--help' || first === 'help') {
+    const topic = first === 'help' ? argv[1] : undefined;
+    if (topic !== undefined && !isCommand(topic)) throw new UsageError(`unknown command ${JSON.stringify(topic)}`);
+    if (first === undefined) throw new UsageError('no command given');
+    return { kind: 'help', topic };
+  }
+  if (!isCommand(first)) {
+    throw new UsageError(
+      first.startsWith('-')
+        ? `a command comes first (one of ${COMMANDS.join(', ')}), got ${first}`
+        : `unknown command ${JSON.stringify(first)}; commands: ${COMMANDS.join(', ')}`,
+    );
+  }
+  const command = first;
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv.slice(1) as string[],
+      options: { ...GLOBAL_OPTIONS, ...OPTIONS[command] },
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (err) {
+    throw new UsageError((err as Error).message.replace(/\. To specify a positional argument.*$/s, ''), command);
+  }
+  const values = parsed.values as Record<string, string | boolean | undefined>;
+  if (values.help) return { kind: 'help', topic: command };
+
+  const str = (key: string) => values[key] as string | undefined;
+  const bool = (key: string) => values[key] === true;
+  const common: Common = {
+    output: outputFormat(str('output'), command),
+    temporal: {
+      ...(str('temporal-address') ? { address: str('temporal-address') } : {}),
+      ...(str('temporal-namespace') ? { namespace: str('temporal-namespace') } : {}),
+      ...(str('profile') ? { profile: str('profile') } : {}),
+    },
+  };
+  const positionals = parsed.positionals;
+  const timeoutMs = duration(str('timeout'), command);
+
+  switch (command) {
+    case 'serve':
+    case 'update': {
+      noPositionals(positionals, command, '-f FILE names the model');
+      const file = str('file');
+      if (!file) throw new UsageError('-f FILE is required (a ServedModel YAML file, or - for stdin)', command);
+      return { kind: command, ...common, file, wait: bool('wait'), ...(timeoutMs !== undefined ? { timeoutMs } : {}) };
+    }
+    case 'status':
+      return { kind: 'status', ...common, ref: refArgs(positionals, values, command) };
+    case 'watch':
+      return {
+        kind: 'watch',
+        ...common,
+        ref: refArgs(positionals, values, command),
+        ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+      };
+    case 'delete':
+      return {
+        kind: 'delete',
+        ...common,
+        ref: refArgs(positionals, values, command),
+        wait: bool('wait'),
+        ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+        ...(str('reason') ? { reason: str('reason') } : {}),
+      };
+    case 'list': {
+      noPositionals(positionals, command, 'filter with --phase, -n and --cluster');
+      const namespace = label(str('namespace'), 'namespace', command);
+      const cluster = label(str('cluster'), 'cluster', command);
+      return {
+        kind: 'list',
+        ...common,
+        phases: phaseList(str('phase'), command),
+        ...(namespace ? { namespace } : {}),
+        ...(cluster ? { cluster } : {}),
+        all: bool('all'),
+      };
+    }
+  }
+}
+
+function isCommand(word: string): word is CommandName {
+  return (COMMANDS as readonly string[]).includes(word);
+}
+
+function outputFormat(value: string | undefined, command: CommandName): OutputFormat {
+  if (value === undefined || value === 'text' || value === 'wide') return 'text';
+  if (value === 'json') return 'json';
+  throw new UsageError(`-o must be json or text, got ${JSON.stringify(value)}`, command);
+}
+
+function duration(value: string | undefined, command: CommandName): number | undefined {
+  if (value === undefined) return undefined;
+  try {
+    const ms = parseDuration(value);
+    if (ms > 0) return ms;
+  } catch {
+    // Reported below.
+  }
+  throw new UsageError(`--timeout must be a duration like 90s, 45m or 1h30m, got ${JSON.stringify(value)}`, command);
+}
+
+function noPositionals(positionals: string[], command: CommandName, hint: string): void {
+  if (positionals.length > 0) {
+    throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}: ${hint}`, command);
+  }
+}
+
+function refArgs(
+  positionals: string[],
+  values: Record<string, string | boolean | undefined>,
+  command: CommandName,
+): RefArgs {
+  if (positionals.length === 0) throw new UsageError('NAME is required (the metadata.name of the model)', command);
+  if (positionals.length > 1) {
+    throw new UsageError(`one NAME only, got ${positionals.map((p) => JSON.stringify(p)).join(' ')}`, command);
+  }
+  const name = label(positionals[0], 'NAME', command)!;
+  const namespace = label(values.namespace as string | undefined, 'namespace', command) ?? 'default';
+  const cluster = label(values.cluster as string | undefined, 'cluster', command);
+  return { name, namespace, ...(cluster ? { cluster } : {}) };
+}
+
+function label(value: string | undefined, what: string, command: CommandName): string | undefined {
+  if (value === undefined) return undefined;
+  if (value.length > 63 || !DNS_LABEL.test(value)) {
+    throw new UsageError(
+      `${what} must be a DNS label (lowercase letters, digits and "-"), got ${JSON.stringify(value)}`,
+      command,
+    );
+  }
+  return value;
+}
+
+/** `--phase Ready` or `--phase ready,degraded`: case-insensitive, canonical spelling out. */
+function phaseList(value: string | undefined, command: CommandName): Phase[] {
+  if (value === undefined) return [];
+  return value.split(',').map((word) => {
+    const phase = PHASES.find((p) => p.toLowerCase() === word.trim().toLowerCase());
+    if (!phase)
+      throw new UsageError(`--phase must be one of ${PHASES.join(', ')}, got ${JSON.stringify(word)}`, command);
+    return phase;
+  });
+}

@@ -1,0 +1,62 @@
+// What every command has: the connected client, the I/O, and helpers to name a model and read a document.
+import { readFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import type { Client } from '@temporalio/client';
+import type { ModelRef } from '../../workflows/messages';
+import { parseModelYaml } from '../document';
+import { InvalidSpecError } from '../errors';
+import { listModels } from '../list-models';
+import type { RefArgs } from './args';
+import { UsageError } from './args';
+import type { CliIO } from './io';
+
+export interface CliContext {
+  client: Client;
+  io: CliIO;
+}
+
+/** Where an unqualified NAME is looked for when visibility does not find it. */
+export const DEFAULT_CLUSTER = 'default';
+
+/**
+ * The model a command names. Without --cluster: the running model of that name and namespace on any cluster, else
+ * the latest deleted one (visibility), else the cluster in FERRY_CLUSTER, else `default`.
+ */
+export async function resolveRef(ctx: CliContext, args: RefArgs): Promise<ModelRef> {
+  const { name, namespace } = args;
+  if (args.cluster) return { name, namespace, cluster: args.cluster };
+  const found = await listModels(ctx.client, { name, namespace, includeClosed: true }, { limit: 20 });
+  const running = [...new Set(found.filter((m) => m.execution === 'RUNNING').map((m) => m.cluster))];
+  if (running.length > 1) {
+    throw new UsageError(`${namespace}/${name} runs on clusters ${running.join(', ')}: pick one with --cluster`);
+  }
+  const cluster = running[0] ?? found[0]?.cluster ?? ctx.io.env.FERRY_CLUSTER ?? DEFAULT_CLUSTER;
+  return { name, namespace, cluster };
+}
+
+/** The document in `file` (`-` is stdin) as data; unreadable or malformed input is an `InvalidSpecError`/`UsageError`. */
+export async function readDocument(ctx: CliContext | { io: CliIO }, file: string): Promise<unknown> {
+  let text: string;
+  if (file === '-') {
+    text = '';
+    for await (const chunk of ctx.io.stdin) text += chunk.toString();
+  } else {
+    try {
+      text = await readFile(resolve(ctx.io.cwd, file), 'utf8');
+    } catch (err) {
+      throw new UsageError(
+        `cannot read ${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`,
+      );
+    }
+  }
+  try {
+    return parseModelYaml(text);
+  } catch (err) {
+    if (err instanceof InvalidSpecError) throw err;
+    throw new UsageError(`cannot parse ${file}: ${(err as Error).message}`);
+  }
+}
+
+export function printJson(ctx: { io: CliIO }, value: unknown): void {
+  ctx.io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}

@@ -1,0 +1,32 @@
+// `ferry delete`.
+import { deleteModel } from '../delete-model';
+import { describeRef } from '../errors';
+import type { Command } from './args';
+import { printJson, resolveRef, type CliContext } from './context';
+import { EXIT } from './exit-codes';
+
+export async function deleteCommand(ctx: CliContext, cmd: Extract<Command, { kind: 'delete' }>): Promise<number> {
+  const ref = await resolveRef(ctx, cmd.ref);
+  if (cmd.wait && cmd.output === 'text') ctx.io.stderr.write(`deleting ${describeRef(ref)}…\n`);
+  const result = await deleteModel(ctx.client, ref, {
+    wait: cmd.wait,
+    ...(cmd.timeoutMs !== undefined ? { timeoutMs: cmd.timeoutMs } : {}),
+    ...(cmd.reason ? { reason: cmd.reason } : {}),
+    signal: ctx.io.signal,
+  });
+  if (cmd.output === 'json') {
+    printJson(ctx, result);
+    return EXIT.ok;
+  }
+  const { teardown } = result;
+  const objects = teardown
+    ? `: deleted ${teardown.deleted.join(', ') || 'nothing'}${teardown.retained.length ? `; retained ${teardown.retained.join(', ')}` : ''}`
+    : '';
+  const line = result.alreadyDeleted
+    ? `${describeRef(ref)} was already deleted${objects}`
+    : cmd.wait
+      ? `deleted ${describeRef(ref)}${objects}`
+      : `deleting ${describeRef(ref)} (follow it with \`ferry watch ${ref.name} -n ${ref.namespace}\`)`;
+  ctx.io.stdout.write(`${line}\n`);
+  return EXIT.ok;
+}

@@ -1,0 +1,201 @@
+// What `ferry` prints for people: status summaries, tables and progress. Pure functions of the data and `now`.
+import type { ModelStatus, TimelineEntry } from '../../workflows/status';
+import { formatBytes, formatDuration } from '../../workflows/status-summary';
+import { describeRef, InvalidSpecError, ModelFailedError } from '../errors';
+import type { ModelSummary } from '../list-models';
+
+/** Columns separated by two spaces, each as wide as its widest cell; the last column is not padded. */
+export function table(rows: string[][], indent = ''): string {
+  const widths: number[] = [];
+  for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
+  return rows
+    .map((row) => indent + row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  '))
+    .map((line) => line.trimEnd())
+    .join('\n');
+}
+
+/** `3m 05s` between two ISO times (or until `now`). */
+export function age(fromIso: string | Date, now: Date): string {
+  const from = typeof fromIso === 'string' ? new Date(fromIso) : fromIso;
+  return formatDuration(Math.max(0, now.getTime() - from.getTime()));
+}
+
+/** `1.2 GiB of 3.4 GiB (35%)`, or `1.2 GiB` without a total. */
+export function downloadAmount(download: NonNullable<ModelStatus['download']>): string {
+  const { bytes, totalBytes } = download;
+  if (!totalBytes) return formatBytes(bytes);
+  return `${formatBytes(bytes)} of ${formatBytes(totalBytes)} (${Math.floor((100 * bytes) / totalBytes)}%)`;
+}
+
+/** A progress bar `[#######-------------]` of `width` characters inside the brackets. */
+export function progressBar(fraction: number, width = 24): string {
+  const filled = Math.round(Math.min(1, Math.max(0, fraction)) * width);
+  return `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}]`;
+}
+
+/** The status as `ferry status` shows it. */
+export function formatStatus(status: ModelStatus, now: Date): string {
+  const lines = [`${status.name}  (namespace ${status.namespace}, cluster ${status.cluster})`];
+  const field = (name: string, value: string) => lines.push(`  ${`${name}:`.padEnd(12)} ${value}`);
+  field('phase', status.phase);
+  if (status.endpoint) field('endpoint', `${status.endpoint}  (model ${status.servedModelName})`);
+  else field('model', status.servedModelName);
+  field('replicas', `${status.readyReplicas}/${status.replicas} ready`);
+  field('generation', `${status.generation} (observed ${status.observedGeneration})`);
+  field('source', status.sourceHash ? `${status.source}  (sha256 ${status.sourceHash.slice(0, 8)})` : status.source);
+  if (status.download && status.phase === 'Downloading') {
+    field('download', `${downloadAmount(status.download)}, ${status.download.state}`);
+  }
+  if (status.waiting) {
+    const message = status.waiting.message ? `: ${status.waiting.message}` : '';
+    field('waiting', `${status.waiting.reason}${message} (for ${age(status.waiting.since, now)})`);
+  }
+  if (status.lastError) {
+    const { reason, message, step, generation } = status.lastError;
+    const where = [step ? `at ${step}` : '', generation !== undefined ? `generation ${generation}` : ''].filter(
+      Boolean,
+    );
+    field('last error', `${reason}${where.length ? ` (${where.join(', ')})` : ''}: ${message}`);
+  }
+  field('age', age(status.startedAt, now));
+  if (status.conditions.length > 0) {
+    lines.push('  conditions:');
+    lines.push(
+      table(
+        [
+          ['TYPE', 'STATUS', 'REASON', 'GEN', 'MESSAGE'],
+          ...status.conditions.map((c) => [
+            c.type,
+            c.status,
+            c.reason,
+            String(c.observedGeneration),
+            oneLine(c.message),
+          ]),
+        ],
+        '    ',
+      ),
+    );
+  }
+  if (status.timeline.length > 0) {
+    lines.push('  timeline:');
+    lines.push(
+      table(
+        [['STEP', 'GEN', 'OUTCOME', 'TOOK', 'STARTED', 'DETAIL'], ...status.timeline.map((e) => timelineRow(e, now))],
+        '    ',
+      ),
+    );
+  }
+  return lines.join('\n');
+}
+
+function timelineRow(entry: TimelineEntry, now: Date): string[] {
+  const took = entry.durationMs !== undefined ? formatDuration(entry.durationMs) : `${age(entry.startedAt, now)}…`;
+  return [
+    entry.step,
+    String(entry.generation),
+    entry.outcome ?? 'running',
+    took,
+    `${age(entry.startedAt, now)} ago`,
+    oneLine(entry.detail ?? ''),
+  ];
+}
+
+/** The table `ferry list` prints. */
+export function formatList(models: ModelSummary[], now: Date): string {
+  if (models.length === 0) return 'no models';
+  return table([
+    ['NAME', 'NAMESPACE', 'CLUSTER', 'PHASE', 'READY', 'GEN', 'ENDPOINT', 'AGE'],
+    ...models.map((m) => [
+      m.name,
+      m.namespace,
+      m.cluster,
+      // A workflow that ended without deleting the model (terminated, failed) no longer manages it: say so.
+      m.execution === 'RUNNING' || m.execution === 'COMPLETED' ? m.phase : `${m.phase} (${m.execution.toLowerCase()})`,
+      m.status ? `${m.status.readyReplicas}/${m.status.replicas}` : m.execution === 'RUNNING' ? '?' : '-',
+      m.status ? `${m.status.observedGeneration}/${m.status.generation}` : m.execution === 'RUNNING' ? '?' : '-',
+      m.status?.endpoint ?? '',
+      age(m.startedAt, now),
+    ]),
+  ]);
+}
+
+/**
+ * One line about what changed between two statuses, or undefined when nothing a person follows changed:
+ * `Downloading  generation 1`, `Downloading  1.2 GiB of 3.4 GiB (35%), Running`, `waiting: Unschedulable: …`.
+ */
+export function changeLine(
+  previous: ModelStatus | undefined,
+  status: ModelStatus,
+  { download: showDownload = true }: { download?: boolean } = {},
+): string | undefined {
+  const parts: string[] = [];
+  const phaseChanged = previous?.phase !== status.phase || previous.generation !== status.generation;
+  if (phaseChanged) {
+    let line = `${status.phase.padEnd(12)} generation ${status.generation}`;
+    if (status.phase === 'Ready' && status.endpoint) line += `  ${status.endpoint}`;
+    if (status.phase === 'Failed' && status.lastError)
+      line += `  ${status.lastError.reason}: ${oneLine(status.lastError.message)}`;
+    parts.push(line);
+  }
+  const download = showDownload && status.phase === 'Downloading' ? status.download : undefined;
+  if (
+    download &&
+    (phaseChanged || download.bytes !== previous?.download?.bytes || download.state !== previous.download?.state)
+  ) {
+    parts.push(`${status.phase.padEnd(12)} ${downloadAmount(download)}, ${download.state}`);
+  }
+  const waiting = status.waiting;
+  if (waiting && (waiting.reason !== previous?.waiting?.reason || waiting.message !== previous.waiting.message)) {
+    parts.push(
+      `${status.phase.padEnd(12)} waiting: ${waiting.reason}${waiting.message ? `: ${oneLine(waiting.message)}` : ''}`,
+    );
+  }
+  const error = status.lastError;
+  if (
+    error &&
+    status.phase !== 'Failed' &&
+    (error.at !== previous?.lastError?.at || error.reason !== previous.lastError.reason)
+  ) {
+    parts.push(`${status.phase.padEnd(12)} error (retrying): ${error.reason}: ${oneLine(error.message)}`);
+  }
+  return parts.length > 0 ? parts.join('\n') : undefined;
+}
+
+/** The live line of a TTY while downloading: a bar when the total is known. */
+export function downloadBar(status: ModelStatus): string | undefined {
+  const download = status.phase === 'Downloading' ? status.download : undefined;
+  if (!download) return undefined;
+  const bar = download.totalBytes ? `${progressBar(download.bytes / download.totalBytes)} ` : '';
+  return `  ${bar}${downloadAmount(download)}  ${download.state}`;
+}
+
+/** `error: …` lines for stderr: a failed model as `error: <Reason>: <message>`, spec problems one per line. */
+export function errorLines(err: unknown, source?: string): string {
+  if (err instanceof ModelFailedError) return `error: ${err.reason}: ${oneLine(err.message)}`;
+  if (err instanceof InvalidSpecError) {
+    const n = err.issues.length;
+    const what = err.rejectedBy === 'workflow' ? 'the model rejected the update' : 'invalid ServedModel';
+    const where = source && err.rejectedBy === 'client' ? ` in ${source}` : '';
+    return [
+      `error: ${what}${where} (${n} problem${n === 1 ? '' : 's'}):`,
+      ...err.issues.map((issue) => `  ${issue.path}: ${oneLine(issue.message)}`),
+    ].join('\n');
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  return `error: ${message}`;
+}
+
+/** What `serve` says when it is done. */
+export function serveLine(result: {
+  ref: Parameters<typeof describeRef>[0];
+  started: boolean;
+  workflowId: string;
+}): string {
+  return result.started
+    ? `serving ${describeRef(result.ref)}: started workflow ${result.workflowId}`
+    : `${describeRef(result.ref)} is already served with this spec: workflow ${result.workflowId}`;
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s*\n\s*/g, ' ').trim();
+}

@@ -1,0 +1,86 @@
+// `ferry --help` and `ferry <command> --help`.
+import type { CommandName } from './args';
+
+const CONNECTION = `Temporal connection (same as Temporal's CLI and SDKs):
+  TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE;
+  flags --temporal-address, --temporal-namespace, --profile win over them. Unset values are taken from
+  .ferry/local.env (written by \`npm run local:up\`) when it exists.`;
+
+const EXIT_CODES = `Exit codes:
+  0 done   1 the model failed   2 bad usage or invalid spec   3 not found   4 timeout   5 cannot connect`;
+
+export const MAIN_HELP = `ferry: serve LLMs on Kubernetes with a durable Temporal workflow per model
+
+Usage: ferry <command> [options]
+
+Commands:
+  serve -f FILE [--wait] [--timeout 45m]       start serving the model in FILE (same spec again: no-op)
+  update -f FILE [--wait] [--timeout 45m]      change a running model's spec
+  status NAME [-n NS] [--cluster C]            phase, endpoint, replicas, last error, timeline
+  list [--phase P[,P]] [-n NS] [--cluster C]   models by phase, namespace, cluster (-A: deleted ones too)
+  delete NAME [-n NS] [--wait]                 tear the model down
+  watch NAME [-n NS]                           follow phase changes and download progress live
+
+Every command takes -o json (machine-readable output) and -h/--help.
+
+${CONNECTION}
+
+${EXIT_CODES}
+`;
+
+export const COMMAND_HELP: Record<CommandName, string> = {
+  serve: `Usage: ferry serve -f FILE [--wait] [--timeout DURATION] [-o json]
+
+Validates the ServedModel in FILE (- reads stdin) and starts its workflow. Serving the same spec again returns
+the running workflow; a different spec for a running model is refused: use \`ferry update\`.
+
+  -f, --file FILE        the ServedModel document (YAML or JSON)
+  --wait                 wait until the model is Ready (exit 1 if it fails, printing the reason)
+  --timeout DURATION     how long --wait may take, like 45m (default: the spec's puller.deadline plus
+                         engine.startupTimeout plus 10m)
+  -o json                print {workflowId, runId, started, status}
+`,
+  update: `Usage: ferry update -f FILE [--wait] [--timeout DURATION] [-o json]
+
+Sends FILE as the new spec of the running model it names. The model rejects invalid documents and changes of
+immutable fields (name, namespace, cluster, storage class, access mode) with one line per problem. Sending the
+same spec again retries a Failed model.
+
+  -f, --file FILE        the ServedModel document (YAML or JSON; - reads stdin)
+  --wait                 wait until the model is Ready at the new generation
+  --timeout DURATION     how long --wait may take (default as for serve)
+  -o json                print the update's result {generation, changed, sourceChanged, changes, status}
+`,
+  status: `Usage: ferry status NAME [-n NAMESPACE] [--cluster CLUSTER] [-o json]
+
+  -n, --namespace NS     the model's namespace (default: default)
+  --cluster CLUSTER      the cluster serving it (default: found by name, else FERRY_CLUSTER or default)
+  -o json                print the full status
+`,
+  list: `Usage: ferry list [--phase PHASE[,PHASE]] [-n NAMESPACE] [--cluster CLUSTER] [-A] [-o json]
+
+Lists models through Temporal visibility (it can lag a second behind).
+
+  --phase PHASES         Pending, Provisioning, Downloading, Releasing, Starting, Ready, Updating, Degraded,
+                         Failed, Deleting, Deleted (comma-separated)
+  -n, --namespace NS     only this namespace (default: all)
+  --cluster CLUSTER      only this cluster (default: all)
+  -A, --all              include deleted models (closed workflows)
+  -o json                print an array
+`,
+  delete: `Usage: ferry delete NAME [-n NAMESPACE] [--cluster CLUSTER] [--wait] [--timeout DURATION] [--reason TEXT]
+
+Cancels whatever the model is doing and deletes everything it owns (a volume with retainOnDelete stays).
+Deleting a model that is already deleted succeeds.
+
+  --wait                 wait until everything is deleted and the workflow completed
+  --timeout DURATION     how long --wait may take (default 15m)
+  --reason TEXT          recorded in the model's status and timeline
+`,
+  watch: `Usage: ferry watch NAME [-n NAMESPACE] [--cluster CLUSTER] [--timeout DURATION] [-o json]
+
+Prints phase changes, waiting reasons and download progress as they happen (a progress bar on a terminal,
+plain lines otherwise; -o json prints one status per line). Exits when the model is Ready (0), Failed (1) or
+Deleted (0), or on Ctrl-C (130).
+`,
+};

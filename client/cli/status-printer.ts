@@ -1,0 +1,53 @@
+// Live progress of a model on a stream: permanent lines for what changed; on a terminal, a download bar that
+// redraws in place below them.
+import type { ModelStatus } from '../../workflows/status';
+import { changeLine, downloadBar } from './format';
+import type { Output } from './io';
+
+const CLEAR_LINE = '\r\x1b[2K';
+
+export class StatusPrinter {
+  private previous: ModelStatus | undefined;
+  private barShown = false;
+
+  constructor(
+    private readonly out: Output,
+    private readonly now: () => Date,
+  ) {}
+
+  update(status: ModelStatus): void {
+    const tty = this.out.isTTY === true;
+    const line = changeLine(this.previous, status, { download: !tty });
+    this.previous = status;
+    if (line) {
+      this.clearBar();
+      const time = this.now().toTimeString().slice(0, 8);
+      this.out.write(
+        `${line
+          .split('\n')
+          .map((l) => `${time}  ${l}`)
+          .join('\n')}\n`,
+      );
+    }
+    if (tty) {
+      const bar = downloadBar(status);
+      if (bar) {
+        this.out.write(`${CLEAR_LINE}${bar}`);
+        this.barShown = true;
+      } else {
+        this.clearBar();
+      }
+    }
+  }
+
+  /** Leaves the stream at the start of a clean line. */
+  finish(): void {
+    this.clearBar();
+  }
+
+  private clearBar(): void {
+    if (!this.barShown) return;
+    this.out.write(CLEAR_LINE);
+    this.barShown = false;
+  }
+}

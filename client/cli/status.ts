@@ -1,0 +1,30 @@
+// `ferry status` and `ferry list`.
+import { listModels } from '../list-models';
+import { getModelStatus } from '../model-status';
+import type { Command } from './args';
+import { printJson, resolveRef, type CliContext } from './context';
+import { EXIT } from './exit-codes';
+import { formatList, formatStatus } from './format';
+
+export async function statusCommand(ctx: CliContext, cmd: Extract<Command, { kind: 'status' }>): Promise<number> {
+  const status = await getModelStatus(ctx.client, await resolveRef(ctx, cmd.ref));
+  if (cmd.output === 'json') printJson(ctx, status);
+  else ctx.io.stdout.write(`${formatStatus(status, ctx.io.now())}\n`);
+  return EXIT.ok;
+}
+
+export async function listCommand(ctx: CliContext, cmd: Extract<Command, { kind: 'list' }>): Promise<number> {
+  const models = await listModels(
+    ctx.client,
+    {
+      ...(cmd.phases.length > 0 ? { phase: cmd.phases } : {}),
+      ...(cmd.namespace ? { namespace: cmd.namespace } : {}),
+      ...(cmd.cluster ? { cluster: cmd.cluster } : {}),
+      includeClosed: cmd.all,
+    },
+    { withStatus: true },
+  );
+  if (cmd.output === 'json') printJson(ctx, models);
+  else ctx.io.stdout.write(`${formatList(models, ctx.io.now())}\n`);
+  return EXIT.ok;
+}

@@ -1,0 +1,31 @@
+// `ferry watch`: follow a model until it is Ready, Failed or Deleted.
+import { describeRef } from '../errors';
+import { waitForPhase } from '../wait-for-phase';
+import type { Command } from './args';
+import { resolveRef, type CliContext } from './context';
+import { EXIT } from './exit-codes';
+import { errorLines } from './format';
+import { ModelFailedError } from '../errors';
+import { StatusPrinter } from './status-printer';
+
+export async function watchCommand(ctx: CliContext, cmd: Extract<Command, { kind: 'watch' }>): Promise<number> {
+  const ref = await resolveRef(ctx, cmd.ref);
+  const json = cmd.output === 'json';
+  const printer = new StatusPrinter(ctx.io.stdout, ctx.io.now);
+  if (!json) ctx.io.stdout.write(`watching ${describeRef(ref)} (Ctrl-C to stop)\n`);
+  try {
+    const status = await waitForPhase(ctx.client, ref, ['Ready', 'Failed', 'Deleted'], {
+      timeoutMs: cmd.timeoutMs ?? Infinity,
+      onStatus: (s) => (json ? ctx.io.stdout.write(`${JSON.stringify(s)}\n`) : printer.update(s)),
+      onNoWorker: (err) => ctx.io.stderr.write(`warning: ${err.message}; still watching\n`),
+      signal: ctx.io.signal,
+    });
+    if (status.phase === 'Failed') {
+      ctx.io.stderr.write(`${errorLines(new ModelFailedError(ref, status.lastError, status))}\n`);
+      return EXIT.failed;
+    }
+    return EXIT.ok;
+  } finally {
+    printer.finish();
+  }
+}

@@ -1,0 +1,54 @@
+// A Temporal client from the environment, the same way the worker connects.
+import { Client, Connection } from '@temporalio/client';
+import { ConnectError } from './errors';
+import { readLocalStackEnv } from './local-stack';
+import {
+  connectOptionsOf,
+  temporalSettingsFromEnv,
+  type Env,
+  type TemporalOverrides,
+  type TemporalSettings,
+} from './temporal-env';
+
+export interface ConnectFromEnvOptions {
+  /** Defaults to `process.env`. */
+  env?: Env;
+  /** Flags that win over the environment. */
+  overrides?: TemporalOverrides;
+  /** Take unset values from the local stack's `.ferry/local.env`. Default true. */
+  localStack?: boolean;
+  /** Default 10 s. */
+  connectTimeoutMs?: number;
+}
+
+/** Connects to Temporal as configured by `TEMPORAL_*` variables and `temporal.toml`; close with `client.connection.close()`. */
+export async function connectFromEnv(options: ConnectFromEnvOptions = {}): Promise<Client> {
+  const env = options.env ?? process.env;
+  const local = options.localStack === false ? {} : readLocalStackEnv(env).vars;
+  return connectWith(temporalSettingsFromEnv(env, options.overrides, local), options.connectTimeoutMs);
+}
+
+/** Connects with settings already read; fails with a `ConnectError` that names the address. */
+export async function connectWith(settings: TemporalSettings, connectTimeoutMs = 10_000): Promise<Client> {
+  let connection: Connection;
+  try {
+    connection = await Connection.connect({ ...connectOptionsOf(settings), connectTimeout: connectTimeoutMs });
+  } catch (err) {
+    throw new ConnectError(settings.address, connectHint(settings), { cause: err });
+  }
+  return new Client({ connection, namespace: settings.namespace });
+}
+
+/** What to do when Temporal does not answer: only a local address suggests starting the local stack. */
+export function connectHint(settings: Pick<TemporalSettings, 'address' | 'addressSource'>): string {
+  const local = /^(localhost|127\.0\.0\.1|\[::1\]|::1)(:\d+)?$/.test(settings.address);
+  if (settings.addressSource === 'local stack' || (local && settings.addressSource === 'default')) {
+    return 'is the local stack up? run `npm run local:up`';
+  }
+  const from = {
+    flag: 'the --temporal-address flag',
+    environment: 'TEMPORAL_ADDRESS',
+    'config file': 'the temporal.toml profile',
+  };
+  return `check ${from[settings.addressSource as keyof typeof from] ?? 'the address'}${local ? ', or run `npm run local:up`' : ''}`;
+}

@@ -1,0 +1,67 @@
+// Delete a model: a Workflow Update that cancels whatever runs, tears everything down, and completes the workflow.
+import type { Client } from '@temporalio/client';
+import { deleteModelUpdate, type DeleteResult, type FinalStatus, type ModelRef } from '../workflows/messages';
+import type { ModelStatus } from '../workflows/status';
+import { ModelWorkflowClosedError, WaitTimeoutError } from './errors';
+import { describeModel, modelHandle } from './model-status';
+import { isTimeout, sendUpdate, updateOutcome } from './send-update';
+
+/** Teardown retries until everything is gone; a wait gives up (the teardown does not) after this by default. */
+export const DEFAULT_DELETE_TIMEOUT_MS = 15 * 60_000;
+
+export interface DeleteOptions {
+  /** Resolve once everything is deleted and the workflow completed; otherwise once the delete is accepted. */
+  wait?: boolean;
+  /** How long `wait` may take. Default 15 minutes. */
+  timeoutMs?: number;
+  /** Recorded in the model's status and timeline. */
+  reason?: string;
+  /** Stops `wait` early (the teardown goes on); rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+export interface DeleteModelResult {
+  ref: ModelRef;
+  /** The model's workflow had already completed: nothing was sent. */
+  alreadyDeleted: boolean;
+  /** What was deleted and retained, with `wait` (or when already deleted: from the final status). */
+  teardown?: DeleteResult | FinalStatus['teardown'];
+  /** The final status (phase Deleted), with `wait` or when already deleted. */
+  status?: ModelStatus;
+}
+
+/**
+ * Deletes the model. Idempotent: a model whose workflow already completed resolves with `alreadyDeleted`.
+ * Throws `ModelNotFoundError` when there never was such a model.
+ */
+export async function deleteModel(
+  client: Client,
+  ref: ModelRef,
+  options: DeleteOptions = {},
+): Promise<DeleteModelResult> {
+  const execution = await describeModel(client, ref);
+  const state = execution.status.name;
+  if (state === 'COMPLETED') {
+    const final: FinalStatus = await modelHandle(client, ref, execution.runId).result();
+    return { ref, alreadyDeleted: true, teardown: final.teardown, status: final.status };
+  }
+  if (state !== 'RUNNING') throw new ModelWorkflowClosedError(ref, state);
+
+  const update = await sendUpdate(client, ref, deleteModelUpdate, options.reason ? { reason: options.reason } : {});
+  if (!options.wait) return { ref, alreadyDeleted: false };
+
+  const timeoutMs = options.timeoutMs ?? DEFAULT_DELETE_TIMEOUT_MS;
+  const timeout = AbortSignal.timeout(timeoutMs);
+  const signal = options.signal ? AbortSignal.any([timeout, options.signal]) : timeout;
+  try {
+    return await client.withAbortSignal(signal, async () => {
+      const teardown = await updateOutcome(update, ref);
+      const final: FinalStatus = await modelHandle(client, ref, update.workflowRunId).result();
+      return { ref, alreadyDeleted: false, teardown, status: final.status };
+    });
+  } catch (err) {
+    if (options.signal?.aborted) throw options.signal.reason;
+    if (timeout.aborted && isTimeout(err)) throw new WaitTimeoutError(ref, timeoutMs, 'finish deleting');
+    throw err;
+  }
+}

@@ -1,0 +1,158 @@
+// What can go wrong when talking to a model, as typed errors: programs branch on the class, the CLI maps each to an
+// exit code, and every message says what to do next.
+import { formatSpecIssues, type SpecIssue } from '../workflows/spec';
+import type { ModelRef } from '../workflows/messages';
+import type { ModelError, ModelStatus, Phase } from '../workflows/status';
+
+/** `qwen (namespace models, cluster default)`. */
+export function describeRef(ref: ModelRef): string {
+  return `${ref.name} (namespace ${ref.namespace}, cluster ${ref.cluster})`;
+}
+
+/** Base class of every error the client library throws on purpose. */
+export class FerryClientError extends Error {
+  override readonly name: string = 'FerryClientError';
+}
+
+/** The document is not a valid ServedModel: rejected by the client before anything started, or by the workflow's
+ * update validator (`rejectedBy: 'workflow'`, e.g. an immutable field changed). */
+export class InvalidSpecError extends FerryClientError {
+  override readonly name = 'InvalidSpecError';
+
+  constructor(
+    readonly issues: SpecIssue[],
+    readonly rejectedBy: 'client' | 'workflow' = 'client',
+    options?: ErrorOptions,
+  ) {
+    const n = issues.length;
+    super(`invalid ServedModel (${n} problem${n === 1 ? '' : 's'}):\n${indent(formatSpecIssues(issues))}`, options);
+  }
+}
+
+/** The model is already served with another spec; starting it again would silently ignore the difference. */
+export class SpecConflictError extends FerryClientError {
+  override readonly name = 'SpecConflictError';
+
+  constructor(
+    readonly ref: ModelRef,
+    /** Dotted paths of the fields that differ from the running spec. */
+    readonly changes: string[],
+  ) {
+    super(
+      `${describeRef(ref)} is already served with a different spec (it differs in ${changes.join(', ')}); ` +
+        'change it with `ferry update -f <file>` (updateModel), or delete it first',
+    );
+  }
+}
+
+export class ModelNotFoundError extends FerryClientError {
+  override readonly name = 'ModelNotFoundError';
+
+  constructor(
+    readonly ref: ModelRef,
+    detail = 'no such model',
+  ) {
+    super(`${describeRef(ref)}: ${detail}`);
+  }
+}
+
+/** The model is being deleted (or was deleted while someone waited for it to become Ready). */
+export class ModelDeletedError extends FerryClientError {
+  override readonly name = 'ModelDeletedError';
+
+  constructor(
+    readonly ref: ModelRef,
+    readonly phase: Extract<Phase, 'Deleting' | 'Deleted'>,
+    hint = '',
+  ) {
+    super(`${describeRef(ref)} is ${phase === 'Deleting' ? 'being deleted' : 'deleted'}${hint ? `; ${hint}` : ''}`);
+  }
+}
+
+/** The model reached phase Failed: `reason` is the named failure (ImagePullBackOff, DeadlineExceeded, …). */
+export class ModelFailedError extends FerryClientError {
+  override readonly name = 'ModelFailedError';
+  readonly reason: string;
+
+  constructor(
+    readonly ref: ModelRef,
+    readonly error: ModelError | undefined,
+    readonly status: ModelStatus | undefined,
+  ) {
+    super(error?.message ?? `${describeRef(ref)} failed`);
+    this.reason = error?.reason ?? 'Failed';
+  }
+}
+
+/** The workflow of the model ended without deleting it (terminated, timed out, or failed by a bug). */
+export class ModelWorkflowClosedError extends FerryClientError {
+  override readonly name = 'ModelWorkflowClosedError';
+
+  constructor(
+    readonly ref: ModelRef,
+    readonly executionStatus: string,
+  ) {
+    super(`the workflow of ${describeRef(ref)} is ${executionStatus.toLowerCase()}: the model is no longer managed`);
+  }
+}
+
+/** A wait ran out of time; the model keeps going, only the caller stopped waiting. */
+export class WaitTimeoutError extends FerryClientError {
+  override readonly name = 'WaitTimeoutError';
+
+  constructor(
+    readonly ref: ModelRef,
+    readonly timeoutMs: number,
+    readonly what: string,
+    readonly lastStatus?: ModelStatus,
+    hint?: string,
+  ) {
+    const last = lastStatus
+      ? ` (last phase ${lastStatus.phase}${lastStatus.waiting ? `, waiting: ${lastStatus.waiting.reason}` : ''})`
+      : '';
+    super(`${describeRef(ref)} did not ${what} within ${formatMs(timeoutMs)}${last}${hint ? `; ${hint}` : ''}`);
+  }
+}
+
+/** Temporal is not reachable at `address`. */
+export class ConnectError extends FerryClientError {
+  override readonly name = 'ConnectError';
+
+  constructor(
+    readonly address: string,
+    readonly hint?: string,
+    options?: ErrorOptions,
+  ) {
+    const cause = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
+    super(`cannot connect to Temporal at ${address}${cause}${hint ? `; ${hint}` : ''}`, options);
+  }
+}
+
+/** Temporal answered, but no Ferry worker polls the model's task queue, so its status cannot be read. */
+export class NoWorkerError extends FerryClientError {
+  override readonly name = 'NoWorkerError';
+
+  constructor(
+    readonly ref: ModelRef,
+    readonly taskQueue: string,
+  ) {
+    super(
+      `no Ferry worker polls task queue ${taskQueue}, so ${describeRef(ref)} cannot answer: ` +
+        `start a worker with FERRY_CLUSTER=${ref.cluster}`,
+    );
+  }
+}
+
+function indent(text: string): string {
+  return text
+    .split('\n')
+    .map((line) => `  ${line}`)
+    .join('\n');
+}
+
+function formatMs(ms: number): string {
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000}h`;
+  if (ms % 60_000 === 0) return `${ms / 60_000}m`;
+  if (ms % 1_000 === 0) return `${ms / 1_000}s`;
+  return `${ms}ms`;
+}

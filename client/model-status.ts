@@ -1,0 +1,117 @@
+// Reading a model's status: the `status` query of a running workflow, the final status of a deleted one.
+import {
+  isGrpcDeadlineError,
+  isGrpcServiceError,
+  WorkflowNotFoundError,
+  type Client,
+  type WorkflowExecutionDescription,
+  type WorkflowHandle,
+} from '@temporalio/client';
+import type { QueryDefinition } from '@temporalio/common';
+import type { ServeModelWorkflow } from '../workflows/serve-model';
+import { statusQuery, taskQueueFor, workflowIdFor, type FinalStatus, type ModelRef } from '../workflows/messages';
+import type { ModelStatus } from '../workflows/status';
+import { ModelNotFoundError, ModelWorkflowClosedError, NoWorkerError } from './errors';
+
+export type ModelHandle = WorkflowHandle<typeof ServeModelWorkflow>;
+
+/** How long one status query may take: a query waits for a worker, and without one it would wait 30 s or more. */
+export const QUERY_TIMEOUT_MS = 10_000;
+
+/** A handle to the model's workflow (its latest run unless `runId` is given). */
+export function modelHandle(client: Client, ref: ModelRef, runId?: string): ModelHandle {
+  return client.workflow.getHandle<typeof ServeModelWorkflow>(workflowIdFor(ref), runId);
+}
+
+/** The workflow's execution, or `ModelNotFoundError` when there never was one. */
+export async function describeModel(client: Client, ref: ModelRef): Promise<WorkflowExecutionDescription> {
+  try {
+    return await modelHandle(client, ref).describe();
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw new ModelNotFoundError(ref);
+    throw err;
+  }
+}
+
+/** The status query of the model's current run; `NoWorkerError` when it cannot be answered for want of a worker. */
+export function queryStatus(client: Client, ref: ModelRef, options: QueryOptions = {}): Promise<ModelStatus> {
+  return queryModel(client, ref, statusQuery, options);
+}
+
+export interface QueryOptions {
+  /** Default `QUERY_TIMEOUT_MS`. */
+  timeoutMs?: number;
+  /** A given run (default: the latest). */
+  runId?: string;
+}
+
+/** Runs `query` on the model's workflow with a deadline; `NoWorkerError` when no worker polls its task queue. */
+export async function queryModel<T>(
+  client: Client,
+  ref: ModelRef,
+  query: QueryDefinition<T, []>,
+  { timeoutMs = QUERY_TIMEOUT_MS, runId }: QueryOptions = {},
+): Promise<T> {
+  try {
+    return await client.withDeadline(Date.now() + timeoutMs, () => modelHandle(client, ref, runId).query(query));
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw new ModelNotFoundError(ref);
+    if (isGrpcDeadlineError(err) && !(await hasWorker(client, taskQueueFor(ref.cluster)))) {
+      throw new NoWorkerError(ref, taskQueueFor(ref.cluster));
+    }
+    throw err;
+  }
+}
+
+// Values of temporal.api.enums.v1 (the proto package is not a direct dependency).
+const TASK_QUEUE_KIND_NORMAL = 1;
+const TASK_QUEUE_TYPE_WORKFLOW = 1;
+
+/** True when some worker polls `taskQueue` for workflow tasks. */
+export async function hasWorker(client: Client, taskQueue: string): Promise<boolean> {
+  const response = await client.workflowService.describeTaskQueue({
+    namespace: client.options.namespace,
+    taskQueue: { name: taskQueue, kind: TASK_QUEUE_KIND_NORMAL },
+    taskQueueType: TASK_QUEUE_TYPE_WORKFLOW,
+  });
+  return (response.pollers?.length ?? 0) > 0;
+}
+
+/**
+ * The model's status: live from a running workflow, the final status (phase Deleted) of one that completed.
+ * `ModelNotFoundError` if it never existed; `ModelWorkflowClosedError` if its workflow was terminated or failed
+ * and no worker can replay it.
+ */
+export async function getModelStatus(client: Client, ref: ModelRef): Promise<ModelStatus> {
+  const execution = await describeModel(client, ref);
+  return await statusOfExecution(client, ref, execution);
+}
+
+/** The status of the run `execution` describes. */
+export async function statusOfExecution(
+  client: Client,
+  ref: ModelRef,
+  execution: WorkflowExecutionDescription,
+): Promise<ModelStatus> {
+  const state = execution.status.name;
+  if (state === 'RUNNING') return await queryStatus(client, ref, { runId: execution.runId });
+  if (state === 'COMPLETED') {
+    const final: FinalStatus = await modelHandle(client, ref, execution.runId).result();
+    return final.status;
+  }
+  // Terminated, failed or timed out: a worker can still replay the history to answer the query.
+  try {
+    return await queryStatus(client, ref, { runId: execution.runId });
+  } catch (err) {
+    if (err instanceof ModelNotFoundError) throw err;
+    throw new ModelWorkflowClosedError(ref, state);
+  }
+}
+
+/** True when `err` (or a cause) says the server is unreachable. */
+export function isUnavailable(err: unknown): boolean {
+  for (let e = err; e instanceof Error; e = e.cause) {
+    if (isGrpcServiceError(e) && e.code === 14) return true;
+  }
+  return false;
+}

@@ -1,0 +1,134 @@
+// Start serving a model: one ServeModelWorkflow per model, idempotent for the same spec.
+import { WorkflowIdConflictPolicy, type Client } from '@temporalio/client';
+import type { ServeModelWorkflow } from '../workflows/serve-model';
+import {
+  modelRefOf,
+  searchAttributesFor,
+  specQuery,
+  taskQueueFor,
+  workflowIdFor,
+  type ModelRef,
+  type ServeModelInput,
+  type ServeModelOptions,
+} from '../workflows/messages';
+import { describeSource, parseDuration, type ServedModel } from '../workflows/spec';
+import { specChanges } from '../workflows/spec-changes';
+import type { ModelStatus } from '../workflows/status';
+import { parseModelDocument } from './document';
+import { ModelDeletedError, SpecConflictError } from './errors';
+import { modelHandle, queryModel, queryStatus, type ModelHandle } from './model-status';
+import { waitForPhase } from './wait-for-phase';
+
+/** The workflow type, as registered by the worker. */
+export const WORKFLOW_TYPE = 'ServeModelWorkflow';
+
+export interface ServeOptions {
+  /** Resolve only once the model is Ready (rejects with `ModelFailedError` if it fails). */
+  wait?: boolean;
+  /** How long `wait` may take. Default: the spec's download deadline plus its startup timeout plus 10 minutes. */
+  timeoutMs?: number;
+  /** Called with every new status while waiting. */
+  onStatus?: (status: ModelStatus) => void;
+  /** Workflow knobs (watch interval, retries); production leaves them unset. */
+  workflowOptions?: ServeModelOptions;
+}
+
+export interface ServeResult {
+  ref: ModelRef;
+  workflowId: string;
+  runId: string;
+  /** False when the model was already served with this same spec: its running workflow is returned. */
+  started: boolean;
+  /** The Ready status, with `wait`. */
+  status?: ModelStatus;
+  handle: ModelHandle;
+}
+
+/**
+ * Validates `doc` (a ServedModel document as people write it) and starts its workflow. Starting the same spec again
+ * returns the running workflow; a different spec for a running model throws `SpecConflictError` (use `updateModel`).
+ * Throws `InvalidSpecError` listing every problem before anything is started.
+ */
+export async function serveModel(client: Client, doc: unknown, options: ServeOptions = {}): Promise<ServeResult> {
+  const spec = parseModelDocument(doc);
+  const ref = modelRefOf(spec);
+  const workflowId = workflowIdFor(ref);
+  const previousRunId = await runningRunId(client, ref);
+  const input: ServeModelInput = {
+    version: 1,
+    spec,
+    ...(options.workflowOptions ? { options: options.workflowOptions } : {}),
+  };
+  const handle = await client.workflow.start<typeof ServeModelWorkflow>(WORKFLOW_TYPE, {
+    workflowId,
+    taskQueue: taskQueueFor(ref.cluster),
+    args: [input],
+    // The same model twice is one workflow: the second start returns the first (and is checked below).
+    workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+    typedSearchAttributes: searchAttributesFor(ref, 'Pending'),
+    staticSummary: summaryOf(spec),
+    staticDetails: detailsOf(spec),
+  });
+  // With USE_EXISTING the returned run is the running one. Ours needs no check; one that ran before is compared
+  // with what it is being brought to (a start racing ours between describe and start would pass unchecked).
+  const runId = handle.firstExecutionRunId;
+  if (runId === previousRunId) await assertSameSpec(client, ref, spec, runId);
+
+  const result: ServeResult = { ref, workflowId, runId, started: runId !== previousRunId, handle };
+  if (!options.wait) return result;
+  const status = await waitForPhase(client, ref, ['Ready'], {
+    timeoutMs: options.timeoutMs ?? defaultReadyTimeoutMs(spec),
+    onStatus: options.onStatus,
+  });
+  return { ...result, status };
+}
+
+/** How long a model may take to become Ready by its own budgets: download deadline + startup timeout + 10 min. */
+export function defaultReadyTimeoutMs(spec: ServedModel): number {
+  return parseDuration(spec.spec.puller.deadline) + parseDuration(spec.spec.engine.startupTimeout) + 10 * 60_000;
+}
+
+/** Throws unless the running model is being brought to `spec` (and not being deleted). */
+async function assertSameSpec(client: Client, ref: ModelRef, spec: ServedModel, runId: string): Promise<void> {
+  const [status, running] = await Promise.all([
+    queryStatus(client, ref, { runId }),
+    queryModel(client, ref, specQuery, { runId }),
+  ]);
+  if (status.phase === 'Deleting' || status.phase === 'Deleted') {
+    throw new ModelDeletedError(
+      ref,
+      status.phase,
+      'wait until it is deleted (`ferry delete --wait`), then serve it again',
+    );
+  }
+  const changes = specChanges(running, spec);
+  if (changes.length > 0) throw new SpecConflictError(ref, changes);
+}
+
+async function runningRunId(client: Client, ref: ModelRef): Promise<string | undefined> {
+  try {
+    const execution = await modelHandle(client, ref).describe();
+    return execution.status.name === 'RUNNING' ? execution.runId : undefined;
+  } catch {
+    // Not found (or not readable): the start below tells.
+    return undefined;
+  }
+}
+
+/** One line for the Web UI's workflow list. */
+function summaryOf(spec: ServedModel): string {
+  return `${spec.metadata.namespace}/${spec.metadata.name} on ${spec.spec.cluster}: ${describeSource(spec.spec.source)}`;
+}
+
+/** The spec the model was started with, for the Web UI (updates show in its current details). */
+function detailsOf(spec: ServedModel): string {
+  const { engine, resources, replicas } = spec.spec;
+  return [
+    `**ServedModel** \`${spec.metadata.namespace}/${spec.metadata.name}\` on cluster \`${spec.spec.cluster}\` (as started)`,
+    '',
+    `- source: \`${describeSource(spec.spec.source)}\``,
+    `- engine: \`${engine.image}\`, served as \`${engine.servedModelName}\` on port ${engine.port}`,
+    `- resources: ${resources.gpus} × \`${resources.gpuResource}\`, ${resources.cpu} CPU, ${resources.memory} memory`,
+    `- replicas: ${replicas}`,
+  ].join('\n');
+}

@@ -1,0 +1,45 @@
+// Change a running model's spec: a Workflow Update, validated by the workflow with the same schema as at start.
+import type { Client } from '@temporalio/client';
+import { modelRefOf, updateModelUpdate, type ModelRef, type UpdateResult } from '../workflows/messages';
+import type { ModelStatus } from '../workflows/status';
+import { parseModelDocument } from './document';
+import { defaultReadyTimeoutMs } from './serve-model';
+import { sendUpdate, updateOutcome } from './send-update';
+import { waitForPhase } from './wait-for-phase';
+
+export interface UpdateOptions {
+  /** Resolve only once the cluster is Ready at the new generation (rejects with `ModelFailedError` if it fails). */
+  wait?: boolean;
+  /** How long `wait` may take. Default: the new spec's download deadline plus startup timeout plus 10 minutes. */
+  timeoutMs?: number;
+  onStatus?: (status: ModelStatus) => void;
+}
+
+export interface UpdateModelResult extends UpdateResult {
+  ref: ModelRef;
+  /** The Ready status at the new generation, with `wait`. */
+  status?: ModelStatus;
+}
+
+/**
+ * Sends `doc` as the model's new spec. Throws `InvalidSpecError` when the document is invalid (checked here first)
+ * or the workflow rejects it (an immutable field changed), `ModelNotFoundError` when the model is not running.
+ * Sending the spec a model already has changes nothing, except that it retries a Failed model.
+ */
+export async function updateModel(
+  client: Client,
+  doc: unknown,
+  options: UpdateOptions = {},
+): Promise<UpdateModelResult> {
+  const spec = parseModelDocument(doc);
+  const ref = modelRefOf(spec);
+  const handle = await sendUpdate(client, ref, updateModelUpdate, { spec: doc });
+  const result: UpdateModelResult = { ...(await updateOutcome(handle, ref)), ref };
+  if (!options.wait) return result;
+  const status = await waitForPhase(client, ref, ['Ready'], {
+    timeoutMs: options.timeoutMs ?? defaultReadyTimeoutMs(spec),
+    generation: result.generation,
+    onStatus: options.onStatus,
+  });
+  return { ...result, status };
+}

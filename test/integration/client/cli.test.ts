@@ -1,0 +1,179 @@
+// The `ferry` CLI as a script uses it: spawned as `node bin/ferry.js`, against the local Temporal dev server and a
+// Ferry worker (createWorker) with stub activities on a cluster of its own.
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { modelHandle } from '../../../client/model-status';
+import type { ModelStatus } from '../../../workflows/status';
+import {
+  eventually,
+  runFerry,
+  spawnFerry,
+  startFerryWorker,
+  writeDoc,
+  type FerryTestWorker,
+} from '../../support/ferry-worker';
+import { failure, reportProgress, StubActivities } from '../../support/stub-activities';
+import { startHarness, type WorkflowHarness } from '../../support/workflow-harness';
+
+let harness: WorkflowHarness;
+let ferry: FerryTestWorker;
+const stub = new StubActivities();
+// Models named crash-* never become healthy: the engine crash-loops.
+stub.on('awaitHealth', (input) =>
+  input.model.metadata.name.startsWith('crash-')
+    ? Promise.reject(failure('CrashLoopBackOff', 'the engine exited with code 1: CUDA out of memory'))
+    : stub.fallback('awaitHealth', input),
+);
+
+beforeAll(async () => {
+  harness = await startHarness();
+  ferry = await startFerryWorker(harness, stub);
+});
+afterAll(async () => {
+  await ferry?.close();
+  await harness?.close();
+});
+
+const json = <T>(text: string): T => JSON.parse(text) as T;
+
+describe('ferry CLI', () => {
+  it('serve --wait, serve again, a conflicting serve, update --wait, list, status, delete --wait', async () => {
+    const doc = ferry.doc();
+    const name = doc.metadata.name as string;
+    const file = writeDoc(doc);
+    const ref = { cluster: ferry.cluster, namespace: 'models', name };
+
+    // serve --wait: Ready, exit 0, JSON with the status; progress went to stderr.
+    const served = await runFerry(['serve', '-f', file, '--wait', '--timeout', '1m', '-o', 'json']);
+    expect(served.stderr).toMatch(/Ready +generation 1/);
+    expect(served.code).toBe(0);
+    const first = json<{ workflowId: string; runId: string; started: boolean; status: ModelStatus }>(served.stdout);
+    expect(first).toMatchObject({
+      workflowId: `servedmodel/${ferry.cluster}/models/${name}`,
+      started: true,
+      status: { phase: 'Ready', generation: 1, observedGeneration: 1, readyReplicas: 1 },
+    });
+    expect(first.status.endpoint).toBe(`http://${name}.models.svc:8000/v1`);
+
+    // The same spec again: the same run, exit 0.
+    const again = await runFerry(['serve', '-f', file, '-o', 'json']);
+    expect(again.code).toBe(0);
+    expect(json<{ runId: string; started: boolean }>(again.stdout)).toMatchObject({
+      runId: first.runId,
+      started: false,
+    });
+
+    // Another spec for the same name: refused, pointing to update; the running model is untouched.
+    const conflicting = writeDoc(ferry.doc((d) => (d.spec.replicas = 2), name));
+    const refused = await runFerry(['serve', '-f', conflicting]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(
+      /already served with a different spec \(it differs in spec\.replicas\).*ferry update -f/,
+    );
+    expect((await modelHandle(harness.client, ref).describe()).runId).toBe(first.runId);
+
+    // update --wait: generation 2 reconciled, in place.
+    const updated = await runFerry(['update', '-f', conflicting, '--wait', '-o', 'json']);
+    expect(updated.code).toBe(0);
+    expect(json(updated.stdout)).toMatchObject({
+      generation: 2,
+      changed: true,
+      sourceChanged: false,
+      changes: ['spec.replicas'],
+      status: { phase: 'Ready', observedGeneration: 2, replicas: 2, readyReplicas: 2 },
+    });
+
+    // list --phase Ready finds it (visibility lags the workflow a little).
+    const listed = await eventually(
+      () => runFerry(['list', '--phase', 'Ready', '--cluster', ferry.cluster, '-o', 'json']),
+      (run) => run.code === 0 && json<{ name: string }[]>(run.stdout).some((m) => m.name === name),
+    );
+    expect(json<unknown[]>(listed.stdout)).toContainEqual(
+      expect.objectContaining({ name, namespace: 'models', cluster: ferry.cluster, phase: 'Ready' }),
+    );
+    const table = await runFerry(['list', '--cluster', ferry.cluster]);
+    expect(table.stdout).toMatch(
+      new RegExp(
+        `^NAME +NAMESPACE +CLUSTER +PHASE +READY +GEN +ENDPOINT +AGE\\n${name} +models +${ferry.cluster} +Ready +2/2 +2/2 `,
+      ),
+    );
+
+    // status: found by name alone (its cluster comes from visibility), as JSON and as a summary.
+    const status = await runFerry(['status', name, '-n', 'models', '-o', 'json']);
+    expect(status.code).toBe(0);
+    expect(json<ModelStatus>(status.stdout)).toMatchObject({
+      name,
+      cluster: ferry.cluster,
+      phase: 'Ready',
+      generation: 2,
+    });
+    const summary = await runFerry(['status', name, '-n', 'models', '--cluster', ferry.cluster]);
+    expect(summary.stdout).toMatch(/^ {2}phase: +Ready$/m);
+    expect(summary.stdout).toMatch(/^ {2}generation: +2 \(observed 2\)$/m);
+    expect(summary.stdout).toMatch(/^ {4}STEP +GEN +OUTCOME +TOOK +STARTED +DETAIL$/m);
+
+    // delete --wait: exit 0, everything torn down, the workflow completed; a second delete is a no-op.
+    const deleted = await runFerry(['delete', name, '-n', 'models', '--cluster', ferry.cluster, '--wait']);
+    expect(deleted.code).toBe(0);
+    expect(deleted.stdout).toMatch(new RegExp(`^deleted ${name} .*: deleted Deployment/${name}, Service/${name}`));
+    expect((await modelHandle(harness.client, ref).describe()).status.name).toBe('COMPLETED');
+    const twice = await runFerry(['delete', name, '-n', 'models', '--cluster', ferry.cluster, '--wait']);
+    expect(twice.code).toBe(0);
+    expect(twice.stdout).toMatch(/was already deleted/);
+    const gone = await runFerry(['status', name, '-n', 'models', '--cluster', ferry.cluster, '-o', 'json']);
+    expect(json<ModelStatus>(gone.stdout).phase).toBe('Deleted');
+  }, 180_000);
+
+  it('rejects an invalid spec with exit 2 and one line per field, and starts nothing', async () => {
+    const doc = ferry.doc((d) => {
+      d.spec.replicas = -1;
+      d.spec.storage = { size: 'lots' };
+    });
+    const run = await runFerry(['serve', '-f', writeDoc(doc), '--wait']);
+    expect(run.code).toBe(2);
+    expect(run.stderr.trimEnd().split('\n')).toEqual([
+      expect.stringMatching(/^error: invalid ServedModel in .*\.yaml \(2 problems\):$/),
+      '  spec.storage.size: must be a positive quantity like 50Gi, got "lots"',
+      '  spec.replicas: must be 0 or more',
+    ]);
+    const ref = { cluster: ferry.cluster, namespace: 'models', name: doc.metadata.name };
+    await expect(modelHandle(harness.client, ref).describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
+  });
+
+  it('exits 1 with the named reason when the model fails, and 3 for a model that does not exist', async () => {
+    const doc = ferry.doc(undefined, `crash-${Date.now().toString(36)}`);
+    const run = await runFerry(['serve', '-f', writeDoc(doc), '--wait']);
+    expect(run.code).toBe(1);
+    expect(run.stderr.trimEnd().split('\n').at(-1)).toBe(
+      'error: CrashLoopBackOff: the engine exited with code 1: CUDA out of memory',
+    );
+
+    const unknown = await runFerry(['status', 'no-such-model', '-n', 'models', '--cluster', ferry.cluster]);
+    expect(unknown.code).toBe(3);
+    expect(unknown.stderr).toBe(`error: no-such-model (namespace models, cluster ${ferry.cluster}): no such model\n`);
+  });
+
+  it('watch prints phase changes and download progress, and exits 0 once Ready', async () => {
+    const gate = stub.gate('awaitPuller', () =>
+      reportProgress({ step: 'download', state: 'Running', bytes: 512 * 2 ** 20, totalBytes: 2 ** 30 }),
+    );
+    const doc = ferry.doc();
+    const served = await runFerry(['serve', '-f', writeDoc(doc)]);
+    expect(served.code).toBe(0);
+    expect(served.stdout).toMatch(/^serving .*: started workflow servedmodel\//);
+
+    const watch = spawnFerry(['watch', doc.metadata.name, '-n', 'models', '--cluster', ferry.cluster]);
+    await watch.waitForOutput(/Downloading +512\.0 MiB of 1\.0 GiB \(50%\), Running/);
+    gate.release();
+    const done = await watch.exited;
+    expect(done.code).toBe(0);
+    expect(done.stdout).toMatch(/^watching .* \(Ctrl-C to stop\)$/m);
+    expect(done.stdout).toMatch(/^\d\d:\d\d:\d\d {2}Ready +generation 1 +http:\/\//m);
+  });
+
+  it('exits 5 and names the address when Temporal cannot be reached', async () => {
+    const run = await runFerry(['list'], { TEMPORAL_ADDRESS: '127.0.0.1:9' });
+    expect(run.code).toBe(5);
+    expect(run.stderr).toMatch(/^error: cannot connect to Temporal at 127\.0\.0\.1:9/);
+  });
+});

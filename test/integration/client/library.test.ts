@@ -1,0 +1,189 @@
+// The typed client library against the local Temporal dev server and a Ferry worker with stub activities.
+import { randomBytes } from 'node:crypto';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ConnectError,
+  connectFromEnv,
+  deleteModel,
+  getModelStatus,
+  InvalidSpecError,
+  listModels,
+  ModelDeletedError,
+  ModelFailedError,
+  ModelNotFoundError,
+  NoWorkerError,
+  serveModel,
+  SpecConflictError,
+  updateModel,
+  waitForPhase,
+} from '../../../client';
+import { modelHandle, queryStatus } from '../../../client/model-status';
+import type { ModelStatus } from '../../../workflows/status';
+import { eventually, startFerryWorker, type FerryTestWorker } from '../../support/ferry-worker';
+import { readLocalEnv } from '../../support/local-env';
+import { failure, StubActivities } from '../../support/stub-activities';
+import { startHarness, type Doc, type WorkflowHarness } from '../../support/workflow-harness';
+
+let harness: WorkflowHarness;
+let ferry: FerryTestWorker;
+const stub = new StubActivities();
+stub.on('awaitPuller', (input) =>
+  input.model.metadata.name.startsWith('slow-')
+    ? Promise.reject(failure('DeadlineExceeded', 'the download did not finish within puller.deadline (10m)'))
+    : stub.fallback('awaitPuller', input),
+);
+
+beforeAll(async () => {
+  harness = await startHarness();
+  ferry = await startFerryWorker(harness, stub);
+});
+afterAll(async () => {
+  await ferry?.close();
+  await harness?.close();
+});
+
+const refOf = (doc: Doc) => ({ cluster: ferry.cluster, namespace: 'models', name: doc.metadata.name as string });
+
+describe('client library', () => {
+  it('serves idempotently, refuses a different spec, updates, lists, and deletes', async () => {
+    const client = harness.client;
+    const doc = ferry.doc();
+    const ref = refOf(doc);
+
+    const seen: ModelStatus['phase'][] = [];
+    const first = await serveModel(client, doc, { wait: true, timeoutMs: 60_000, onStatus: (s) => seen.push(s.phase) });
+    expect(first).toMatchObject({
+      ref,
+      started: true,
+      status: { phase: 'Ready', generation: 1, observedGeneration: 1 },
+    });
+    expect(seen.at(-1)).toBe('Ready');
+
+    const again = await serveModel(client, doc);
+    expect(again).toMatchObject({ started: false, runId: first.runId });
+
+    const bigger = ferry.doc((d) => (d.spec.replicas = 3), ref.name);
+    const conflict = await serveModel(client, bigger).catch((err: unknown) => err);
+    expect(conflict).toBeInstanceOf(SpecConflictError);
+    expect((conflict as SpecConflictError).changes).toEqual(['spec.replicas']);
+
+    // An immutable field: the workflow's validator rejects it with field-level issues.
+    const rwx = ferry.doc((d) => (d.spec.storage = { accessMode: 'ReadWriteMany' }), ref.name);
+    const rejected = await updateModel(client, rwx).catch((err: unknown) => err);
+    expect(rejected).toBeInstanceOf(InvalidSpecError);
+    expect(rejected).toMatchObject({ rejectedBy: 'workflow' });
+    expect((rejected as InvalidSpecError).issues).toEqual([
+      {
+        path: 'spec.storage.accessMode',
+        message: expect.stringMatching(/^cannot change from "ReadWriteOnce" to "ReadWriteMany"/),
+      },
+    ]);
+
+    const updated = await updateModel(client, bigger, { wait: true, timeoutMs: 60_000 });
+    expect(updated).toMatchObject({ generation: 2, changed: true, changes: ['spec.replicas'] });
+    expect(updated.status).toMatchObject({ phase: 'Ready', observedGeneration: 2, readyReplicas: 3 });
+    // After the update, serving the updated spec is the same model again.
+    expect(await serveModel(client, bigger)).toMatchObject({ started: false, runId: first.runId });
+    expect(await updateModel(client, bigger)).toMatchObject({ generation: 2, changed: false });
+
+    const listed = await eventually(
+      () => listModels(client, { phase: 'Ready', cluster: ferry.cluster, namespace: 'models' }, { withStatus: true }),
+      (models) => models.some((m) => m.name === ref.name),
+    );
+    expect(listed.find((m) => m.name === ref.name)).toMatchObject({
+      ...ref,
+      phase: 'Ready',
+      execution: 'RUNNING',
+      status: { readyReplicas: 3, generation: 2 },
+    });
+
+    const deleted = await deleteModel(client, ref, { wait: true, reason: 'evaluation finished' });
+    expect(deleted).toMatchObject({ alreadyDeleted: false, status: { phase: 'Deleted' } });
+    expect(deleted.teardown?.deleted).toContain(`Deployment/${ref.name}`);
+    expect(await deleteModel(client, ref)).toMatchObject({ alreadyDeleted: true, status: { phase: 'Deleted' } });
+    expect(await getModelStatus(client, ref)).toMatchObject({ phase: 'Deleted' });
+    await expect(updateModel(client, bigger)).rejects.toBeInstanceOf(ModelNotFoundError);
+
+    // The name is free again: serving it starts a new workflow run.
+    const reborn = await serveModel(client, doc);
+    expect(reborn.started).toBe(true);
+    expect(reborn.runId).not.toBe(first.runId);
+    await deleteModel(client, ref, { wait: true });
+  });
+
+  it('validates before starting anything', async () => {
+    const doc = ferry.doc((d) => (d.metadata.labels = { 'bad key!': 'x' }));
+    const err = await serveModel(harness.client, doc).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidSpecError);
+    expect((err as InvalidSpecError).issues.map((i) => i.path)).toEqual(['metadata.labels["bad key!"]']);
+    expect((err as InvalidSpecError).message).toMatch(/^invalid ServedModel \(1 problem\):\n {2}metadata\.labels/);
+    await expect(modelHandle(harness.client, refOf(doc)).describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
+  });
+
+  it('rejects a wait with the named reason when the model fails', async () => {
+    const doc = ferry.doc(undefined, `slow-${randomBytes(3).toString('hex')}`);
+    const err = await serveModel(harness.client, doc, { wait: true, timeoutMs: 60_000 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ModelFailedError);
+    expect(err).toMatchObject({ reason: 'DeadlineExceeded', error: { step: 'download', generation: 1 } });
+    expect((err as ModelFailedError).message).toBe('the download did not finish within puller.deadline (10m)');
+    // Waiting for Failed itself is a normal wait.
+    const status = await waitForPhase(harness.client, refOf(doc), ['Failed'], { timeoutMs: 5_000 });
+    expect(status.lastError?.reason).toBe('DeadlineExceeded');
+  });
+
+  it('refuses to serve a model while it is being deleted', async () => {
+    const gate = stub.gate('tearDown');
+    const doc = ferry.doc();
+    await serveModel(harness.client, doc, { wait: true, timeoutMs: 60_000 });
+    await deleteModel(harness.client, refOf(doc));
+    await gate.reached;
+    const err = await serveModel(harness.client, doc).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ModelDeletedError);
+    expect((err as Error).message).toMatch(/is being deleted; wait until it is deleted/);
+    await expect(waitForPhase(harness.client, refOf(doc), ['Ready'], { timeoutMs: 5_000 })).rejects.toBeInstanceOf(
+      ModelDeletedError,
+    );
+    gate.release();
+    expect(await waitForPhase(harness.client, refOf(doc), ['Deleted'], { timeoutMs: 30_000 })).toMatchObject({
+      phase: 'Deleted',
+    });
+  });
+
+  it('says so when a model does not exist, or no worker serves its cluster', async () => {
+    const unknown = { cluster: ferry.cluster, namespace: 'models', name: 'never-served' };
+    await expect(getModelStatus(harness.client, unknown)).rejects.toBeInstanceOf(ModelNotFoundError);
+    await expect(deleteModel(harness.client, unknown)).rejects.toBeInstanceOf(ModelNotFoundError);
+
+    const orphan = ferry.doc((d) => (d.spec.cluster = `nobody-${randomBytes(3).toString('hex')}`));
+    const { ref, handle } = await serveModel(harness.client, orphan);
+    try {
+      const err = await queryStatus(harness.client, ref, { timeoutMs: 1_000 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(NoWorkerError);
+      expect((err as Error).message).toMatch(
+        new RegExp(`no Ferry worker polls task queue ferry-${ref.cluster}.*FERRY_CLUSTER=${ref.cluster}`),
+      );
+    } finally {
+      await handle.terminate('test finished');
+    }
+  });
+
+  it('connects from the environment, and names the address when it cannot', async () => {
+    const client = await connectFromEnv({
+      env: { TEMPORAL_ADDRESS: readLocalEnv().TEMPORAL_ADDRESS },
+      localStack: false,
+    });
+    try {
+      expect(Array.isArray(await listModels(client, { cluster: ferry.cluster }))).toBe(true);
+    } finally {
+      await client.connection.close();
+    }
+    const err = await connectFromEnv({
+      env: { TEMPORAL_ADDRESS: '127.0.0.1:9' },
+      localStack: false,
+      connectTimeoutMs: 2_000,
+    }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConnectError);
+    expect((err as Error).message).toMatch(/^cannot connect to Temporal at 127\.0\.0\.1:9: .*check TEMPORAL_ADDRESS/);
+  });
+});

@@ -1,0 +1,132 @@
+import { writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pvcName, sourceHash8 } from '../../../activities/kube';
+import { parseServedModel } from '../../../workflows/spec';
+import type { ModelStatus } from '../../../workflows/status';
+import { runFerry } from '../../support/ferry-worker';
+import { expectOk, ferryJson, modelObjects, startWorkerProcess, uniqueCluster, type WorkerProcess } from '../../support/e2e';
+import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, waitFor, type Clients } from '../../support/kube';
+
+// The whole path, through the CLI, a real worker process with the real activities, the real control plane (KWOK
+// nodes) and the vLLM stand-in that the local supervisor starts for each simulated engine pod.
+let c: Clients;
+let ns: string;
+let worker: WorkerProcess;
+const cluster = uniqueCluster('e2e');
+const dir = mkdtempSync(join(tmpdir(), 'ferry-e2e-'));
+
+beforeAll(async () => {
+  c = clientsFor(adminKubeConfig());
+  ns = await createNamespace(c, 'e2e', { 'pod-security.kubernetes.io/enforce': 'restricted' });
+  worker = await startWorkerProcess(cluster);
+}, 180_000);
+
+afterAll(async () => {
+  await worker?.stop();
+  await deleteNamespace(c, ns);
+});
+
+type Doc = Record<string, any>;
+
+function modelDoc(name: string, patch: (d: Doc) => void = () => undefined): Doc {
+  const doc: Doc = {
+    apiVersion: 'ferry.dev/v1alpha1',
+    kind: 'ServedModel',
+    metadata: {
+      name,
+      namespace: ns,
+      // The stand-in "loads" for 1 s; the simulated download takes 2 s.
+      labels: { 'sim.ferry.dev/load-delay-seconds': '1', 'sim.ferry.dev/complete-delay': '2s' },
+    },
+    spec: {
+      cluster,
+      source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision: 'main' } },
+      engine: { startupTimeout: '3m' },
+      puller: { deadline: '5m' },
+    },
+  };
+  patch(doc);
+  return doc;
+}
+
+function write(doc: Doc): string {
+  const file = join(dir, `${doc.metadata.name}-${Date.now()}.yaml`);
+  writeFileSync(file, stringify(doc));
+  return file;
+}
+
+const ref = (name: string) => [name, '-n', ns, '--cluster', cluster];
+const status = (name: string) => ferryJson<ModelStatus>(['status', ...ref(name)]);
+const downloads = (s: ModelStatus) => s.timeline.filter((t) => t.step === 'download');
+
+describe('ferry end to end', () => {
+  it('serve → Ready → completion → in-place update → new-source update → delete leaves nothing', async () => {
+    const doc = modelDoc('chat');
+    expectOk(await runFerry(['serve', '-f', write(doc), '--wait', '--timeout', '4m']), 'ferry serve');
+
+    const ready = await status('chat');
+    expect(ready.phase).toBe('Ready');
+    expect(ready.generation).toBe(1);
+    expect(ready.endpoint).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(downloads(ready).map((t) => t.outcome)).toEqual(['Succeeded']);
+
+    const completion = await fetch(`${ready.endpoint}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'chat', prompt: 'ferry across the river', max_tokens: 8 }),
+    });
+    expect(completion.status).toBe(200);
+    expect(((await completion.json()) as { choices: { text: string }[] }).choices[0]!.text).toContain('ferry engine-sim');
+
+    // In place: an env change rolls a new revision and pulls nothing.
+    doc.spec.engine.env = [{ name: 'VLLM_LOGGING_LEVEL', value: 'DEBUG' }];
+    expectOk(await runFerry(['update', '-f', write(doc), '--wait', '--timeout', '4m']), 'ferry update (in place)');
+    const inPlace = await status('chat');
+    expect(inPlace).toMatchObject({ phase: 'Ready', generation: 2, observedGeneration: 2 });
+    expect(downloads(inPlace)).toHaveLength(1);
+    const dep = await c.apps.readNamespacedDeployment({ name: 'chat', namespace: ns });
+    expect(dep.spec?.template.spec?.containers[0]?.env).toContainEqual({ name: 'VLLM_LOGGING_LEVEL', value: 'DEBUG' });
+    expect((await c.batch.listNamespacedJob({ namespace: ns })).items).toHaveLength(0);
+
+    // New source: the engine is scaled to 0, the new revision pulled, the volume released, the engine rolled out.
+    doc.spec.source.huggingface.revision = 'v2';
+    expectOk(await runFerry(['update', '-f', write(doc), '--wait', '--timeout', '4m']), 'ferry update (new source)');
+    const moved = await status('chat');
+    expect(moved).toMatchObject({ phase: 'Ready', generation: 3, observedGeneration: 3 });
+    expect(downloads(moved).map((t) => t.outcome)).toEqual(['Succeeded', 'Succeeded']);
+    const hash8 = sourceHash8(parseServedModel(doc).spec.source);
+    const after = await c.apps.readNamespacedDeployment({ name: 'chat', namespace: ns });
+    expect(after.spec?.template.spec?.containers[0]?.args?.join(' ')).toContain(`--model /models/${hash8}`);
+    const pvc = await c.core.readNamespacedPersistentVolumeClaim({ name: pvcName('chat'), namespace: ns });
+    expect(pvc.metadata?.annotations?.['ferry.dev/weights-source-hash']?.slice(0, 8)).toBe(hash8);
+
+    expectOk(await runFerry(['delete', ...ref('chat'), '--wait']), 'ferry delete');
+    await waitFor('every object of the model to be gone', 60_000, async () => (await modelObjects(c, ns, 'chat')).length === 0);
+  });
+
+  it('a retained volume outlives the model and spares the next serve of that name its download', async () => {
+    const doc = modelDoc('kept', (d) => (d.spec.storage = { retainOnDelete: true, size: '20Gi' }));
+    const file = write(doc);
+    expectOk(await runFerry(['serve', '-f', file, '--wait', '--timeout', '4m']), 'ferry serve');
+    expectOk(await runFerry(['delete', ...ref('kept'), '--wait']), 'ferry delete');
+
+    const left = await waitFor('only the retained PVC to remain', 60_000, async () => {
+      const objects = await modelObjects(c, ns, 'kept');
+      return objects.length === 1 ? objects : undefined;
+    });
+    expect(left).toEqual([`PersistentVolumeClaim/${pvcName('kept')}`]);
+    const pvc = await c.core.readNamespacedPersistentVolumeClaim({ name: pvcName('kept'), namespace: ns });
+    expect(pvc.metadata?.ownerReferences ?? []).toEqual([]);
+    expect(pvc.metadata?.labels?.['app.kubernetes.io/managed-by']).toBe('ferry');
+
+    expectOk(await runFerry(['serve', '-f', file, '--wait', '--timeout', '4m']), 'ferry serve (again)');
+    const again = await status('kept');
+    expect(again.phase).toBe('Ready');
+    expect(downloads(again).map((t) => t.outcome)).toEqual(['Skipped']);
+    expectOk(await runFerry(['delete', ...ref('kept'), '--wait']), 'ferry delete (again)');
+  });
+});

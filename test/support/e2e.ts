@@ -1,0 +1,99 @@
+// End-to-end plumbing: a real worker process (worker/main.ts with the real activities) on a cluster name of its own,
+// the `ferry` CLI as a child process, and the local cluster's objects of one model.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { readLocalEnv, repoRoot } from './local-env';
+import { runFerry, type FerryRun } from './ferry-worker';
+import type { Clients } from './kube';
+
+export interface WorkerProcess {
+  child: ChildProcess;
+  cluster: string;
+  log(): string;
+  /** SIGKILL: no drain, no goodbye — in-flight activities are left to time out. */
+  kill(): Promise<void>;
+  /** SIGTERM and wait for the exit. */
+  stop(): Promise<void>;
+}
+
+/** Starts `node --import tsx worker/main.ts` for `cluster` and waits until it polls its task queue. */
+export async function startWorkerProcess(cluster: string, temporalAddress = readLocalEnv().TEMPORAL_ADDRESS): Promise<WorkerProcess> {
+  const env = readLocalEnv();
+  const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'worker/main.ts')], {
+    cwd: repoRoot,
+    env: {
+      ...process.env,
+      KUBECONFIG: env.KUBECONFIG,
+      TEMPORAL_ADDRESS: temporalAddress,
+      TEMPORAL_NAMESPACE: 'default',
+      FERRY_CLUSTER: cluster,
+      FERRY_ENDPOINT_MODE: 'override',
+      // Kept up to date by the engine stand-in supervisor that `npm run local:up` starts.
+      FERRY_ENDPOINT_OVERRIDES: join(repoRoot, '.ferry/run/endpoints.json'),
+      FERRY_SHUTDOWN_GRACE: '2s',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (d) => (output += d));
+  child.stderr!.on('data', (d) => (output += d));
+  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  const deadline = Date.now() + 120_000;
+  while (!/"msg":"polling"/.test(output)) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`worker for ${cluster} did not start:\n${output}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    child,
+    cluster,
+    log: () => output,
+    async kill() {
+      child.kill('SIGKILL');
+      await exited;
+    },
+    async stop() {
+      if (child.exitCode === null) child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+export const uniqueCluster = (prefix: string): string => `${prefix}-${randomBytes(3).toString('hex')}`;
+
+/** `ferry … -o json`, parsed; throws with the CLI's output when it fails. */
+export async function ferryJson<T>(args: string[], env?: Record<string, string>): Promise<T> {
+  const run = await runFerry([...args, '-o', 'json'], env);
+  if (run.code !== 0) throw new Error(`ferry ${args.join(' ')} exited ${run.code}:\n${run.stdout}\n${run.stderr}`);
+  return JSON.parse(run.stdout) as T;
+}
+
+export function expectOk(run: FerryRun, what: string): FerryRun {
+  if (run.code !== 0) throw new Error(`${what} exited ${run.code}:\nstdout:\n${run.stdout}\nstderr:\n${run.stderr}`);
+  return run;
+}
+
+/** Every object of a model in its namespace, by our label, as `Kind/name` (pods included). */
+export async function modelObjects(c: Clients, namespace: string, name: string): Promise<string[]> {
+  const labelSelector = `ferry.dev/model=${name}`;
+  const [deps, svcs, jobs, cms, pvcs, pods] = await Promise.all([
+    c.apps.listNamespacedDeployment({ namespace, labelSelector }),
+    c.core.listNamespacedService({ namespace, labelSelector }),
+    c.batch.listNamespacedJob({ namespace, labelSelector }),
+    c.core.listNamespacedConfigMap({ namespace, labelSelector }),
+    c.core.listNamespacedPersistentVolumeClaim({ namespace, labelSelector }),
+    c.core.listNamespacedPod({ namespace, labelSelector }),
+  ]);
+  const named = (kind: string, items: { metadata?: { name?: string } }[]) => items.map((o) => `${kind}/${o.metadata?.name}`);
+  return [
+    ...named('Deployment', deps.items),
+    ...named('Service', svcs.items),
+    ...named('Job', jobs.items),
+    ...named('ConfigMap', cms.items),
+    ...named('PersistentVolumeClaim', pvcs.items),
+    ...named('Pod', pods.items),
+  ].sort();
+}

@@ -1,0 +1,189 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseCommand, UsageError } from '../../client/cli/args';
+import { runCli } from '../../client/cli';
+import type { CliIO } from '../../client/cli/io';
+
+const parseError = (argv: string[]): UsageError => {
+  try {
+    parseCommand(argv);
+  } catch (err) {
+    if (err instanceof UsageError) return err;
+    throw err;
+  }
+  throw new Error(`parsed without error: ${argv.join(' ')}`);
+};
+
+describe('parseCommand', () => {
+  it('parses serve with a file, --wait and a timeout', () => {
+    expect(parseCommand(['serve', '-f', 'model.yaml', '--wait', '--timeout', '45m'])).toEqual({
+      kind: 'serve',
+      file: 'model.yaml',
+      wait: true,
+      timeoutMs: 45 * 60_000,
+      output: 'text',
+      temporal: {},
+    });
+    expect(parseCommand(['serve', '--file=-', '-o', 'json'])).toMatchObject({
+      kind: 'serve',
+      file: '-',
+      wait: false,
+      output: 'json',
+    });
+  });
+
+  it('parses update like serve', () => {
+    expect(parseCommand(['update', '-f', 'm.yaml', '--wait'])).toMatchObject({
+      kind: 'update',
+      file: 'm.yaml',
+      wait: true,
+    });
+  });
+
+  it('names a model by NAME, -n and --cluster; the namespace defaults to default and the cluster is left to resolve', () => {
+    expect(parseCommand(['status', 'qwen'])).toMatchObject({
+      kind: 'status',
+      ref: { name: 'qwen', namespace: 'default' },
+    });
+    expect(parseCommand(['status', 'qwen'])).not.toHaveProperty('ref.cluster');
+    expect(parseCommand(['status', 'qwen', '-n', 'models', '--cluster', 'gpu-east', '-o', 'json'])).toMatchObject({
+      kind: 'status',
+      ref: { name: 'qwen', namespace: 'models', cluster: 'gpu-east' },
+      output: 'json',
+    });
+    expect(parseCommand(['watch', 'qwen', '--namespace=models'])).toMatchObject({
+      kind: 'watch',
+      ref: { namespace: 'models' },
+    });
+    expect(parseCommand(['delete', 'qwen', '-n', 'models', '--wait', '--reason', 'eval done'])).toMatchObject({
+      kind: 'delete',
+      wait: true,
+      reason: 'eval done',
+    });
+  });
+
+  it('parses list filters; phases are case-insensitive and comma-separated', () => {
+    expect(parseCommand(['list'])).toEqual({ kind: 'list', phases: [], all: false, output: 'text', temporal: {} });
+    expect(parseCommand(['list', '--phase', 'ready,Degraded', '-n', 'models', '--cluster', 'c1', '-A'])).toMatchObject({
+      phases: ['Ready', 'Degraded'],
+      namespace: 'models',
+      cluster: 'c1',
+      all: true,
+    });
+  });
+
+  it('takes Temporal connection flags on every command', () => {
+    const argv = ['list', '--temporal-address', 'temporal:7233', '--temporal-namespace', 'ml', '--profile', 'prod'];
+    expect(parseCommand(argv)).toMatchObject({
+      temporal: { address: 'temporal:7233', namespace: 'ml', profile: 'prod' },
+    });
+  });
+
+  it('answers help for the tool and for each command', () => {
+    expect(parseCommand(['--help'])).toEqual({ kind: 'help' });
+    expect(parseCommand(['-h'])).toEqual({ kind: 'help' });
+    expect(parseCommand(['help', 'serve'])).toEqual({ kind: 'help', topic: 'serve' });
+    expect(parseCommand(['status', '--help'])).toEqual({ kind: 'help', topic: 'status' });
+    // Help wins over missing arguments.
+    expect(parseCommand(['serve', '-h'])).toEqual({ kind: 'help', topic: 'serve' });
+  });
+
+  it('rejects bad usage with a message that says what is expected', () => {
+    expect(parseError([]).message).toBe('no command given');
+    expect(parseError(['launch']).message).toMatch(/unknown command "launch"; commands: serve, update/);
+    expect(parseError(['--wait']).message).toMatch(/a command comes first/);
+    expect(parseError(['serve']).message).toMatch(/-f FILE is required/);
+    expect(parseError(['serve', 'model.yaml']).message).toMatch(/unexpected argument "model.yaml": -f FILE/);
+    expect(parseError(['serve', '-f', 'm.yaml', '--timeout', 'soon']).message).toMatch(/--timeout must be a duration/);
+    expect(parseError(['serve', '-f', 'm.yaml', '--bogus']).message).toMatch(/Unknown option '--bogus'/);
+    expect(parseError(['status']).message).toMatch(/NAME is required/);
+    expect(parseError(['status', 'a', 'b']).message).toMatch(/one NAME only/);
+    expect(parseError(['status', 'Qwen_7B']).message).toMatch(/NAME must be a DNS label/);
+    expect(parseError(['status', 'qwen', '-n', 'My NS']).message).toMatch(/namespace must be a DNS label/);
+    expect(parseError(['list', '--phase', 'Running']).message).toMatch(
+      /--phase must be one of Pending, .*got "Running"/,
+    );
+    expect(parseError(['list', '-o', 'yaml']).message).toMatch(/-o must be json or text/);
+    expect(parseError(['status', 'qwen', '--wait']).command).toBe('status');
+  });
+});
+
+/** I/O that records what the CLI writes; nothing here reaches a server. */
+function fakeIO(files: Record<string, string> = {}): CliIO & { out: string; err: string } {
+  const cwd = mkdtempSync(join(tmpdir(), 'ferry-cli-'));
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(cwd, name), text);
+  const io = {
+    out: '',
+    err: '',
+    stdout: { write: (text: string) => (io.out += text) },
+    stderr: { write: (text: string) => (io.err += text) },
+    stdin: (async function* () {})(),
+    // An address nothing listens on: any attempt to connect would fail with exit code 5, not 2.
+    env: { TEMPORAL_ADDRESS: '127.0.0.1:9', FERRY_LOCAL_ENV: join(cwd, 'missing.env') },
+    cwd,
+    now: () => new Date('2026-01-01T00:00:00Z'),
+    signal: new AbortController().signal,
+  };
+  return io;
+}
+
+describe('runCli without a server', () => {
+  it('prints help on stdout with exit 0, and usage errors on stderr with exit 2', async () => {
+    const help = fakeIO();
+    expect(await runCli(['--help'], help)).toBe(0);
+    expect(help.out).toMatch(/^ferry: serve LLMs/);
+    expect(help.out).toMatch(/Exit codes:/);
+
+    const serveHelp = fakeIO();
+    expect(await runCli(['serve', '--help'], serveHelp)).toBe(0);
+    expect(serveHelp.out).toMatch(/^Usage: ferry serve -f FILE/);
+
+    const bad = fakeIO();
+    expect(await runCli(['status'], bad)).toBe(2);
+    expect(bad.err).toMatch(/^error: NAME is required .*\n\nUsage: ferry status NAME/);
+    expect(bad.out).toBe('');
+  });
+
+  it('rejects an invalid spec with one line per field and exit 2, before connecting', async () => {
+    const io = fakeIO({
+      'bad.yaml': [
+        'apiVersion: ferry.dev/v1alpha1',
+        'kind: ServedModel',
+        'metadata: { name: Bad_Name }',
+        'spec:',
+        '  replicas: -1',
+        '  source: { huggingface: { repo: Qwen/Qwen2.5-0.5B-Instruct } }',
+        '  enigne: {}',
+      ].join('\n'),
+    });
+    expect(await runCli(['serve', '-f', 'bad.yaml'], io)).toBe(2);
+    const lines = io.err.trimEnd().split('\n');
+    expect(lines[0]).toBe('error: invalid ServedModel in bad.yaml (3 problems):');
+    expect(lines.slice(1)).toEqual([
+      expect.stringMatching(/^ {2}metadata\.name: must be a DNS-1035 label/),
+      expect.stringMatching(/^ {2}spec\.replicas: must be 0 or more/),
+      expect.stringMatching(/^ {2}spec\.enigne: unknown field; did you mean "engine"\?/),
+    ]);
+    expect(io.err).not.toMatch(/cannot connect/);
+  });
+
+  it('reports YAML syntax errors with line and column, and a missing file, as bad usage', async () => {
+    const io = fakeIO({ 'broken.yaml': 'metadata:\n  name: [qwen\n' });
+    expect(await runCli(['update', '-f', 'broken.yaml'], io)).toBe(2);
+    expect(io.err).toMatch(/^error: invalid ServedModel in broken\.yaml \(\d problems?\):\n {2}line \d+, column \d+: /);
+
+    const missing = fakeIO();
+    expect(await runCli(['serve', '-f', 'nope.yaml'], missing)).toBe(2);
+    expect(missing.err).toBe('error: cannot read nope.yaml: no such file\n');
+  });
+
+  it('exits 5 naming the address when Temporal does not answer', async () => {
+    const io = fakeIO();
+    expect(await runCli(['list'], io)).toBe(5);
+    expect(io.err).toMatch(
+      /^error: cannot connect to Temporal at 127\.0\.0\.1:9: .*check TEMPORAL_ADDRESS, or run `npm run local:up`/,
+    );
+  }, 20_000);
+});

@@ -1,0 +1,256 @@
+import { describe, expect, it } from 'vitest';
+import {
+  changeLine,
+  downloadBar,
+  errorLines,
+  formatList,
+  formatStatus,
+  progressBar,
+  table,
+} from '../../client/cli/format';
+import { StatusPrinter } from '../../client/cli/status-printer';
+import { InvalidSpecError, ModelFailedError, SpecConflictError } from '../../client/errors';
+import type { ModelSummary } from '../../client/list-models';
+import type { ModelStatus } from '../../workflows/status';
+
+const now = new Date('2026-01-01T12:10:00Z');
+const ref = { name: 'qwen', namespace: 'models', cluster: 'default' };
+
+function status(patch: Partial<ModelStatus> = {}): ModelStatus {
+  return {
+    name: 'qwen',
+    namespace: 'models',
+    cluster: 'default',
+    phase: 'Ready',
+    conditions: [
+      {
+        type: 'Ready',
+        status: 'True',
+        reason: 'Ready',
+        message: 'serving qwen at http://qwen.models.svc:8000 (generation 2)',
+        lastTransitionTime: '2026-01-01T12:05:00Z',
+        observedGeneration: 2,
+      },
+    ],
+    endpoint: 'http://qwen.models.svc:8000',
+    servedModelName: 'qwen',
+    source: 'huggingface:Qwen/Qwen2.5-0.5B-Instruct@main',
+    replicas: 1,
+    readyReplicas: 1,
+    sourceHash: 'ab12cd34'.repeat(8),
+    generation: 2,
+    observedGeneration: 2,
+    timeline: [
+      {
+        step: 'download',
+        generation: 1,
+        startedAt: '2026-01-01T12:00:00Z',
+        endedAt: '2026-01-01T12:09:30Z',
+        durationMs: 570_000,
+        outcome: 'Succeeded',
+        detail: 'qwen-pull-ab12cd34 in 570s',
+      },
+      { step: 'startup', generation: 2, startedAt: '2026-01-01T12:09:30Z' },
+    ],
+    startedAt: '2026-01-01T12:00:00Z',
+    updatedAt: '2026-01-01T12:09:30Z',
+    ...patch,
+  };
+}
+
+describe('table', () => {
+  it('aligns columns on the widest cell and does not pad the last one', () => {
+    expect(
+      table(
+        [
+          ['A', 'BB', 'C'],
+          ['long', 'x', 'last'],
+        ],
+        '  ',
+      ),
+    ).toBe('  A     BB  C\n  long  x   last');
+  });
+});
+
+describe('formatStatus', () => {
+  it('shows phase, endpoint, replicas, generations, source, conditions and a timeline with durations', () => {
+    expect(formatStatus(status(), now)).toBe(
+      [
+        'qwen  (namespace models, cluster default)',
+        '  phase:       Ready',
+        '  endpoint:    http://qwen.models.svc:8000  (model qwen)',
+        '  replicas:    1/1 ready',
+        '  generation:  2 (observed 2)',
+        '  source:      huggingface:Qwen/Qwen2.5-0.5B-Instruct@main  (sha256 ab12cd34)',
+        '  age:         10m 00s',
+        '  conditions:',
+        '    TYPE   STATUS  REASON  GEN  MESSAGE',
+        '    Ready  True    Ready   2    serving qwen at http://qwen.models.svc:8000 (generation 2)',
+        '  timeline:',
+        '    STEP      GEN  OUTCOME    TOOK    STARTED      DETAIL',
+        '    download  1    Succeeded  9m 30s  10m 00s ago  qwen-pull-ab12cd34 in 570s',
+        '    startup   2    running    30.0s…  30.0s ago',
+      ].join('\n'),
+    );
+  });
+
+  it('shows the last error with its reason, step and generation, the waiting reason and download progress', () => {
+    const text = formatStatus(
+      status({
+        phase: 'Downloading',
+        endpoint: undefined,
+        download: { bytes: 3 * 2 ** 30, totalBytes: 4 * 2 ** 30, state: 'Running', updatedAt: '2026-01-01T12:09:00Z' },
+        waiting: { reason: 'Unschedulable', message: '0/2 nodes have a free GPU', since: '2026-01-01T12:08:00Z' },
+        lastError: {
+          reason: 'ImagePullBackOff',
+          message: 'Back-off pulling image "vllm:nope"',
+          at: '2026-01-01T12:07:00Z',
+          step: 'rollout',
+          generation: 2,
+        },
+      }),
+      now,
+    );
+    expect(text).toContain('  model:       qwen');
+    expect(text).toContain('  download:    3.0 GiB of 4.0 GiB (75%), Running');
+    expect(text).toContain('  waiting:     Unschedulable: 0/2 nodes have a free GPU (for 2m 00s)');
+    expect(text).toContain(
+      '  last error:  ImagePullBackOff (at rollout, generation 2): Back-off pulling image "vllm:nope"',
+    );
+  });
+});
+
+describe('formatList', () => {
+  const summary = (patch: Partial<ModelSummary>): ModelSummary => ({
+    ...ref,
+    phase: 'Ready',
+    workflowId: 'servedmodel/default/models/qwen',
+    runId: 'r1',
+    execution: 'RUNNING',
+    startedAt: new Date('2026-01-01T12:00:00Z'),
+    ...patch,
+  });
+
+  it('prints one row per model, with ready replicas and generations when the status query answered', () => {
+    expect(
+      formatList(
+        [
+          summary({ status: status() }),
+          summary({ name: 'llama', phase: 'Downloading' }),
+          summary({ name: 'old', phase: 'Ready', execution: 'TERMINATED' }),
+        ],
+        now,
+      ),
+    ).toBe(
+      [
+        'NAME   NAMESPACE  CLUSTER  PHASE               READY  GEN  ENDPOINT                     AGE',
+        'qwen   models     default  Ready               1/1    2/2  http://qwen.models.svc:8000  10m 00s',
+        'llama  models     default  Downloading         ?      ?                                 10m 00s',
+        'old    models     default  Ready (terminated)  -      -                                 10m 00s',
+      ].join('\n'),
+    );
+  });
+
+  it('says so when there is nothing', () => {
+    expect(formatList([], now)).toBe('no models');
+  });
+});
+
+describe('progress', () => {
+  it('draws a bar of the fraction done', () => {
+    expect(progressBar(0, 10)).toBe('[----------]');
+    expect(progressBar(0.5, 10)).toBe('[#####-----]');
+    expect(progressBar(1.7, 10)).toBe('[##########]');
+  });
+
+  it('reports phase changes, download progress, waiting reasons and retried errors, and nothing when nothing changed', () => {
+    const pending = status({ phase: 'Pending', generation: 1, observedGeneration: 0 });
+    const downloading = status({
+      phase: 'Downloading',
+      generation: 1,
+      download: { bytes: 2 ** 30, totalBytes: 2 ** 32, state: 'Running', updatedAt: '' },
+    });
+    expect(changeLine(undefined, pending)).toBe('Pending      generation 1');
+    expect(changeLine(pending, pending)).toBeUndefined();
+    expect(changeLine(pending, downloading)).toBe(
+      'Downloading  generation 1\nDownloading  1.0 GiB of 4.0 GiB (25%), Running',
+    );
+    expect(changeLine(pending, downloading, { download: false })).toBe('Downloading  generation 1');
+    const waiting = { ...downloading, waiting: { reason: 'Unschedulable', message: 'no GPU node', since: '' } };
+    expect(changeLine(downloading, waiting)).toBe('Downloading  waiting: Unschedulable: no GPU node');
+    const retrying = { ...downloading, lastError: { reason: 'Forbidden', message: 'RBAC says no', at: 't1' } };
+    expect(changeLine(downloading, retrying)).toBe('Downloading  error (retrying): Forbidden: RBAC says no');
+    const failed = status({
+      phase: 'Failed',
+      lastError: { reason: 'DeadlineExceeded', message: 'too slow', at: 't2' },
+    });
+    expect(changeLine(downloading, failed)).toBe('Failed       generation 2  DeadlineExceeded: too slow');
+    expect(changeLine(pending, status())).toBe('Ready        generation 2  http://qwen.models.svc:8000');
+    expect(downloadBar(downloading)).toBe(`  ${progressBar(0.25)} 1.0 GiB of 4.0 GiB (25%)  Running`);
+    expect(downloadBar(status())).toBeUndefined();
+  });
+
+  it('prints plain timestamped lines to a pipe, and a bar redrawn in place on a terminal', () => {
+    const clock = () => new Date(2026, 0, 1, 12, 0, 5);
+    const downloading = (bytes: number) =>
+      status({ phase: 'Downloading', download: { bytes, totalBytes: 100, state: 'Running', updatedAt: '' } });
+
+    let piped = '';
+    const plain = new StatusPrinter({ write: (t: string) => (piped += t) }, clock);
+    [downloading(10), downloading(50), status()].forEach((s) => plain.update(s));
+    plain.finish();
+    expect(piped).toBe(
+      [
+        '12:00:05  Downloading  generation 2',
+        '12:00:05  Downloading  10 B of 100 B (10%), Running',
+        '12:00:05  Downloading  50 B of 100 B (50%), Running',
+        '12:00:05  Ready        generation 2  http://qwen.models.svc:8000',
+        '',
+      ].join('\n'),
+    );
+
+    let screen = '';
+    const tty = new StatusPrinter({ write: (t: string) => (screen += t), isTTY: true }, clock);
+    [downloading(10), downloading(50), status()].forEach((s) => tty.update(s));
+    tty.finish();
+    const clear = '\r\x1b[2K';
+    expect(screen).toBe(
+      [
+        '12:00:05  Downloading  generation 2\n',
+        `${clear}  ${progressBar(0.1)} 10 B of 100 B (10%)  Running`,
+        `${clear}  ${progressBar(0.5)} 50 B of 100 B (50%)  Running`,
+        `${clear}12:00:05  Ready        generation 2  http://qwen.models.svc:8000\n`,
+      ].join(''),
+    );
+  });
+});
+
+describe('errorLines', () => {
+  it('prints a failed model as one line with its reason', () => {
+    const err = new ModelFailedError(
+      ref,
+      { reason: 'ImagePullBackOff', message: 'Back-off pulling\nimage "x"', at: '' },
+      undefined,
+    );
+    expect(errorLines(err)).toBe('error: ImagePullBackOff: Back-off pulling image "x"');
+  });
+
+  it('prints each spec issue on its own line, saying who rejected it', () => {
+    const issues = [
+      { path: 'spec.replicas', message: 'must be 0 or more' },
+      { path: 'metadata.name', message: 'must not be empty' },
+    ];
+    expect(errorLines(new InvalidSpecError(issues), 'm.yaml')).toBe(
+      'error: invalid ServedModel in m.yaml (2 problems):\n  spec.replicas: must be 0 or more\n  metadata.name: must not be empty',
+    );
+    expect(errorLines(new InvalidSpecError(issues.slice(0, 1), 'workflow'))).toBe(
+      'error: the model rejected the update (1 problem):\n  spec.replicas: must be 0 or more',
+    );
+  });
+
+  it('points a spec conflict to update', () => {
+    expect(errorLines(new SpecConflictError(ref, ['spec.replicas']))).toBe(
+      'error: qwen (namespace models, cluster default) is already served with a different spec (it differs in spec.replicas); change it with `ferry update -f <file>` (updateModel), or delete it first',
+    );
+  });
+});

@@ -1,0 +1,213 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { connectOptionsOf, temporalSettingsFromEnv } from '../../client/temporal-env';
+import { parseEnvFile } from '../../client/local-stack';
+import { parseWorkerConfig, redactWorkerConfig, WorkerConfigError, type WorkerConfig } from '../../worker/config';
+import { JsonLogger } from '../../worker/logger';
+
+const dir = mkdtempSync(join(tmpdir(), 'ferry-config-'));
+// No temporal.toml from the machine running the tests: HOME points at an empty directory.
+const base = { HOME: dir };
+
+function config(argv: string[], env: Record<string, string>): WorkerConfig {
+  const parsed = parseWorkerConfig(argv, { ...base, ...env });
+  if (parsed === 'help') throw new Error('unexpected help');
+  return parsed;
+}
+
+describe('worker configuration', () => {
+  it('defaults to cluster default on localhost:7233, bundling the workflows at start', () => {
+    const c = config([], {});
+    expect(c).toMatchObject({
+      cluster: 'default',
+      taskQueue: 'ferry-default',
+      shutdownGraceMs: 25_000,
+      logLevel: 'INFO',
+      temporal: { address: 'localhost:7233', addressSource: 'default', namespace: 'default' },
+    });
+    expect(c.kubeconfig).toBeUndefined();
+    expect(c.workflowBundle).toBeUndefined();
+    expect(connectOptionsOf(c.temporal)).toEqual({ address: 'localhost:7233' });
+  });
+
+  it("reads Temporal's variables and Ferry's, and flags win over both", () => {
+    const env = {
+      TEMPORAL_ADDRESS: 'temporal.internal:7233',
+      TEMPORAL_NAMESPACE: 'ml-platform',
+      FERRY_CLUSTER: 'gpu-east',
+      KUBECONFIG: '/etc/ferry/kubeconfig',
+      FERRY_WORKFLOW_BUNDLE: '/app/workflow-bundle.js',
+      FERRY_SHUTDOWN_GRACE: '1m',
+      FERRY_LOG_LEVEL: 'debug',
+    };
+    expect(config([], env)).toMatchObject({
+      cluster: 'gpu-east',
+      taskQueue: 'ferry-gpu-east',
+      kubeconfig: '/etc/ferry/kubeconfig',
+      workflowBundle: '/app/workflow-bundle.js',
+      shutdownGraceMs: 60_000,
+      logLevel: 'DEBUG',
+      temporal: { address: 'temporal.internal:7233', addressSource: 'environment', namespace: 'ml-platform' },
+    });
+    const flags = [
+      '--cluster',
+      'gpu-west',
+      '--temporal-address',
+      'other:7233',
+      '--temporal-namespace',
+      'x',
+      '--shutdown-grace=5s',
+    ];
+    expect(config(flags, env)).toMatchObject({
+      cluster: 'gpu-west',
+      taskQueue: 'ferry-gpu-west',
+      shutdownGraceMs: 5_000,
+      temporal: { address: 'other:7233', addressSource: 'flag', namespace: 'x' },
+    });
+  });
+
+  it('turns TLS on for an API key, and loads client certificates, CA and server name from TEMPORAL_TLS_* paths', () => {
+    const withKey = config([], { TEMPORAL_ADDRESS: 'ns.acct.tmprl.cloud:7233', TEMPORAL_API_KEY: 'key-123' });
+    expect(connectOptionsOf(withKey.temporal)).toEqual({
+      address: 'ns.acct.tmprl.cloud:7233',
+      apiKey: 'key-123',
+      tls: true,
+    });
+
+    writeFileSync(join(dir, 'client.pem'), 'CERT');
+    writeFileSync(join(dir, 'client.key'), 'KEY');
+    writeFileSync(join(dir, 'ca.pem'), 'CA');
+    const mtls = config([], {
+      TEMPORAL_ADDRESS: 'temporal.internal:7233',
+      TEMPORAL_TLS_CLIENT_CERT_PATH: join(dir, 'client.pem'),
+      TEMPORAL_TLS_CLIENT_KEY_PATH: join(dir, 'client.key'),
+      TEMPORAL_TLS_SERVER_CA_CERT_PATH: join(dir, 'ca.pem'),
+      TEMPORAL_TLS_SERVER_NAME: 'temporal.example.com',
+    });
+    const tls = connectOptionsOf(mtls.temporal).tls;
+    expect(tls).toMatchObject({ serverNameOverride: 'temporal.example.com' });
+    if (typeof tls !== 'object' || !tls) throw new Error('expected a TLS config');
+    expect(Buffer.from(tls.clientCertPair!.crt).toString()).toBe('CERT');
+    expect(Buffer.from(tls.clientCertPair!.key).toString()).toBe('KEY');
+    expect(Buffer.from(tls.serverRootCACertificate!).toString()).toBe('CA');
+
+    expect(connectOptionsOf(config([], { TEMPORAL_API_KEY: 'k', TEMPORAL_TLS: 'false' }).temporal).tls).toBe(false);
+  });
+
+  it('reads a temporal.toml profile, which the environment overrides', () => {
+    const file = join(dir, 'temporal.toml');
+    writeFileSync(
+      file,
+      [
+        '[profile.default]',
+        'address = "file-default:7233"',
+        '',
+        '[profile.prod]',
+        'address = "prod:7233"',
+        'namespace = "prod-ns"',
+      ].join('\n'),
+    );
+    expect(config([], { TEMPORAL_CONFIG_FILE: file }).temporal).toMatchObject({
+      address: 'file-default:7233',
+      addressSource: 'config file',
+    });
+    expect(config(['--profile', 'prod'], { TEMPORAL_CONFIG_FILE: file }).temporal).toMatchObject({
+      address: 'prod:7233',
+      namespace: 'prod-ns',
+      profile: 'prod',
+    });
+    expect(
+      config([], { TEMPORAL_CONFIG_FILE: file, TEMPORAL_PROFILE: 'prod', TEMPORAL_NAMESPACE: 'env-ns' }).temporal,
+    ).toMatchObject({
+      address: 'prod:7233',
+      namespace: 'env-ns',
+    });
+    expect(() => config(['--profile', 'nope'], { TEMPORAL_CONFIG_FILE: file })).toThrow(/Profile 'nope' not found/);
+  });
+
+  it('takes the local stack address only when nothing else names one', () => {
+    const local = { TEMPORAL_ADDRESS: '127.0.0.1:7233' };
+    expect(temporalSettingsFromEnv(base, {}, local)).toMatchObject({
+      address: '127.0.0.1:7233',
+      addressSource: 'local stack',
+    });
+    expect(temporalSettingsFromEnv({ ...base, TEMPORAL_ADDRESS: 'real:7233' }, {}, local).address).toBe('real:7233');
+    expect(
+      parseEnvFile('# written by up.sh\nKUBECONFIG=/a/b\nexport TEMPORAL_ADDRESS="127.0.0.1:7233"\n\nnot a line\n'),
+    ).toEqual({
+      KUBECONFIG: '/a/b',
+      TEMPORAL_ADDRESS: '127.0.0.1:7233',
+    });
+  });
+
+  it('rejects what cannot run, listing every problem', () => {
+    expect(() => config(['--cluster', 'GPU_East', '--shutdown-grace', 'soon', '--log-level', 'loud'], {})).toThrow(
+      /cluster "GPU_East" must be a DNS label.*shutdown grace: invalid duration "soon".*log level "LOUD" must be one of/,
+    );
+    expect(() => config(['--bogus'], {})).toThrow(WorkerConfigError);
+    expect(parseWorkerConfig(['--help'], base)).toBe('help');
+  });
+
+  it('never shows a secret in the configuration it logs', () => {
+    const c = config([], {
+      TEMPORAL_ADDRESS: 'ns.acct.tmprl.cloud:7233',
+      TEMPORAL_API_KEY: 'super-secret-api-key',
+      TEMPORAL_TLS_CLIENT_KEY_DATA: 'PRIVATE KEY BYTES',
+      TEMPORAL_GRPC_META_AUTHORIZATION: 'Bearer secret-token',
+      FERRY_ENDPOINT_MODE: 'override',
+      FERRY_ENDPOINT_OVERRIDES: '{"models/qwen":"http://user:pw@10.0.0.1:8000"}',
+    });
+    const dump = redactWorkerConfig(c);
+    const text = JSON.stringify(dump);
+    for (const secret of ['super-secret-api-key', 'PRIVATE KEY BYTES', 'secret-token', 'pw@'])
+      expect(text).not.toContain(secret);
+    expect(dump).toMatchObject({
+      cluster: 'default',
+      endpointMode: 'override',
+      endpointOverrides: '[inline JSON]',
+      temporal: {
+        address: 'ns.acct.tmprl.cloud:7233',
+        apiKey: '[redacted]',
+        tls: { clientKey: '[redacted]' },
+        grpcMeta: { authorization: '[redacted]' },
+      },
+    });
+    // The environment is not dumped at all.
+    expect(dump).not.toHaveProperty('env');
+  });
+});
+
+describe('JsonLogger', () => {
+  it('writes one JSON object per line and redacts secret-looking keys anywhere in the metadata', () => {
+    const lines: string[] = [];
+    const logger = new JsonLogger('INFO', (line) => lines.push(line), { component: 'ferry-worker' });
+    logger.debug('hidden');
+    logger.info('connected', {
+      address: 'a:7233',
+      apiKey: 'k1',
+      nested: { token: 't1', headers: { authorization: 'b' } },
+    });
+    const cyclic: Record<string, unknown> = { n: 1n };
+    cyclic.self = cyclic;
+    logger.error('failed', { error: new Error('boom'), cyclic });
+    expect(lines).toHaveLength(2);
+    expect(lines.every((l) => l.endsWith('\n') && !l.slice(0, -1).includes('\n'))).toBe(true);
+    const [first, second] = lines.map((l) => JSON.parse(l));
+    expect(first).toMatchObject({
+      level: 'info',
+      msg: 'connected',
+      component: 'ferry-worker',
+      address: 'a:7233',
+      apiKey: '[redacted]',
+      nested: { token: '[redacted]', headers: { authorization: '[redacted]' } },
+    });
+    expect(Date.parse(first.time)).not.toBeNaN();
+    expect(second).toMatchObject({
+      level: 'error',
+      error: { name: 'Error', message: 'boom' },
+      cyclic: { n: '1', self: '[circular]' },
+    });
+  });
+});

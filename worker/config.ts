@@ -1,0 +1,142 @@
+// The worker's configuration, from flags and the environment (flags win). Temporal's own variables and profiles
+// say where Temporal is; FERRY_* variables say which cluster this worker serves and how it runs.
+import { parseArgs } from 'node:util';
+import type { LogLevel } from '@temporalio/worker';
+import {
+  redactTemporalSettings,
+  temporalSettingsFromEnv,
+  type Env,
+  type TemporalSettings,
+} from '../client/temporal-env';
+import { taskQueueFor } from '../workflows/messages';
+import { parseDuration } from '../workflows/spec';
+
+export interface WorkerConfig {
+  temporal: TemporalSettings;
+  /** The Kubernetes cluster this worker serves; it polls `taskQueueFor(cluster)`. */
+  cluster: string;
+  taskQueue: string;
+  /** A kubeconfig named by flag or KUBECONFIG; unset means ~/.kube/config, else in-cluster credentials. */
+  kubeconfig?: string;
+  /** A bundle built ahead of time (`npm run build:workflows`); unset means bundle `workflows/index.ts` at start. */
+  workflowBundle?: string;
+  /** How long in-flight activities may run on after SIGTERM before they are cancelled (and retried elsewhere). */
+  shutdownGraceMs: number;
+  logLevel: LogLevel;
+  /** The environment the activities read their own settings from (FERRY_ENDPOINT_MODE, FERRY_ENDPOINT_OVERRIDES). */
+  env: Env;
+}
+
+export const DEFAULT_CLUSTER = 'default';
+/** Below Kubernetes' default terminationGracePeriodSeconds (30 s), so the worker exits before it is killed. */
+export const DEFAULT_SHUTDOWN_GRACE = '25s';
+const LOG_LEVELS: readonly LogLevel[] = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'];
+const CLUSTER_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+export const WORKER_USAGE = `Usage: node --import tsx worker/main.ts [options]
+
+Hosts ServeModelWorkflow and its activities for one Kubernetes cluster.
+
+Options (each overrides its environment variable):
+  --cluster NAME                  FERRY_CLUSTER          cluster served, task queue ferry-NAME (default ${DEFAULT_CLUSTER})
+  --temporal-address HOST:PORT    TEMPORAL_ADDRESS       (default localhost:7233)
+  --temporal-namespace NAMESPACE  TEMPORAL_NAMESPACE     (default default)
+  --profile NAME                  TEMPORAL_PROFILE       a profile of temporal.toml (TEMPORAL_CONFIG_FILE)
+  --kubeconfig PATH               KUBECONFIG             (default ~/.kube/config, else in-cluster credentials)
+  --workflow-bundle PATH          FERRY_WORKFLOW_BUNDLE  prebuilt bundle (default: bundle workflows/ at start)
+  --shutdown-grace DURATION       FERRY_SHUTDOWN_GRACE   (default ${DEFAULT_SHUTDOWN_GRACE})
+  --log-level LEVEL               FERRY_LOG_LEVEL        TRACE, DEBUG, INFO, WARN or ERROR (default INFO)
+  -h, --help
+
+Also read: TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH,
+TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME, TEMPORAL_GRPC_META_*; FERRY_ENDPOINT_MODE
+(in-cluster | service-proxy | override) and FERRY_ENDPOINT_OVERRIDES.
+`;
+
+/** A configuration that cannot run; the message lists every problem. */
+export class WorkerConfigError extends Error {
+  override readonly name = 'WorkerConfigError';
+}
+
+/** Parses flags and environment; `'help'` when help was asked for. Throws `WorkerConfigError`. */
+export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'help' {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        cluster: { type: 'string' },
+        'temporal-address': { type: 'string' },
+        'temporal-namespace': { type: 'string' },
+        profile: { type: 'string' },
+        kubeconfig: { type: 'string' },
+        'workflow-bundle': { type: 'string' },
+        'shutdown-grace': { type: 'string' },
+        'log-level': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }));
+  } catch (err) {
+    throw new WorkerConfigError((err as Error).message);
+  }
+  if (values.help) return 'help';
+
+  const problems: string[] = [];
+  const cluster = values.cluster ?? env.FERRY_CLUSTER ?? DEFAULT_CLUSTER;
+  if (cluster.length > 63 || !CLUSTER_NAME.test(cluster)) {
+    problems.push(`cluster ${JSON.stringify(cluster)} must be a DNS label (lowercase letters, digits and "-")`);
+  }
+  const graceText = values['shutdown-grace'] ?? env.FERRY_SHUTDOWN_GRACE ?? DEFAULT_SHUTDOWN_GRACE;
+  let shutdownGraceMs = 0;
+  try {
+    shutdownGraceMs = parseDuration(graceText);
+  } catch (err) {
+    problems.push(`shutdown grace: ${(err as Error).message}`);
+  }
+  const level = (values['log-level'] ?? env.FERRY_LOG_LEVEL ?? 'INFO').toUpperCase();
+  if (!LOG_LEVELS.includes(level as LogLevel)) {
+    problems.push(`log level ${JSON.stringify(level)} must be one of ${LOG_LEVELS.join(', ')}`);
+  }
+  let temporal: TemporalSettings | undefined;
+  try {
+    temporal = temporalSettingsFromEnv(env, {
+      address: values['temporal-address'],
+      namespace: values['temporal-namespace'],
+      profile: values.profile,
+    });
+  } catch (err) {
+    problems.push(`Temporal client configuration: ${(err as Error).message}`);
+  }
+  if (problems.length > 0 || !temporal) throw new WorkerConfigError(problems.join('; '));
+
+  const kubeconfig = values.kubeconfig ?? (env.KUBECONFIG || undefined);
+  const workflowBundle = values['workflow-bundle'] ?? (env.FERRY_WORKFLOW_BUNDLE || undefined);
+  return {
+    temporal,
+    cluster,
+    taskQueue: taskQueueFor(cluster),
+    ...(kubeconfig ? { kubeconfig } : {}),
+    ...(workflowBundle ? { workflowBundle } : {}),
+    shutdownGraceMs,
+    logLevel: level as LogLevel,
+    env,
+  };
+}
+
+/** The configuration as it may be logged: secrets redacted, the environment reduced to Ferry's own settings. */
+export function redactWorkerConfig(config: WorkerConfig): Record<string, unknown> {
+  const { temporal, env, ...rest } = config;
+  return {
+    ...rest,
+    temporal: redactTemporalSettings(temporal),
+    ...(env.FERRY_ENDPOINT_MODE ? { endpointMode: env.FERRY_ENDPOINT_MODE } : {}),
+    ...(env.FERRY_ENDPOINT_OVERRIDES ? { endpointOverrides: describeOverrides(env.FERRY_ENDPOINT_OVERRIDES) } : {}),
+  };
+}
+
+// FERRY_ENDPOINT_OVERRIDES is a file path or inline JSON; only a path is worth logging.
+function describeOverrides(value: string): string {
+  return value.trim().startsWith('{') ? '[inline JSON]' : value;
+}

@@ -1,0 +1,76 @@
+// A Ferry worker: ServeModelWorkflow and its activities on the task queue of one cluster.
+import { fileURLToPath } from 'node:url';
+import { Client } from '@temporalio/client';
+import { NativeConnection, Runtime, Worker, type Logger, type WorkflowBundleOption } from '@temporalio/worker';
+import { connectOptionsOf } from '../client/temporal-env';
+import type { FerryActivities } from '../activities/types';
+import type { WorkerConfig } from './config';
+
+const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+/** After the grace period, activities are cancelled; this much more lets them confirm before the worker gives up. */
+const FORCE_AFTER_GRACE_MS = 10_000;
+
+export interface WorkerOverrides {
+  /** Activities to host instead of the real ones (tests host stubs; nothing touches Kubernetes then). */
+  activities?: FerryActivities;
+  /** A bundle already built (tests build it once per file); wins over `config.workflowBundle`. */
+  workflowBundle?: WorkflowBundleOption;
+  /** A connection to reuse; it is not closed by `close()`. */
+  connection?: NativeConnection;
+  /** Where the worker's own lines go (the SDK's go to the Runtime's logger). */
+  logger?: Logger;
+}
+
+export interface FerryWorker {
+  worker: Worker;
+  /** A client on the worker's connection (progress signals use it). */
+  client: Client;
+  connection: NativeConnection;
+  /** Closes the connection if the worker opened it; call after `worker.run()` has resolved. */
+  close(): Promise<void>;
+}
+
+/** Connects to Temporal and creates the worker; `worker.run()` starts polling, `worker.shutdown()` drains it. */
+export async function createWorker(config: WorkerConfig, overrides: WorkerOverrides = {}): Promise<FerryWorker> {
+  const ownConnection = !overrides.connection;
+  const connection = overrides.connection ?? (await NativeConnection.connect(connectOptionsOf(config.temporal)));
+  try {
+    const client = new Client({ connection, namespace: config.temporal.namespace });
+    const activities = overrides.activities ?? (await loadRealActivities(config, client, overrides.logger));
+    const worker = await Worker.create({
+      connection,
+      namespace: config.temporal.namespace,
+      taskQueue: config.taskQueue,
+      activities,
+      ...workflowSource(config, overrides),
+      shutdownGraceTime: config.shutdownGraceMs,
+      shutdownForceTime: config.shutdownGraceMs + FORCE_AFTER_GRACE_MS,
+    });
+    return {
+      worker,
+      client,
+      connection,
+      async close() {
+        if (ownConnection) await connection.close();
+      },
+    };
+  } catch (err) {
+    if (ownConnection) await connection.close().catch(() => undefined);
+    throw err;
+  }
+}
+
+function workflowSource(
+  config: WorkerConfig,
+  overrides: WorkerOverrides,
+): { workflowBundle: WorkflowBundleOption } | { workflowsPath: string } {
+  if (overrides.workflowBundle) return { workflowBundle: overrides.workflowBundle };
+  if (config.workflowBundle) return { workflowBundle: { codePath: config.workflowBundle } };
+  return { workflowsPath: WORKFLOWS_PATH };
+}
+
+// Imported only when needed, so a worker with stub activities never loads the Kubernetes client.
+async function loadRealActivities(config: WorkerConfig, client: Client, logger?: Logger): Promise<FerryActivities> {
+  const { realActivities } = await import('./activities');
+  return realActivities(config, client, logger ?? Runtime.instance().logger);
+}

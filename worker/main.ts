@@ -1,0 +1,78 @@
+// The worker process: `node --import tsx worker/main.ts [--cluster NAME]`. JSON logs on stdout; SIGTERM or SIGINT
+// drains it (in-flight activities get the grace period, then are cancelled and retried by another worker).
+import { Runtime } from '@temporalio/worker';
+import { parseWorkerConfig, redactWorkerConfig, WORKER_USAGE, WorkerConfigError, type WorkerConfig } from './config';
+import { createWorker } from './create-worker';
+import { JsonLogger } from './logger';
+
+async function main(): Promise<number> {
+  let config: WorkerConfig | 'help';
+  try {
+    config = parseWorkerConfig(process.argv.slice(2), process.env);
+  } catch (err) {
+    if (!(err instanceof WorkerConfigError)) throw err;
+    new JsonLogger().error('invalid configuration', { error: err.message });
+    process.stderr.write(`\n${WORKER_USAGE}`);
+    return 2;
+  }
+  if (config === 'help') {
+    process.stdout.write(WORKER_USAGE);
+    return 0;
+  }
+
+  const logger = new JsonLogger(config.logLevel, undefined, { component: 'ferry-worker', cluster: config.cluster });
+  Runtime.install({
+    logger,
+    // Signals are handled below, so that shutting down is logged and a second signal can cut it short.
+    shutdownSignals: [],
+    telemetryOptions: { logging: { filter: { core: 'WARN', other: 'ERROR' }, forward: {} } },
+  });
+  logger.info('starting', { config: redactWorkerConfig(config) });
+
+  let ferry;
+  try {
+    ferry = await createWorker(config, { logger });
+  } catch (err) {
+    logger.error('cannot start the worker', { address: config.temporal.address, error: err });
+    return 1;
+  }
+
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      logger.warn('second signal: exiting without waiting for in-flight activities', { signal });
+      process.exit(130);
+    }
+    stopping = true;
+    logger.info('shutting down: no new tasks; in-flight activities may finish', {
+      signal,
+      graceMs: config.shutdownGraceMs,
+    });
+    ferry.worker.shutdown();
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+
+  logger.info('polling', {
+    taskQueue: config.taskQueue,
+    namespace: config.temporal.namespace,
+    address: config.temporal.address,
+  });
+  try {
+    await ferry.worker.run();
+  } finally {
+    await ferry.close();
+  }
+  logger.info('stopped');
+  return 0;
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    new JsonLogger().error('worker failed', { error: err });
+    process.exitCode = 1;
+  },
+);
