@@ -5,6 +5,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     pool: 'forks',
+    // Most integration tests wait on controllers and timers, not the CPU: overlap them even on 2 cores.
+    maxWorkers: 4,
     reporters: ['default', './test/support/summary-reporter.ts'],
     projects: [
       {

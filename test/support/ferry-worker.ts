@@ -102,7 +102,7 @@ export function runFerry(args: string[], env?: Record<string, string>): Promise<
     execFile(
       process.execPath,
       [join(repoRoot, 'bin', 'ferry.js'), ...args],
-      { cwd: repoRoot, env: cliEnv(env), timeout: 90_000 },
+      { cwd: repoRoot, env: cliEnv(env), timeout: 300_000 },
       (err, stdout, stderr) => {
         if (err && typeof err.code !== 'number') reject(err);
         else resolve({ code: err ? (err.code as number) : 0, stdout, stderr });

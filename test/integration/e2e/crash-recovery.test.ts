@@ -62,7 +62,7 @@ async function expectExactlyOneOfEach(name: string): Promise<void> {
   expect(pods.items.map((p) => p.metadata?.labels?.['app.kubernetes.io/component'])).toEqual(['engine']);
 }
 
-describe('crash recovery', () => {
+describe('crash recovery', { timeout: 420_000 }, () => {
   it('a worker killed with SIGKILL in the middle of a download is replaced and the model still becomes Ready', async () => {
     const cluster = uniqueCluster('kill');
     const first = await startWorkerProcess(cluster);

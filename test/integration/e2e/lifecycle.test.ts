@@ -63,7 +63,7 @@ const ref = (name: string) => [name, '-n', ns, '--cluster', cluster];
 const status = (name: string) => ferryJson<ModelStatus>(['status', ...ref(name)]);
 const downloads = (s: ModelStatus) => s.timeline.filter((t) => t.step === 'download');
 
-describe('ferry end to end', () => {
+describe('ferry end to end', { timeout: 360_000 }, () => {
   it('serve → Ready → completion → in-place update → new-source update → delete leaves nothing', async () => {
     const doc = modelDoc('chat');
     expectOk(await runFerry(['serve', '-f', write(doc), '--wait', '--timeout', '4m']), 'ferry serve');
