@@ -486,7 +486,7 @@ export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalS
       'startup',
       generation,
       () => acts.startup.awaitHealth(model),
-      (r) => `${r.endpoint} serves ${r.models.join(', ')}`,
+      (r) => (r.models.length ? `${r.endpoint} serves ${r.models.join(', ')}` : `${r.endpoint} answers /health; ${r.note ?? 'no model list'}`),
     );
     set(markReady(status, { generation, endpoint: health.endpoint, readyReplicas: rollout.readyReplicas }, now()));
   }

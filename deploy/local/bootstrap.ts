@@ -7,10 +7,10 @@ import { CoreV1Api, KubeConfig, KubernetesObjectApi, PatchStrategy, type Kuberne
 
 const FIELD_MANAGER = 'ferry-local-bootstrap';
 
-/** The simulated nodes: two zones, four L40S-class GPUs each. */
+/** The simulated nodes: two zones, four L40S GPUs each, labelled like the cloud instances they stand for. */
 export const simulatedNodes = [
-  { name: 'gpu-node-a', zone: 'zone-a' },
-  { name: 'gpu-node-b', zone: 'zone-b' },
+  { name: 'gpu-node-a', zone: 'us-east-1a' },
+  { name: 'gpu-node-b', zone: 'us-east-1b' },
 ];
 
 function node(name: string, zone: string): KubernetesObject {
@@ -25,8 +25,8 @@ function node(name: string, zone: string): KubernetesObject {
         'kubernetes.io/hostname': name,
         'kubernetes.io/os': 'linux',
         'kubernetes.io/arch': 'amd64',
-        'node.kubernetes.io/instance-type': 'sim-l40s-x4',
-        'topology.kubernetes.io/region': 'local',
+        'node.kubernetes.io/instance-type': 'g6e.12xlarge',
+        'topology.kubernetes.io/region': 'us-east-1',
         'topology.kubernetes.io/zone': zone,
         'nvidia.com/gpu.present': 'true',
         'nvidia.com/gpu.product': 'NVIDIA-L40S',
