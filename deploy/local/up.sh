@@ -101,6 +101,8 @@ start_scheduler() {
     --leader-elect=false --profiling=false --v 1
 }
 
+# KWOK renews each simulated node's Lease (the heartbeat stage it pairs with writes node status only every 10 min);
+# without it the node controller marks the nodes NotReady every minute and their pods not ready with them.
 start_kwok() {
   local stages=$cache/kwok-stages configs=() f
   for f in "$stages/node/fast/node-initialize.yaml" "$stages/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
@@ -112,6 +114,7 @@ start_kwok() {
   start kwok kwok_healthy "$bin/kwok" --kubeconfig "$run/kwok.kubeconfig" "${configs[@]}" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --cidr 10.244.0.1/16 --node-ip 10.255.0.1 \
+    --node-lease-duration-seconds 40 \
     --server-address "$host:$kwok_port" --v=warn
 }
 

@@ -33,8 +33,13 @@ export interface ActivityRun<R> {
 }
 
 export function runActivity<A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A): ActivityRun<R> {
-  // Failing activities are the point of many tests: log only errors.
-  const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('ERROR') });
+  // Failing activities are the point of many tests: log only errors. Scheduled now, as a first attempt would be
+  // (budgets such as awaitHealth's start at the first schedule).
+  const now = Date.now();
+  const env = new MockActivityEnvironment(
+    { scheduledTimestampMs: now, currentAttemptScheduledTimestampMs: now },
+    { logger: new DefaultLogger('ERROR') },
+  );
   const heartbeats: StepProgress[] = [];
   env.on('heartbeat', (details: StepProgress) => heartbeats.push(details));
   const result = env.run<A, R, typeof fn>(fn, ...args);

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Watch, type V1Pod } from '@kubernetes/client-node';
 import { pvcName, sourceHash8 } from '../../../activities/kube';
 import { parseServedModel } from '../../../workflows/spec';
 import type { ModelStatus } from '../../../workflows/status';
@@ -63,9 +64,38 @@ const ref = (name: string) => [name, '-n', ns, '--cluster', cluster];
 const status = (name: string) => ferryJson<ModelStatus>(['status', ...ref(name)]);
 const downloads = (s: ModelStatus) => s.timeline.filter((t) => t.step === 'download');
 
+/**
+ * Records the model's pods coming and going, and the moments when an engine pod and a puller pod would have
+ * existed together: the ReadWriteOnce hand-off that must never happen (a Multi-Attach on a real cluster).
+ */
+async function watchHandOff(name: string) {
+  const live = new Map<string, string>();
+  const overlaps: string[] = [];
+  const seen: string[] = [];
+  const abort = await new Watch(c.kc).watch(
+    `/api/v1/namespaces/${ns}/pods`,
+    { labelSelector: `ferry.dev/model=${name}` },
+    (type: string, pod: V1Pod) => {
+      const uid = pod.metadata!.uid!;
+      const component = pod.metadata?.labels?.['app.kubernetes.io/component'] ?? '?';
+      if (type === 'ADDED') {
+        const other = component === 'engine' ? 'puller' : 'engine';
+        if ([...live.values()].includes(other)) overlaps.push(`${component} ${pod.metadata?.name} created while a ${other} pod existed`);
+        live.set(uid, component);
+        seen.push(component);
+      } else if (type === 'DELETED') {
+        live.delete(uid);
+      }
+    },
+    () => undefined,
+  );
+  return { overlaps, seen, stop: () => abort.abort() };
+}
+
 describe('ferry end to end', { timeout: 360_000 }, () => {
   it('serve → Ready → completion → in-place update → new-source update → delete leaves nothing', async () => {
     const doc = modelDoc('chat');
+    const handOff = await watchHandOff('chat');
     expectOk(await runFerry(['serve', '-f', write(doc), '--wait', '--timeout', '4m']), 'ferry serve');
 
     const ready = await status('chat');
@@ -103,6 +133,12 @@ describe('ferry end to end', { timeout: 360_000 }, () => {
     expect(after.spec?.template.spec?.containers[0]?.args?.join(' ')).toContain(`--model /models/${hash8}`);
     const pvc = await c.core.readNamespacedPersistentVolumeClaim({ name: pvcName('chat'), namespace: ns });
     expect(pvc.metadata?.annotations?.['ferry.dev/weights-source-hash']?.slice(0, 8)).toBe(hash8);
+
+    // Puller then engine at start, a new engine in place, then puller and engine again for the new source,
+    // never an engine pod and a puller pod at once.
+    handOff.stop();
+    expect(handOff.seen).toEqual(['puller', 'engine', 'engine', 'puller', 'engine']);
+    expect(handOff.overlaps).toEqual([]);
 
     expectOk(await runFerry(['delete', ...ref('chat'), '--wait']), 'ferry delete');
     await waitFor('every object of the model to be gone', 60_000, async () => (await modelObjects(c, ns, 'chat')).length === 0);
