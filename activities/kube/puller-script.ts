@@ -10,6 +10,11 @@
 //   FERRY_PROGRESS {"bytes": N, "totalBytes": M|null}   about every 10 s while copying, and once at the end
 //   FERRY_ERROR {"reason": R, "message": M}             before a non-zero exit
 //   FERRY_DONE {"dest": D, "bytes": N, "skipped": B}    on success
+//   FERRY_PRUNED {"removed": [names]}                   after success: the other sources' weights it deleted
+//
+// Weights of earlier sources (siblings of DEST named by an 8-hex-digit source hash) are kept while the new source
+// downloads, so a failed download leaves the volume as it was, and deleted once DEST is complete: the engine is scaled
+// to 0 before a new source is pulled, so nothing reads them any more. FERRY_PRUNE=0 keeps them.
 //
 // Only the standard library is needed for a pvc source; a huggingface source needs huggingface_hub, which the vLLM
 // image ships. When the repository has safetensors, other weight formats (and Meta's `original/` checkpoints) are
@@ -64,7 +69,22 @@ def classify(error):
     return 'DownloadFailed', 'the download failed' + detail
 
 
+def prune():
+    if os.environ.get('FERRY_PRUNE', '1') == '0':
+        return
+    parent, own = os.path.split(dest)
+    removed = []
+    for name in sorted(os.listdir(parent)):
+        base = name[:-len('.partial')] if name.endswith('.partial') else name
+        if base != own and len(base) == 8 and all(c in '0123456789abcdef' for c in base):
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+            removed.append(name)
+    if removed:
+        emit('FERRY_PRUNED', {'removed': removed})
+
+
 if os.path.isfile(os.path.join(dest, marker_name)):
+    prune()
     emit('FERRY_DONE', {'dest': dest, 'bytes': tree_size(dest), 'skipped': True})
     sys.exit(0)
 
@@ -126,6 +146,7 @@ if os.path.lexists(dest):
     shutil.rmtree(dest)
 os.rename(partial, dest)
 emit('FERRY_PROGRESS', {'bytes': size, 'totalBytes': size})
+prune()
 emit('FERRY_DONE', {'dest': dest, 'bytes': size, 'skipped': False})
 `.trimStart();
 

@@ -89,6 +89,25 @@ describe.skipIf(!python)('puller script', () => {
     expect(again.done?.skipped).toBe(true);
   });
 
+  it('deletes the weights of earlier sources once the new ones are complete, and nothing else', () => {
+    const source = join(work, 'source-prune');
+    mkdirSync(source, { recursive: true });
+    writeFileSync(join(source, 'config.json'), '{}');
+    const models = join(work, 'prune-models');
+    for (const dir of ['abcd0000', 'abcd0001.partial', 'lost+found', 'notes']) mkdirSync(join(models, dir), { recursive: true });
+    const dest = join(models, 'cccc3333');
+    const env = { FERRY_SOURCE_KIND: 'pvc', FERRY_SOURCE_PATH: source, FERRY_DEST: dest };
+
+    const kept = run({ ...env, FERRY_SOURCE_PATH: join(work, 'missing') });
+    expect(kept.status).toBe(1);
+    expect(readdirSync(models).sort()).toEqual(['abcd0000', 'abcd0001.partial', 'lost+found', 'notes']);
+
+    const result = run(env);
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toContain('FERRY_PRUNED {"removed": ["abcd0000", "abcd0001.partial"]}');
+    expect(readdirSync(models).sort()).toEqual(['cccc3333', 'lost+found', 'notes']);
+  });
+
   it('fails visibly when the pvc path does not exist', () => {
     const result = run({
       FERRY_SOURCE_KIND: 'pvc',
