@@ -2,6 +2,7 @@
 import {
   isGrpcDeadlineError,
   isGrpcServiceError,
+  ServiceError,
   WorkflowNotFoundError,
   type Client,
   type WorkflowExecutionDescription,
@@ -56,7 +57,10 @@ export async function queryModel<T>(
     return await client.withDeadline(Date.now() + timeoutMs, () => modelHandle(client, ref, runId).query(query));
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) throw new ModelNotFoundError(ref);
-    if (isGrpcDeadlineError(err) && !(await hasWorker(client, taskQueueFor(ref.cluster)))) {
+    // Without a worker the server fails the query in more than one way (a deadline, or "Failed to query Workflow"
+    // under load): whichever it is, say what is missing.
+    const serverSide = isGrpcDeadlineError(err) || err instanceof ServiceError || isGrpcServiceError(err);
+    if (serverSide && !(await hasWorker(client, taskQueueFor(ref.cluster)).catch(() => true))) {
       throw new NoWorkerError(ref, taskQueueFor(ref.cluster));
     }
     throw err;
