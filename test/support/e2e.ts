@@ -3,6 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
 import { readLocalEnv, repoRoot } from './local-env';
 import { runFerry, type FerryRun } from './ferry-worker';
 import type { Clients } from './kube';
@@ -96,4 +97,24 @@ export async function modelObjects(c: Clients, namespace: string, name: string):
     ...named('PersistentVolumeClaim', pvcs.items),
     ...named('Pod', pods.items),
   ].sort();
+}
+
+/**
+ * Terminates every running model workflow of `cluster`: a test that failed half-way must not leave workflows behind
+ * (their worker is gone with the test, so nothing else would ever end them).
+ */
+export async function terminateModelsOf(cluster: string, temporalAddress = readLocalEnv().TEMPORAL_ADDRESS): Promise<void> {
+  const connection = await Connection.connect({ address: temporalAddress });
+  try {
+    const client = new Client({ connection });
+    const query = `FerryCluster = "${cluster}" AND ExecutionStatus = "Running"`;
+    for await (const wf of client.workflow.list({ query })) {
+      await client.workflow
+        .getHandle(wf.workflowId, wf.runId)
+        .terminate('test finished')
+        .catch(() => undefined);
+    }
+  } finally {
+    await connection.close();
+  }
 }

@@ -6,7 +6,15 @@ import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ModelStatus } from '../../../workflows/status';
 import { runFerry } from '../../support/ferry-worker';
-import { expectOk, ferryJson, modelObjects, startWorkerProcess, uniqueCluster, type WorkerProcess } from '../../support/e2e';
+import {
+  expectOk,
+  ferryJson,
+  modelObjects,
+  startWorkerProcess,
+  terminateModelsOf,
+  uniqueCluster,
+  type WorkerProcess,
+} from '../../support/e2e';
 import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, waitFor, type Clients } from '../../support/kube';
 import { repoRoot } from '../../support/local-env';
 
@@ -22,6 +30,7 @@ beforeAll(async () => {
   ns = await createNamespace(c, 'e2e-crash', { 'pod-security.kubernetes.io/enforce': 'restricted' });
 });
 afterAll(async () => {
+  for (const w of workers) await terminateModelsOf(w.cluster).catch(() => undefined);
   for (const w of workers) await w.stop();
   await deleteNamespace(c, ns);
 });

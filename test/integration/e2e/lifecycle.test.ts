@@ -9,7 +9,15 @@ import { pvcName, sourceHash8 } from '../../../activities/kube';
 import { parseServedModel } from '../../../workflows/spec';
 import type { ModelStatus } from '../../../workflows/status';
 import { runFerry } from '../../support/ferry-worker';
-import { expectOk, ferryJson, modelObjects, startWorkerProcess, uniqueCluster, type WorkerProcess } from '../../support/e2e';
+import {
+  expectOk,
+  ferryJson,
+  modelObjects,
+  startWorkerProcess,
+  terminateModelsOf,
+  uniqueCluster,
+  type WorkerProcess,
+} from '../../support/e2e';
 import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, waitFor, type Clients } from '../../support/kube';
 
 // The whole path, through the CLI, a real worker process with the real activities, the real control plane (KWOK
@@ -27,6 +35,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
+  await terminateModelsOf(cluster);
   await worker?.stop();
   await deleteNamespace(c, ns);
 });
