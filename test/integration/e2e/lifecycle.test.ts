@@ -153,6 +153,27 @@ describe('ferry end to end', { timeout: 360_000 }, () => {
     await waitFor('every object of the model to be gone', 60_000, async () => (await modelObjects(c, ns, 'chat')).length === 0);
   });
 
+  it('serves a checkpoint already on a volume, and leaves that volume alone', async () => {
+    await c.core.createNamespacedPersistentVolumeClaim({
+      namespace: ns,
+      body: {
+        metadata: { name: 'checkpoints' },
+        spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '5Gi' } } },
+      },
+    });
+    const doc = modelDoc('ckpt', (d) => (d.spec.source = { pvc: { claimName: 'checkpoints', path: 'run-42/step-1000' } }));
+    expectOk(await runFerry(['serve', '-f', write(doc), '--wait', '--timeout', '4m']), 'ferry serve');
+    const s = await status('ckpt');
+    expect(s.phase).toBe('Ready');
+    expect(s.source).toBe('pvc:checkpoints/run-42/step-1000');
+    // The checkpoint's claim is someone else's: Ferry read it and left it alone.
+    const source = await c.core.readNamespacedPersistentVolumeClaim({ name: 'checkpoints', namespace: ns });
+    expect(source.metadata?.labels?.['app.kubernetes.io/managed-by']).toBeUndefined();
+    expectOk(await runFerry(['delete', ...ref('ckpt'), '--wait']), 'ferry delete');
+    await waitFor('every object of the model to be gone', 60_000, async () => (await modelObjects(c, ns, 'ckpt')).length === 0);
+    expect((await c.core.readNamespacedPersistentVolumeClaim({ name: 'checkpoints', namespace: ns })).metadata?.deletionTimestamp).toBeUndefined();
+  });
+
   it('a retained volume outlives the model and spares the next serve of that name its download', async () => {
     const doc = modelDoc('kept', (d) => (d.spec.storage = { retainOnDelete: true, size: '20Gi' }));
     const file = write(doc);
