@@ -1,9 +1,9 @@
 // How the engine activities wait on Kubernetes: watches wake the wait as soon as something changes, and every check
 // reads the world afresh (level-triggered), so a missed or reordered watch event can only delay a check, never
 // mislead it. The poll interval covers what no watch delivers (Events, HTTP) and a watch that cannot be held.
-import { CancelledFailure } from '@temporalio/common';
 import type { Cluster } from './cluster/api';
 import type { PodProblem } from './pod-problems';
+import { pause, throwIfCancelled } from './wait-until';
 
 export interface EngineWaitOptions {
   /** The activity's cancellation signal: the wait throws its CancelledFailure. */
@@ -49,35 +49,14 @@ export async function waitForEngine<T>(
       const left = opts.deadline === undefined ? Infinity : opts.deadline - Date.now();
       if (left <= 0) return undefined;
       const ms = Math.min(opts.pollMs, left);
-      await sleep(Math.min(MIN_GAP_MS, ms), opts.signal);
+      await pause(Math.min(MIN_GAP_MS, ms), opts.signal);
       if (!changed) {
-        await sleep(Math.max(0, ms - MIN_GAP_MS), opts.signal, (w) => (wake = w));
+        await pause(Math.max(0, ms - MIN_GAP_MS), opts.signal, (w) => (wake = w));
         wake = undefined;
       }
     }
   } finally {
     stopWatches.abort();
-  }
-}
-
-/** Sleeps `ms`, returning early when the signal aborts or the function handed to `onWakeable` is called. */
-export function sleep(ms: number, signal?: AbortSignal, onWakeable?: (wake: () => void) => void): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done);
-    onWakeable?.(done);
-  });
-}
-
-export function throwIfCancelled(signal: AbortSignal): void {
-  if (signal.aborted) {
-    throw signal.reason instanceof Error ? signal.reason : new CancelledFailure(String(signal.reason ?? 'cancelled'));
   }
 }
 

@@ -24,8 +24,11 @@ export interface WaitOptions<T> {
   signal: AbortSignal;
 }
 
-/** Resolves after `ms`, or earlier (without error) when `signal` aborts. */
-export function pause(ms: number, signal?: AbortSignal): Promise<void> {
+/**
+ * Resolves after `ms`, or earlier (without error) when `signal` aborts or the function handed to `onWakeable` is
+ * called.
+ */
+export function pause(ms: number, signal?: AbortSignal, onWakeable?: (wake: () => void) => void): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve();
     const done = () => {
@@ -35,6 +38,7 @@ export function pause(ms: number, signal?: AbortSignal): Promise<void> {
     };
     const timer = setTimeout(done, Math.max(0, ms));
     signal?.addEventListener('abort', done);
+    onWakeable?.(done);
   });
 }
 

@@ -45,9 +45,7 @@ export async function waitForPhase(
     signal?.throwIfAborted();
     let status: ModelStatus | undefined;
     try {
-      status = signal
-        ? await client.withAbortSignal(signal, () => getModelStatus(client, ref))
-        : await getModelStatus(client, ref);
+      status = signal ? await abortable(signal, (s) => client.withAbortSignal(s, () => getModelStatus(client, ref))) : await getModelStatus(client, ref);
       noWorker = undefined;
     } catch (err) {
       signal?.throwIfAborted();
@@ -106,6 +104,21 @@ function atGeneration(status: ModelStatus, generation: number): boolean {
       return true;
     default:
       return status.generation >= generation;
+  }
+}
+
+/**
+ * Runs one call under a signal of its own that follows `signal`: the SDK leaves its abort listener on the signal it
+ * is given, so handing it the long-lived one would pile up a listener per poll.
+ */
+async function abortable<T>(signal: AbortSignal, call: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const own = new AbortController();
+  const follow = () => own.abort(signal.reason);
+  signal.addEventListener('abort', follow, { once: true });
+  try {
+    return await call(own.signal);
+  } finally {
+    signal.removeEventListener('abort', follow);
   }
 }
 
