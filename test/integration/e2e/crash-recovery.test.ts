@@ -1,11 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ModelStatus } from '../../../workflows/status';
-import { runFerry } from '../../support/ferry-worker';
+import { runFerry, writeDoc } from '../../support/ferry-worker';
 import {
   expectOk,
   ferryJson,
@@ -22,7 +21,6 @@ import { repoRoot } from '../../support/local-env';
 // must end in the same Ready model with no duplicate objects.
 let c: Clients;
 let ns: string;
-const dir = mkdtempSync(join(tmpdir(), 'ferry-crash-'));
 const workers: WorkerProcess[] = [];
 
 beforeAll(async () => {
@@ -36,22 +34,17 @@ afterAll(async () => {
 });
 
 function writeModel(name: string, cluster: string, labels: Record<string, string>): string {
-  const file = join(dir, `${name}.yaml`);
-  writeFileSync(
-    file,
-    stringify({
-      apiVersion: 'ferry.dev/v1alpha1',
-      kind: 'ServedModel',
-      metadata: { name, namespace: ns, labels: { 'sim.ferry.dev/load-delay-seconds': '1', ...labels } },
-      spec: {
-        cluster,
-        source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct' } },
-        engine: { startupTimeout: '5m' },
-        puller: { deadline: '10m' },
-      },
-    }),
-  );
-  return file;
+  return writeDoc({
+    apiVersion: 'ferry.dev/v1alpha1',
+    kind: 'ServedModel',
+    metadata: { name, namespace: ns, labels: { 'sim.ferry.dev/load-delay-seconds': '1', ...labels } },
+    spec: {
+      cluster,
+      source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct' } },
+      engine: { startupTimeout: '5m' },
+      puller: { deadline: '10m' },
+    },
+  });
 }
 
 async function phaseOf(name: string, cluster: string, env?: Record<string, string>): Promise<ModelStatus | undefined> {

@@ -1,14 +1,10 @@
-import { writeFileSync } from 'node:fs';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Watch, type V1Pod } from '@kubernetes/client-node';
 import { pvcName, sourceHash8 } from '../../../activities/kube';
 import { parseServedModel } from '../../../workflows/spec';
 import type { ModelStatus } from '../../../workflows/status';
-import { runFerry } from '../../support/ferry-worker';
+import { runFerry, writeDoc } from '../../support/ferry-worker';
+import type { Doc } from '../../support/workflow-harness';
 import {
   expectOk,
   ferryJson,
@@ -26,7 +22,6 @@ let c: Clients;
 let ns: string;
 let worker: WorkerProcess;
 const cluster = uniqueCluster('e2e');
-const dir = mkdtempSync(join(tmpdir(), 'ferry-e2e-'));
 
 beforeAll(async () => {
   c = clientsFor(adminKubeConfig());
@@ -39,8 +34,6 @@ afterAll(async () => {
   await worker?.stop();
   await deleteNamespace(c, ns);
 });
-
-type Doc = Record<string, any>;
 
 function modelDoc(name: string, patch: (d: Doc) => void = () => undefined): Doc {
   const doc: Doc = {
@@ -61,12 +54,6 @@ function modelDoc(name: string, patch: (d: Doc) => void = () => undefined): Doc 
   };
   patch(doc);
   return doc;
-}
-
-function write(doc: Doc): string {
-  const file = join(dir, `${doc.metadata.name}-${Date.now()}.yaml`);
-  writeFileSync(file, stringify(doc));
-  return file;
 }
 
 const ref = (name: string) => [name, '-n', ns, '--cluster', cluster];
@@ -105,7 +92,7 @@ describe('ferry end to end', { timeout: 360_000 }, () => {
   it('serve → Ready → completion → in-place update → new-source update → delete leaves nothing', async () => {
     const doc = modelDoc('chat');
     const handOff = await watchHandOff('chat');
-    expectOk(await runFerry(['serve', '-f', write(doc), '--wait', '--timeout', '4m']), 'ferry serve');
+    expectOk(await runFerry(['serve', '-f', writeDoc(doc), '--wait', '--timeout', '4m']), 'ferry serve');
 
     const ready = await status('chat');
     expect(ready.phase).toBe('Ready');
@@ -123,7 +110,7 @@ describe('ferry end to end', { timeout: 360_000 }, () => {
 
     // In place: an env change rolls a new revision and pulls nothing.
     doc.spec.engine.env = [{ name: 'VLLM_LOGGING_LEVEL', value: 'DEBUG' }];
-    expectOk(await runFerry(['update', '-f', write(doc), '--wait', '--timeout', '4m']), 'ferry update (in place)');
+    expectOk(await runFerry(['update', '-f', writeDoc(doc), '--wait', '--timeout', '4m']), 'ferry update (in place)');
     const inPlace = await status('chat');
     expect(inPlace).toMatchObject({ phase: 'Ready', generation: 2, observedGeneration: 2 });
     expect(downloads(inPlace)).toHaveLength(1);
@@ -133,7 +120,7 @@ describe('ferry end to end', { timeout: 360_000 }, () => {
 
     // New source: the engine is scaled to 0, the new revision pulled, the volume released, the engine rolled out.
     doc.spec.source.huggingface.revision = 'v2';
-    expectOk(await runFerry(['update', '-f', write(doc), '--wait', '--timeout', '4m']), 'ferry update (new source)');
+    expectOk(await runFerry(['update', '-f', writeDoc(doc), '--wait', '--timeout', '4m']), 'ferry update (new source)');
     const moved = await status('chat');
     expect(moved).toMatchObject({ phase: 'Ready', generation: 3, observedGeneration: 3 });
     expect(downloads(moved).map((t) => t.outcome)).toEqual(['Succeeded', 'Succeeded']);
@@ -162,7 +149,7 @@ describe('ferry end to end', { timeout: 360_000 }, () => {
       },
     });
     const doc = modelDoc('ckpt', (d) => (d.spec.source = { pvc: { claimName: 'checkpoints', path: 'run-42/step-1000' } }));
-    expectOk(await runFerry(['serve', '-f', write(doc), '--wait', '--timeout', '4m']), 'ferry serve');
+    expectOk(await runFerry(['serve', '-f', writeDoc(doc), '--wait', '--timeout', '4m']), 'ferry serve');
     const s = await status('ckpt');
     expect(s.phase).toBe('Ready');
     expect(s.source).toBe('pvc:checkpoints/run-42/step-1000');
@@ -176,7 +163,7 @@ describe('ferry end to end', { timeout: 360_000 }, () => {
 
   it('a retained volume outlives the model and spares the next serve of that name its download', async () => {
     const doc = modelDoc('kept', (d) => (d.spec.storage = { retainOnDelete: true, size: '20Gi' }));
-    const file = write(doc);
+    const file = writeDoc(doc);
     expectOk(await runFerry(['serve', '-f', file, '--wait', '--timeout', '4m']), 'ferry serve');
     expectOk(await runFerry(['delete', ...ref('kept'), '--wait']), 'ferry delete');
 
