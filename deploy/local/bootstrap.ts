@@ -1,7 +1,7 @@
 // Creates what a fresh local cluster needs before Ferry can use it: KWOK's simulated GPU nodes, the default
-// StorageClass that KWOK's volume stages provision, and the `models` namespace (Pod Security "restricted") with the
-// Secrets the examples name. Idempotent (server-side apply), then waits until the nodes are Ready and the default
-// ServiceAccounts exist (pods are rejected before they do).
+// StorageClass that Ferry's KWOK provisioner stage serves, and the `models` namespace (Pod Security "restricted")
+// with the Secrets the examples name. Idempotent (server-side apply), then waits until the nodes are Ready and the
+// default ServiceAccounts exist (pods are rejected before they do).
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api, KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
 

@@ -106,8 +106,7 @@ start_scheduler() {
 start_kwok() {
   local stages=$cache/kwok-stages configs=() f
   for f in "$stages/node/fast/node-initialize.yaml" "$stages/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
-    "$stages/volume/fast/pv-bind.yaml" "$stages/volume/fast/pv-delete.yaml" \
-    "$stages/volume/fast/pvc-provision.yaml" "$stages/volume/fast/pvc-delete.yaml" "$here/kwok/pod-stages.yaml"; do
+    "$here/kwok/volume-provision.yaml" "$stages/volume/fast/pv-delete.yaml" "$here/kwok/pod-stages.yaml"; do
     [ -f "$f" ] || die "missing KWOK stage file $f (run deploy/local/build-kube.sh kwok)"
     configs+=(--config "$f")
   done

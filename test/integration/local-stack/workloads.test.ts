@@ -1,3 +1,4 @@
+import { Watch, type V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, restrictedPod, waitFor, type Clients } from '../../support/kube';
 
@@ -89,6 +90,58 @@ describe('workloads on the local cluster', () => {
       return p.status?.phase === 'Running' ? p : undefined;
     });
     expect(running.spec?.nodeName).toMatch(/^gpu-node-/);
+  });
+
+  // A provisioner creates only the PV; the real PV controller binds. Each claim goes Pending → Bound and shows no other
+  // phase on the way (a simulator that writes the claim in pieces let the controller mark fresh claims Lost), and a
+  // deleted claim's volume goes with it (reclaim policy Delete).
+  it('binds many claims at once straight from Pending to Bound, and deletes each volume with its claim', async () => {
+    const names = Array.from({ length: 12 }, (_, i) => `burst-${i}`);
+    const phases = new Map<string, string[]>();
+    const watch = await new Watch(c.kc).watch(
+      `/api/v1/namespaces/${ns}/persistentvolumeclaims`,
+      { labelSelector: 'test=burst' },
+      (_type: string, pvc: V1PersistentVolumeClaim) => {
+        const seen = phases.get(pvc.metadata!.name!) ?? [];
+        const phase = pvc.status?.phase ?? 'Pending';
+        if (seen.at(-1) !== phase) seen.push(phase);
+        phases.set(pvc.metadata!.name!, seen);
+      },
+      () => undefined,
+    );
+    try {
+      await Promise.all(
+        names.map((name) =>
+          c.core.createNamespacedPersistentVolumeClaim({
+            namespace: ns,
+            body: {
+              metadata: { name, labels: { test: 'burst' } },
+              spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+            },
+          }),
+        ),
+      );
+      const bound = await waitFor('12 claims Bound', 60_000, async () => {
+        const list = await c.core.listNamespacedPersistentVolumeClaim({ namespace: ns, labelSelector: 'test=burst' });
+        return list.items.filter((p) => p.status?.phase === 'Bound').length === names.length ? list.items : undefined;
+      });
+      await waitFor('the watch to see every claim Bound', 10_000, async () =>
+        names.every((n) => phases.get(n)?.at(-1) === 'Bound'),
+      );
+      expect(Object.fromEntries(names.map((n) => [n, phases.get(n)]))).toEqual(
+        Object.fromEntries(names.map((n) => [n, ['Pending', 'Bound']])),
+      );
+      const volumes = bound.map((p) => p.spec!.volumeName!);
+      for (const p of bound) expect(p.spec?.volumeName).toBe(`pvc-${p.metadata!.uid}`);
+
+      await c.core.deleteCollectionNamespacedPersistentVolumeClaim({ namespace: ns, labelSelector: 'test=burst' });
+      await waitFor('the 12 volumes deleted', 60_000, async () => {
+        const pvs = await c.core.listPersistentVolume();
+        return !pvs.items.some((pv) => volumes.includes(pv.metadata!.name!));
+      });
+    } finally {
+      watch.abort();
+    }
   });
 
   it('garbage-collects the dependents of a deleted owner', async () => {
