@@ -7,7 +7,7 @@ import { timingOf, type ActivityDeps } from './deps';
 import { buildPvc, FIELD_MANAGER, holdsWeightsFor } from './kube';
 import { assertOurs, isTerminating } from './ownership';
 import { ProgressReporter } from './progress';
-import type { ObjectsInput, StorageResult } from './types';
+import { FAILURE, type ObjectsInput, type StorageResult } from './types';
 import { bindsOnFirstConsumer, pendingVolumeProblem, volumeEvents } from './volume-status';
 import { waitUntil } from './wait-until';
 
@@ -32,6 +32,17 @@ export async function applyStorage(deps: ActivityDeps, { model, rootUid }: Objec
   }
   let pvc = await cluster.apply(desired, FIELD_MANAGER);
   if (phaseOf(pvc) === 'Pending') pvc = await awaitBinding(deps, pvc);
+  if (phaseOf(pvc) === 'Lost') {
+    // The PV controller's verdict when a bound claim's volume was deleted. No retry brings the data back, and no pod
+    // can mount the claim: only deleting it (a teardown, or by hand for a retained volume) makes room for a new one.
+    throw ApplicationFailure.create({
+      type: FAILURE.VolumeLost,
+      nonRetryable: true,
+      message:
+        `volume ${ref.namespace}/${ref.name} is Lost: its PersistentVolume ${pvc.spec?.volumeName ?? '(unnamed)'} ` +
+        'no longer exists. Delete the model (or the claim) and serve it again to provision a new volume',
+    });
+  }
   return { pvcName: ref.name, phase: phaseOf(pvc), holdsSource: holdsWeightsFor(pvc, model) };
 }
 

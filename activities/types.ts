@@ -7,6 +7,8 @@ export const FAILURE = {
   NameConflict: 'NameConflict',
   /** Our own PVC is stuck terminating behind a pod that is not ours. */
   VolumeTerminating: 'VolumeTerminating',
+  /** The weights PVC is Lost: its PersistentVolume is gone, and with it whatever the volume held. */
+  VolumeLost: 'VolumeLost',
   /** The API server refused the request as invalid (400, 422) or the object is not there (404 on update). */
   KubernetesRejected: 'KubernetesRejected',
   /** RBAC forbids the worker's identity the request (403). */
@@ -33,6 +35,7 @@ export type FailureType = (typeof FAILURE)[keyof typeof FAILURE];
 export const NON_RETRYABLE: readonly FailureType[] = [
   FAILURE.NameConflict,
   FAILURE.VolumeTerminating,
+  FAILURE.VolumeLost,
   FAILURE.KubernetesRejected,
   FAILURE.Forbidden,
   FAILURE.DeadlineExceeded,

@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { StorageV1Api } from '@kubernetes/client-node';
+import { PatchStrategy, setHeaderOptions, StorageV1Api } from '@kubernetes/client-node';
+import type { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pvcName } from '../../../activities/kube';
 import { createStorageActivities } from '../../../activities/storage-activities';
+import { FAILURE } from '../../../activities/types';
 import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
 import {
   adminKubeConfig,
@@ -74,5 +76,30 @@ describe.concurrent('a volume that is not bound yet', () => {
       state: 'ProvisioningFailed',
       message: expect.stringContaining('"ferry-test-no-such-class" not found'),
     });
+  });
+
+  it('a bound volume whose PV was forced away: Lost, a non-retryable VolumeLost naming the PV', async () => {
+    const acts = createStorageActivities(testDeps());
+    const model = testModel('lost', ns);
+    const claim = await activity(acts.claimName, { model });
+    const input = { model, rootUid: claim.rootUid, sourceHash: claim.sourceHash };
+    expect(await activity(acts.applyStorage, input)).toMatchObject({ phase: 'Bound' });
+    const bound = await c.core.readNamespacedPersistentVolumeClaim({ name: pvcName('lost'), namespace: ns });
+    const volume = bound.spec!.volumeName!;
+
+    // pv-protection holds a bound PV; someone forcing it away (or a restore that lacks it) leaves the claim Lost.
+    await c.core.deletePersistentVolume({ name: volume });
+    await c.core.patchPersistentVolume(
+      { name: volume, body: { metadata: { finalizers: null } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    await waitFor('the claim Lost', 60_000, async () => {
+      const p = await c.core.readNamespacedPersistentVolumeClaim({ name: pvcName('lost'), namespace: ns });
+      return p.status?.phase === 'Lost';
+    });
+    const err = (await rejectionOf(activity(acts.applyStorage, input))) as unknown as ApplicationFailure;
+    expect(err.type).toBe(FAILURE.VolumeLost);
+    expect(err.nonRetryable).toBe(true);
+    expect(err.message).toContain(`volume ${ns}/${pvcName('lost')} is Lost: its PersistentVolume ${volume} no longer`);
   });
 });
