@@ -8,7 +8,7 @@ import { EXIT, exitCodeOf } from './cli/exit-codes';
 import { errorLines } from './cli/format';
 import { COMMAND_HELP, MAIN_HELP } from './cli/help';
 import { processIO, type CliIO } from './cli/io';
-import { serveCommand, updateCommand } from './cli/serve';
+import { applyCommand, serveCommand, updateCommand } from './cli/serve';
 import { listCommand, statusCommand } from './cli/status';
 import { watchCommand } from './cli/watch';
 import { connectWith } from './connect';
@@ -39,7 +39,7 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
   let doc: unknown;
   let settings: TemporalSettings;
   try {
-    if (command.kind === 'serve' || command.kind === 'update') {
+    if (command.kind === 'serve' || command.kind === 'update' || command.kind === 'apply') {
       doc = await readDocument({ io }, command.file);
       parseModelDocument(doc);
     }
@@ -84,6 +84,8 @@ function run(ctx: CliContext, command: Exclude<Command, { kind: 'help' }>, doc: 
       return serveCommand(ctx, command, doc);
     case 'update':
       return updateCommand(ctx, command, doc);
+    case 'apply':
+      return applyCommand(ctx, command, doc);
     case 'status':
       return statusCommand(ctx, command);
     case 'list':

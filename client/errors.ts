@@ -40,7 +40,8 @@ export class SpecConflictError extends FerryClientError {
   ) {
     super(
       `${describeRef(ref)} is already served with a different spec (it differs in ${changes.join(', ')}); ` +
-        'change it with `ferry update -f <file>` (updateModel), or delete it first',
+        'change it with `ferry update -f <file>` (updateModel) or `ferry apply -f <file>` (applyModel), ' +
+        'or delete it first',
     );
   }
 }

@@ -1,3 +1,4 @@
+export { applyModel, type ApplyOptions, type ApplyResult } from './apply-model';
 export { connectFromEnv, connectWith, connectHint, type ConnectFromEnvOptions } from './connect';
 export { deleteModel, DEFAULT_DELETE_TIMEOUT_MS, type DeleteModelResult, type DeleteOptions } from './delete-model';
 export { parseModelDocument, parseModelYaml } from './document';

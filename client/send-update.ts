@@ -26,15 +26,29 @@ export async function sendUpdate<Ret, Arg>(
   arg: Arg,
   acceptTimeoutMs = ACCEPT_TIMEOUT_MS,
 ): Promise<WorkflowUpdateHandle<Ret>> {
+  return accepted(client, ref, update.name, acceptTimeoutMs, () =>
+    modelHandle(client, ref).startUpdate(update, { args: [arg], waitForStage: 'ACCEPTED' }),
+  );
+}
+
+/**
+ * Runs `send` (a call that returns once an update is accepted) with a deadline. Running out of time says whether
+ * any worker serves the model's cluster (no worker, no validator); a rejection becomes a typed error.
+ */
+export async function accepted<Ret>(
+  client: Client,
+  ref: ModelRef,
+  updateName: string,
+  acceptTimeoutMs: number,
+  send: () => Promise<WorkflowUpdateHandle<Ret>>,
+): Promise<WorkflowUpdateHandle<Ret>> {
   try {
-    return await client.withAbortSignal(AbortSignal.timeout(acceptTimeoutMs), () =>
-      modelHandle(client, ref).startUpdate(update, { args: [arg], waitForStage: 'ACCEPTED' }),
-    );
+    return await client.withAbortSignal(AbortSignal.timeout(acceptTimeoutMs), send);
   } catch (err) {
     if (isTimeout(err)) {
       const taskQueue = taskQueueFor(ref.cluster);
       if (!(await hasWorker(client, taskQueue))) throw new NoWorkerError(ref, taskQueue);
-      throw new WaitTimeoutError(ref, acceptTimeoutMs, `accept the ${update.name} request`);
+      throw new WaitTimeoutError(ref, acceptTimeoutMs, `accept the ${updateName} request`);
     }
     throw updateError(err, ref);
   }

@@ -54,21 +54,10 @@ export async function serveModel(client: Client, doc: unknown, options: ServeOpt
   const ref = modelRefOf(spec);
   const workflowId = workflowIdFor(ref);
   const previousRunId = await runningRunId(client, ref);
-  const input: ServeModelInput = {
-    version: 1,
-    spec,
-    ...(options.workflowOptions ? { options: options.workflowOptions } : {}),
-  };
-  const handle = await client.workflow.start<typeof ServeModelWorkflow>(WORKFLOW_TYPE, {
-    workflowId,
-    taskQueue: taskQueueFor(ref.cluster),
-    args: [input],
-    // The same model twice is one workflow: the second start returns the first (and is checked below).
-    workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
-    typedSearchAttributes: searchAttributesFor(ref, 'Pending'),
-    staticSummary: summaryOf(spec),
-    staticDetails: detailsOf(spec),
-  });
+  const handle = await client.workflow.start<typeof ServeModelWorkflow>(
+    WORKFLOW_TYPE,
+    startOptionsFor(spec, options.workflowOptions),
+  );
   // With USE_EXISTING the returned run is the running one. Ours needs no check; one that ran before is compared
   // with what it is being brought to (a start racing ours between describe and start would pass unchecked).
   const runId = handle.firstExecutionRunId;
@@ -105,7 +94,26 @@ async function assertSameSpec(client: Client, ref: ModelRef, spec: ServedModel, 
   if (changes.length > 0) throw new SpecConflictError(ref, changes);
 }
 
-async function runningRunId(client: Client, ref: ModelRef): Promise<string | undefined> {
+/**
+ * How a model's workflow is started. With USE_EXISTING, starting the same model twice is one workflow: the second
+ * start returns the running one, which the caller compares with what it asked for.
+ */
+export function startOptionsFor(spec: ServedModel, workflowOptions?: ServeModelOptions) {
+  const ref = modelRefOf(spec);
+  const input: ServeModelInput = { version: 1, spec, ...(workflowOptions ? { options: workflowOptions } : {}) };
+  return {
+    workflowId: workflowIdFor(ref),
+    taskQueue: taskQueueFor(ref.cluster),
+    args: [input] as [ServeModelInput],
+    workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+    typedSearchAttributes: searchAttributesFor(ref, 'Pending'),
+    staticSummary: summaryOf(spec),
+    staticDetails: detailsOf(spec),
+  };
+}
+
+/** The run id of the model's running workflow, if one is running. */
+export async function runningRunId(client: Client, ref: ModelRef): Promise<string | undefined> {
   try {
     const execution = await modelHandle(client, ref).describe();
     return execution.status.name === 'RUNNING' ? execution.runId : undefined;

@@ -4,7 +4,7 @@ import { parseDuration } from '../../workflows/spec';
 import { PHASES, type Phase } from '../../workflows/status';
 import type { TemporalOverrides } from '../temporal-env';
 
-export const COMMANDS = ['serve', 'update', 'status', 'list', 'delete', 'watch'] as const;
+export const COMMANDS = ['serve', 'update', 'apply', 'status', 'list', 'delete', 'watch'] as const;
 export type CommandName = (typeof COMMANDS)[number];
 export type OutputFormat = 'text' | 'json';
 
@@ -24,6 +24,7 @@ export type Command =
   | { kind: 'help'; topic?: CommandName }
   | (Common & { kind: 'serve'; file: string; wait: boolean; timeoutMs?: number })
   | (Common & { kind: 'update'; file: string; wait: boolean; timeoutMs?: number })
+  | (Common & { kind: 'apply'; file: string; wait: boolean; timeoutMs?: number })
   | (Common & { kind: 'status'; ref: RefArgs })
   | (Common & { kind: 'list'; phases: Phase[]; namespace?: string; cluster?: string; all: boolean })
   | (Common & { kind: 'delete'; ref: RefArgs; wait: boolean; timeoutMs?: number; reason?: string })
@@ -57,6 +58,7 @@ const REF_OPTIONS = {
 const OPTIONS = {
   serve: { file: { type: 'string', short: 'f' }, wait: { type: 'boolean' }, timeout: { type: 'string' } },
   update: { file: { type: 'string', short: 'f' }, wait: { type: 'boolean' }, timeout: { type: 'string' } },
+  apply: { file: { type: 'string', short: 'f' }, wait: { type: 'boolean' }, timeout: { type: 'string' } },
   status: { ...REF_OPTIONS },
   list: { phase: { type: 'string' }, ...REF_OPTIONS, all: { type: 'boolean', short: 'A' } },
   delete: { ...REF_OPTIONS, wait: { type: 'boolean' }, timeout: { type: 'string' }, reason: { type: 'string' } },
@@ -111,7 +113,8 @@ export function parseCommand(argv: readonly string[]): Command {
 
   switch (command) {
     case 'serve':
-    case 'update': {
+    case 'update':
+    case 'apply': {
       noPositionals(positionals, command, '-f FILE names the model');
       const file = str('file');
       if (!file) throw new UsageError('-f FILE is required (a ServedModel YAML file, or - for stdin)', command);

@@ -16,6 +16,7 @@ Usage: ferry <command> [options]
 Commands:
   serve -f FILE [--wait] [--timeout 45m]       start serving the model in FILE (same spec again: no-op)
   update -f FILE [--wait] [--timeout 45m]      change a running model's spec
+  apply -f FILE [--wait] [--timeout 45m]       serve FILE if the model is not running, else update it to FILE
   status NAME [-n NS] [--cluster C]            phase, endpoint, replicas, last error, timeline
   list [--phase P[,P]] [-n NS] [--cluster C]   models by phase, namespace, cluster (-A: deleted ones too)
   delete NAME [-n NS] [--wait]                 tear the model down
@@ -50,6 +51,18 @@ same spec again retries a Failed model.
   --wait                 wait until the model is Ready at the new generation
   --timeout DURATION     how long --wait may take (default as for serve)
   -o json                print the update's result {generation, changed, sourceChanged, changes, status}
+`,
+  apply: `Usage: ferry apply -f FILE [--wait] [--timeout DURATION] [-o json]
+
+Makes FILE the model's spec, whether or not it is served: starts its workflow when none is running and sends
+FILE as an update either way, in one request (Temporal's Update-with-Start), so a spec kept in git or a pipeline
+with a new checkpoint needs no "is it running?" check. The same spec again changes nothing (it retries a Failed
+model); invalid documents and changes of immutable fields are refused as by \`ferry update\`.
+
+  -f, --file FILE        the ServedModel document (YAML or JSON; - reads stdin)
+  --wait                 wait until the model is Ready at the applied generation
+  --timeout DURATION     how long --wait may take (default as for serve)
+  -o json                print {workflowId, runId, started, generation, changed, sourceChanged, changes, status}
 `,
   status: `Usage: ferry status NAME [-n NAMESPACE] [--cluster CLUSTER] [-o json]
 

@@ -1,9 +1,10 @@
-// `ferry serve` and `ferry update`.
+// `ferry serve`, `ferry update` and `ferry apply`.
+import { applyModel } from '../apply-model';
 import { defaultReadyTimeoutMs, serveModel } from '../serve-model';
 import { parseModelDocument } from '../document';
 import { updateModel } from '../update-model';
 import { waitForPhase } from '../wait-for-phase';
-import type { ModelRef } from '../../workflows/messages';
+import type { ModelRef, UpdateResult } from '../../workflows/messages';
 import type { ModelStatus } from '../../workflows/status';
 import type { Command } from './args';
 import { printJson, type CliContext } from './context';
@@ -13,6 +14,7 @@ import { StatusPrinter } from './status-printer';
 
 type ServeCommand = Extract<Command, { kind: 'serve' }>;
 type UpdateCommand = Extract<Command, { kind: 'update' }>;
+type ApplyCommand = Extract<Command, { kind: 'apply' }>;
 
 export async function serveCommand(ctx: CliContext, cmd: ServeCommand, doc: unknown): Promise<number> {
   const result = await serveModel(ctx.client, doc);
@@ -30,12 +32,35 @@ export async function serveCommand(ctx: CliContext, cmd: ServeCommand, doc: unkn
 
 export async function updateCommand(ctx: CliContext, cmd: UpdateCommand, doc: unknown): Promise<number> {
   const result = await updateModel(ctx.client, doc);
+  if (cmd.output === 'text') ctx.io.stdout.write(`updated ${shortRef(result.ref)}: ${changeLine(result)}\n`);
+  return finishChange(ctx, cmd, doc, result);
+}
+
+export async function applyCommand(ctx: CliContext, cmd: ApplyCommand, doc: unknown): Promise<number> {
+  const result = await applyModel(ctx.client, doc);
   if (cmd.output === 'text') {
-    const what = result.changed
-      ? `generation ${result.generation}: ${result.changes.join(', ')} changed${result.sourceChanged ? ' (new weights: the engine stops while they download)' : ''}`
-      : `generation ${result.generation}: no change`;
-    ctx.io.stdout.write(`updated ${result.ref.namespace}/${result.ref.name}: ${what}\n`);
+    ctx.io.stdout.write(
+      result.started ? `${serveLine(result)}\n` : `applied to ${shortRef(result.ref)}: ${changeLine(result)}\n`,
+    );
   }
+  return finishChange(ctx, cmd, doc, result);
+}
+
+const shortRef = (ref: ModelRef) => `${ref.namespace}/${ref.name}`;
+
+function changeLine(result: UpdateResult): string {
+  if (!result.changed) return `generation ${result.generation}: no change`;
+  const weights = result.sourceChanged ? ' (new weights: the engine stops while they download)' : '';
+  return `generation ${result.generation}: ${result.changes.join(', ')} changed${weights}`;
+}
+
+/** After an update or apply: `--wait` for Ready at its generation, then print the result. */
+async function finishChange(
+  ctx: CliContext,
+  cmd: UpdateCommand | ApplyCommand,
+  doc: unknown,
+  result: UpdateResult & { ref: ModelRef },
+): Promise<number> {
   const status = cmd.wait
     ? await waitUntilReady(
         ctx,
@@ -45,8 +70,8 @@ export async function updateCommand(ctx: CliContext, cmd: UpdateCommand, doc: un
       )
     : undefined;
   if (cmd.output === 'json') {
-    const { ref: _ref, ...update } = result;
-    printJson(ctx, { ...update, status });
+    const { ref: _ref, ...change } = result;
+    printJson(ctx, { ...change, status });
   } else if (status) {
     ctx.io.stdout.write(`${formatStatus(status, ctx.io.now())}\n`);
   }

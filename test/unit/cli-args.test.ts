@@ -34,12 +34,20 @@ describe('parseCommand', () => {
     });
   });
 
-  it('parses update like serve', () => {
+  it('parses update and apply like serve', () => {
     expect(parseCommand(['update', '-f', 'm.yaml', '--wait'])).toMatchObject({
       kind: 'update',
       file: 'm.yaml',
       wait: true,
     });
+    expect(parseCommand(['apply', '-f', 'm.yaml', '--timeout', '5m', '-o', 'json'])).toMatchObject({
+      kind: 'apply',
+      file: 'm.yaml',
+      wait: false,
+      timeoutMs: 5 * 60_000,
+      output: 'json',
+    });
+    expect(() => parseCommand(['apply'])).toThrow(/-f FILE is required/);
   });
 
   it('names a model by NAME, -n and --cluster; the namespace defaults to default and the cluster is left to resolve', () => {

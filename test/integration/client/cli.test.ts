@@ -124,6 +124,40 @@ describe('ferry CLI', () => {
     expect(json<ModelStatus>(gone.stdout).phase).toBe('Deleted');
   }, 180_000);
 
+  it('apply starts a model that is not served, then updates it in place, and refuses an immutable change', async () => {
+    const doc = ferry.doc();
+    const name = doc.metadata.name as string;
+    const ref = { cluster: ferry.cluster, namespace: 'models', name };
+
+    const created = await runFerry(['apply', '-f', writeDoc(doc), '--wait', '--timeout', '1m']);
+    expect(created.code).toBe(0);
+    expect(created.stdout).toMatch(new RegExp(`^serving ${name} \\(namespace models, cluster ${ferry.cluster}\\): started`));
+    expect(created.stdout).toMatch(/^ {2}phase: +Ready$/m);
+    const runId = (await modelHandle(harness.client, ref).describe()).runId;
+
+    const same = await runFerry(['apply', '-f', writeDoc(doc)]);
+    expect(same).toMatchObject({ code: 0, stdout: `applied to models/${name}: generation 1: no change\n` });
+
+    const bigger = writeDoc(ferry.doc((d) => (d.spec.replicas = 2), name));
+    const updated = await runFerry(['apply', '-f', bigger, '--wait', '-o', 'json']);
+    expect(updated.code).toBe(0);
+    expect(json(updated.stdout)).toMatchObject({
+      runId,
+      started: false,
+      generation: 2,
+      changed: true,
+      changes: ['spec.replicas'],
+      status: { phase: 'Ready', observedGeneration: 2, readyReplicas: 2 },
+    });
+
+    const rwx = writeDoc(ferry.doc((d) => (d.spec.storage = { accessMode: 'ReadWriteMany' }), name));
+    const rejected = await runFerry(['apply', '-f', rwx]);
+    expect(rejected.code).toBe(2);
+    expect(rejected.stderr).toMatch(/spec\.storage\.accessMode: cannot change from "ReadWriteOnce" to "ReadWriteMany"/);
+    expect((await modelHandle(harness.client, ref).describe()).runId).toBe(runId);
+    await runFerry(['delete', name, '-n', 'models', '--cluster', ferry.cluster, '--wait']);
+  }, 120_000);
+
   it('rejects an invalid spec with exit 2 and one line per field, and starts nothing', async () => {
     const doc = ferry.doc((d) => {
       d.spec.replicas = -1;

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  applyModel,
   ConnectError,
   connectFromEnv,
   deleteModel,
@@ -110,6 +111,53 @@ describe('client library', () => {
     expect(reborn.started).toBe(true);
     expect(reborn.runId).not.toBe(first.runId);
     await deleteModel(client, ref, { wait: true });
+  });
+
+  it('applies: starts a model that is not served, updates one that is, and leaves the same spec alone', async () => {
+    const client = harness.client;
+    const doc = ferry.doc();
+    const ref = refOf(doc);
+
+    const created = await applyModel(client, doc, { wait: true, timeoutMs: 60_000 });
+    expect(created).toMatchObject({ ref, started: true, generation: 1, changed: false, status: { phase: 'Ready' } });
+    expect((await modelHandle(client, ref).describe()).runId).toBe(created.runId);
+
+    const same = await applyModel(client, doc);
+    expect(same).toMatchObject({ started: false, runId: created.runId, generation: 1, changed: false, changes: [] });
+
+    const bigger = ferry.doc((d) => (d.spec.replicas = 2), ref.name);
+    const updated = await applyModel(client, bigger, { wait: true, timeoutMs: 60_000 });
+    expect(updated).toMatchObject({
+      started: false,
+      runId: created.runId,
+      generation: 2,
+      changed: true,
+      sourceChanged: false,
+      changes: ['spec.replicas'],
+      status: { phase: 'Ready', observedGeneration: 2, readyReplicas: 2 },
+    });
+
+    // Immutable fields are refused by the workflow's validator, as with updateModel; the model is untouched.
+    const moved = ferry.doc((d) => (d.spec.storage = { accessMode: 'ReadWriteMany' }), ref.name);
+    const rejected = await applyModel(client, moved).catch((err: unknown) => err);
+    expect(rejected).toBeInstanceOf(InvalidSpecError);
+    expect((rejected as InvalidSpecError).issues.map((i) => i.path)).toEqual(['spec.storage.accessMode']);
+    expect(await getModelStatus(client, ref)).toMatchObject({ phase: 'Ready', generation: 2 });
+
+    // Deleted, the name is free: applying serves it again in a new run.
+    await deleteModel(client, ref, { wait: true });
+    const again = await applyModel(client, doc);
+    expect(again).toMatchObject({ started: true, generation: 1 });
+    expect(again.runId).not.toBe(created.runId);
+    await deleteModel(client, ref, { wait: true });
+  });
+
+  it('applies nothing for an invalid document', async () => {
+    const doc = ferry.doc((d) => (d.spec.replicas = -1));
+    const err = await applyModel(harness.client, doc).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidSpecError);
+    expect((err as InvalidSpecError).issues.map((i) => i.path)).toEqual(['spec.replicas']);
+    await expect(modelHandle(harness.client, refOf(doc)).describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
   });
 
   it('validates before starting anything', async () => {

@@ -1,0 +1,78 @@
+// Bring a model to a spec whether or not it is served yet: the declarative verb for specs kept in git, and for a
+// pipeline that has a new checkpoint to serve. One Update-with-Start: the workflow is started if it is not running,
+// and the spec is sent to it as an `update` either way, atomically, so two appliers cannot race start against update.
+import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
+import {
+  modelRefOf,
+  updateModelUpdate,
+  type ModelRef,
+  type ServeModelOptions,
+  type UpdateResult,
+} from '../workflows/messages';
+import type { ServeModelWorkflow } from '../workflows/serve-model';
+import type { ModelStatus } from '../workflows/status';
+import { parseModelDocument } from './document';
+import { modelHandle } from './model-status';
+import { accepted, ACCEPT_TIMEOUT_MS, updateOutcome } from './send-update';
+import { defaultReadyTimeoutMs, runningRunId, startOptionsFor, WORKFLOW_TYPE } from './serve-model';
+import { waitForPhase } from './wait-for-phase';
+
+export interface ApplyOptions {
+  /** Resolve only once the model is Ready at the applied generation (rejects with `ModelFailedError` if it fails). */
+  wait?: boolean;
+  /** How long `wait` may take. Default: the spec's download deadline plus its startup timeout plus 10 minutes. */
+  timeoutMs?: number;
+  onStatus?: (status: ModelStatus) => void;
+  /** Workflow knobs for a model this call starts (watch interval, retries); production leaves them unset. */
+  workflowOptions?: ServeModelOptions;
+}
+
+export interface ApplyResult extends UpdateResult {
+  ref: ModelRef;
+  workflowId: string;
+  runId: string;
+  /** True when no workflow was running for the model and this call started one. */
+  started: boolean;
+  /** The Ready status at `generation`, with `wait`. */
+  status?: ModelStatus;
+}
+
+/**
+ * Validates `doc` and makes it the model's spec: starts serving it when the model is not running, updates it when
+ * it is (a no-op when the spec is unchanged; a retry when the model is Failed). Throws `InvalidSpecError` before
+ * anything is started or sent, and when the workflow rejects the change (an immutable field); `ModelDeletedError`
+ * while the model is being deleted.
+ */
+export async function applyModel(client: Client, doc: unknown, options: ApplyOptions = {}): Promise<ApplyResult> {
+  const spec = parseModelDocument(doc);
+  const ref = modelRefOf(spec);
+  const previousRunId = await runningRunId(client, ref);
+  const start = new WithStartWorkflowOperation<typeof ServeModelWorkflow>(
+    WORKFLOW_TYPE,
+    startOptionsFor(spec, options.workflowOptions),
+  );
+  const handle = await accepted(client, ref, updateModelUpdate.name, ACCEPT_TIMEOUT_MS, () =>
+    client.workflow.startUpdateWithStart(updateModelUpdate, {
+      args: [{ spec: doc }],
+      waitForStage: 'ACCEPTED',
+      startWorkflowOperation: start,
+    }),
+  );
+  const outcome = await updateOutcome(handle, ref);
+  // The run the update went to: the one this call started, or the one that was running.
+  const runId = handle.workflowRunId ?? (await modelHandle(client, ref).describe()).runId;
+  const result: ApplyResult = {
+    ...outcome,
+    ref,
+    workflowId: handle.workflowId,
+    runId,
+    started: runId !== previousRunId,
+  };
+  if (!options.wait) return result;
+  const status = await waitForPhase(client, ref, ['Ready'], {
+    timeoutMs: options.timeoutMs ?? defaultReadyTimeoutMs(spec),
+    generation: outcome.generation,
+    onStatus: options.onStatus,
+  });
+  return { ...result, status };
+}
