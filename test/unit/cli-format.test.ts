@@ -248,9 +248,9 @@ describe('errorLines', () => {
     );
   });
 
-  it('points a spec conflict to update', () => {
+  it('points a spec conflict to update and apply', () => {
     expect(errorLines(new SpecConflictError(ref, ['spec.replicas']))).toBe(
-      'error: qwen (namespace models, cluster default) is already served with a different spec (it differs in spec.replicas); change it with `ferry update -f <file>` (updateModel), or delete it first',
+      'error: qwen (namespace models, cluster default) is already served with a different spec (it differs in spec.replicas); change it with `ferry update -f <file>` (updateModel) or `ferry apply -f <file>` (applyModel), or delete it first',
     );
   });
 });
