@@ -8,25 +8,77 @@ import { createActivities } from '../../../activities';
 import { Cluster } from '../../../activities/cluster/api';
 import { overrideEndpoints } from '../../../activities/endpoints';
 import { activity, testDeps, testModel } from '../../support/activity-env';
-import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, type Clients } from '../../support/kube';
+import {
+  adminKubeConfig,
+  clientsFor,
+  createNamespace,
+  deleteNamespace,
+  waitFor,
+  type Clients,
+} from '../../support/kube';
 import { repoRoot } from '../../support/local-env';
 
-// The Role Ferry ships (deploy/kubernetes/worker-rbac.yaml) is enough for a model's whole life: every activity runs
-// here as the worker's ServiceAccount, and the health check reaches the stand-in that the local supervisor started
-// for the model's simulated engine pod.
+// The manifests Ferry ships, applied to the local cluster: deploy/kubernetes/worker.yaml (the worker's namespace,
+// ServiceAccount and Deployment) in a namespace of its own, and deploy/kubernetes/worker-rbac.yaml in the models'
+// namespace. The Role is enough for a model's whole life: every activity runs here as the worker's ServiceAccount,
+// and the health check reaches the stand-in that the local supervisor started for the model's simulated engine pod.
 let admin: Clients;
 let ns: string;
+let workerNs: string;
 let cluster: Cluster;
+
+/** A shipped manifest's documents, with its namespaces renamed to this run's. */
+function manifest(file: string, names: Record<string, string>): KubernetesObject[] {
+  let text = readFileSync(join(repoRoot, 'deploy/kubernetes', file), 'utf8');
+  for (const [from, to] of Object.entries(names)) text = text.replaceAll(from, to);
+  return parseAllDocuments(text).map((doc) => doc.toJS() as KubernetesObject);
+}
 
 beforeAll(async () => {
   admin = clientsFor(adminKubeConfig());
-  ns = await createNamespace(admin, 'act-role', { 'pod-security.kubernetes.io/enforce': 'restricted' });
-  const text = readFileSync(join(repoRoot, 'deploy/kubernetes/worker-rbac.yaml'), 'utf8').replaceAll('NAMESPACE', ns);
   const objects = admin.kc.makeApiClient(KubernetesObjectApi);
-  for (const doc of parseAllDocuments(text)) await objects.create(doc.toJS() as KubernetesObject);
-  cluster = new Cluster(await kubeConfigForServiceAccount(admin.kc, ns, 'ferry-worker'));
+  ns = await createNamespace(admin, 'act-role', { 'pod-security.kubernetes.io/enforce': 'restricted' });
+  const worker = manifest('worker.yaml', {});
+  const namespace = worker.find((o) => o.kind === 'Namespace')!;
+  workerNs = await createNamespace(admin, 'act-ferry-system', namespace.metadata?.labels);
+  for (const o of manifest('worker.yaml', { 'ferry-system': workerNs })) {
+    if (o.kind !== 'Namespace') await objects.create(o);
+  }
+  for (const o of manifest('worker-rbac.yaml', { NAMESPACE: ns, 'ferry-system': workerNs })) await objects.create(o);
+  cluster = new Cluster(await kubeConfigForServiceAccount(admin.kc, workerNs, 'ferry-worker'));
 });
-afterAll(async () => deleteNamespace(admin, ns));
+afterAll(async () => {
+  await deleteNamespace(admin, ns);
+  await deleteNamespace(admin, workerNs);
+});
+
+describe('the shipped worker manifest', () => {
+  it('runs the worker Deployment under Pod Security "restricted" as its own ServiceAccount', async () => {
+    expect(manifest('worker.yaml', {}).find((o) => o.kind === 'Namespace')?.metadata?.labels).toMatchObject({
+      'pod-security.kubernetes.io/enforce': 'restricted',
+    });
+    // The pods are simulated (KWOK): that they exist at all means admission accepted the pod template.
+    const deployment = await waitFor('the worker Deployment Available', 60_000, async () => {
+      const d = await admin.apps.readNamespacedDeployment({ name: 'ferry-worker', namespace: workerNs });
+      const refused = d.status?.conditions?.find((c) => c.type === 'ReplicaFailure' && c.status === 'True');
+      if (refused) throw new Error(`the worker's pods are refused: ${refused.message}`);
+      return d.status?.conditions?.some((c) => c.type === 'Available' && c.status === 'True') ? d : undefined;
+    });
+    expect(deployment.spec?.template.spec?.serviceAccountName).toBe('ferry-worker');
+    const pods = await admin.core.listNamespacedPod({
+      namespace: workerNs,
+      labelSelector: 'app.kubernetes.io/name=ferry-worker',
+    });
+    expect(pods.items.map((p) => p.spec?.serviceAccountName)).toEqual(['ferry-worker']);
+  });
+
+  it('grants nothing outside the namespaces bound by worker-rbac.yaml, not even its own', async () => {
+    const own = await cluster
+      .apply({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'probe', namespace: workerNs } }, 'ferry')
+      .catch((err: unknown) => err);
+    expect(own).toMatchObject({ type: 'Forbidden' });
+  });
+});
 
 describe('the shipped namespaced Role', () => {
   it('is enough for claim, download, release, rollout, health, status and teardown', async () => {
