@@ -3,7 +3,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode, NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  NativeConnection,
+  Runtime,
+  Worker,
+  type WorkflowBundleWithSourceMap,
+} from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../support/local-env';
 import { counterWorkflow, countQuery, incrementSignal } from './fixtures/counter-workflow';
@@ -26,8 +33,13 @@ const script = (name: string, ...args: string[]): string =>
 let bundle: WorkflowBundleWithSourceMap;
 
 beforeAll(async () => {
+  // Only errors: the SDK's worker-state lines would bury the test report.
+  Runtime.install({ logger: new DefaultLogger('ERROR') });
   script('up.sh', 'temporal');
-  bundle = await bundleWorkflowCode({ workflowsPath: join(__dirname, 'fixtures/counter-workflow.ts') });
+  bundle = await bundleWorkflowCode({
+    workflowsPath: join(__dirname, 'fixtures/counter-workflow.ts'),
+    logger: new DefaultLogger('ERROR'),
+  });
 }, 180_000);
 
 afterAll(() => {

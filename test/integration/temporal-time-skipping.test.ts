@@ -1,7 +1,7 @@
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker } from '@temporalio/worker';
+import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dayLongTimerWorkflow } from './fixtures/timer-workflow';
 
@@ -11,6 +11,8 @@ const executable = join(process.env.FERRY_CACHE ?? join(homedir(), '.cache/ferry
 let env: TestWorkflowEnvironment;
 
 beforeAll(async () => {
+  // Only errors: the SDK's worker-state and bundling lines would bury the test report.
+  Runtime.install({ logger: new DefaultLogger('ERROR') });
   env = await TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path: executable } } });
 }, 60_000);
 afterAll(async () => env?.teardown());
