@@ -34,9 +34,23 @@ export async function connectWith(settings: TemporalSettings, connectTimeoutMs =
   try {
     connection = await Connection.connect({ ...connectOptionsOf(settings), connectTimeout: connectTimeoutMs });
   } catch (err) {
-    throw new ConnectError(settings.address, connectHint(settings), { cause: err });
+    const hint = refusedCredentials(err) ? CREDENTIALS_HINT : connectHint(settings);
+    throw new ConnectError(settings.address, hint, { cause: err });
   }
   return new Client({ connection, namespace: settings.namespace });
+}
+
+const CREDENTIALS_HINT =
+  'the server refused the credentials: check TEMPORAL_API_KEY, or the client certificate ' +
+  '(TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH)';
+
+/** Whether the server answered UNAUTHENTICATED (16) or PERMISSION_DENIED (7) somewhere in `err`'s causes. */
+function refusedCredentials(err: unknown): boolean {
+  for (let c = err; c instanceof Error; c = c.cause) {
+    const code = (c as { code?: unknown }).code;
+    if (code === 16 || code === 7) return true;
+  }
+  return false;
 }
 
 /** What to do when Temporal does not answer: only a local address suggests starting the local stack. */

@@ -124,9 +124,18 @@ export class ConnectError extends FerryClientError {
     readonly hint?: string,
     options?: ErrorOptions,
   ) {
-    const cause = options?.cause instanceof Error ? `: ${options.cause.message}` : '';
+    const cause = options?.cause instanceof Error ? `: ${causeText(options.cause)}` : '';
     super(`cannot connect to Temporal at ${address}${cause}${hint ? `; ${hint}` : ''}`, options);
   }
+}
+
+/** An error's message, followed by what its causes add: the SDK wraps the server's answer in a generic message. */
+function causeText(err: Error): string {
+  const details: string[] = [];
+  for (let c = err.cause; c instanceof Error && details.length < 3; c = c.cause) {
+    if (c.message && !err.message.includes(c.message)) details.push(c.message);
+  }
+  return details.length > 0 ? `${err.message} (${details.join('; ')})` : err.message;
 }
 
 /** Temporal answered, but no Ferry worker polls the model's task queue, so its status cannot be read. */

@@ -1,10 +1,19 @@
-// Temporal behind TLS with client certificates (how Temporal Cloud's mTLS namespaces and many self-hosted clusters
-// are reached), configured only through Temporal's own variables (TEMPORAL_TLS_*). The dev server speaks plaintext,
-// so a TLS terminator stands in front of it: it demands a client certificate signed by the test's CA, records who
-// connected, and relays the bytes. The CLI and the worker process are the real ones.
+// Temporal behind TLS, reached the two ways Temporal Cloud offers and many self-hosted clusters use, configured only
+// through Temporal's own variables: a client certificate (TEMPORAL_TLS_*), or an API key (TEMPORAL_API_KEY). The dev
+// server speaks plaintext and checks nothing, so a gatekeeper stands in front of it: for mTLS a TLS terminator that
+// demands a client certificate signed by the test's CA and relays the bytes; for API keys an HTTP/2 proxy over TLS
+// that answers gRPC UNAUTHENTICATED unless the request carries the key, and relays each call otherwise. The CLI and
+// the worker process are the real ones.
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  connect as connectHttp2,
+  constants as h2,
+  createSecureServer,
+  type Http2SecureServer,
+  type OutgoingHttpHeaders,
+} from 'node:http2';
 import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +28,11 @@ const dir = mkdtempSync(join(tmpdir(), 'ferry-tls-'));
 const file = (name: string) => join(dir, name);
 let server: Server;
 let address: string;
+let keyGate: Http2SecureServer;
+let keyAddress: string;
+const apiKey = `ferry-test-key-${randomBytes(12).toString('hex')}`;
+/** Calls the API-key proxy let through, and calls it refused. */
+const calls = { allowed: 0, refused: 0 };
 /** Common names of the client certificates of accepted connections, and the errors of refused handshakes. */
 const accepted: string[] = [];
 const refused: string[] = [];
@@ -77,10 +91,58 @@ beforeAll(async () => {
   server.on('tlsClientError', (err) => refused.push(err.message));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   address = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+  keyGate = apiKeyGate(`http://${upstreamHost}:${upstreamPort}`);
+  await new Promise<void>((resolve) => keyGate.listen(0, '127.0.0.1', resolve));
+  keyAddress = `127.0.0.1:${(keyGate.address() as AddressInfo).port}`;
 }, 60_000);
+
+/** An HTTP/2 proxy over TLS that relays gRPC calls carrying `authorization: Bearer <apiKey>` and refuses others. */
+function apiKeyGate(upstreamUrl: string): Http2SecureServer {
+  const upstream = connectHttp2(upstreamUrl);
+  upstream.on('error', () => undefined);
+  const gate = createSecureServer({
+    key: readFileSync(file('temporal.ferry.test.key')),
+    cert: readFileSync(file('temporal.ferry.test.crt')),
+  });
+  gate.on('stream', (stream, headers) => {
+    stream.on('error', () => undefined);
+    if (headers.authorization !== `Bearer ${apiKey}`) {
+      calls.refused++;
+      stream.respond(
+        { ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '16', 'grpc-message': 'Request unauthorized.' },
+        { endStream: true },
+      );
+      return;
+    }
+    calls.allowed++;
+    const forwarded: OutgoingHttpHeaders = {};
+    for (const [name, value] of Object.entries(headers)) {
+      if (!name.startsWith(':') || name === ':method' || name === ':path') forwarded[name] = value;
+    }
+    const call = upstream.request(forwarded);
+    call.on('error', () => stream.close(h2.NGHTTP2_INTERNAL_ERROR));
+    stream.on('close', () => call.close(h2.NGHTTP2_CANCEL));
+    stream.pipe(call);
+    let trailers: OutgoingHttpHeaders = {};
+    call.on('trailers', (t) => (trailers = t));
+    call.on('response', (responseHeaders, flags) => {
+      if (flags & h2.NGHTTP2_FLAG_END_STREAM) {
+        stream.respond(responseHeaders, { endStream: true }); // a trailers-only response: a gRPC error
+        return;
+      }
+      stream.respond(responseHeaders, { waitForTrailers: true });
+      stream.on('wantTrailers', () => stream.sendTrailers(trailers));
+      call.pipe(stream);
+    });
+  });
+  gate.on('close', () => upstream.close());
+  return gate;
+}
 
 afterAll(async () => {
   await new Promise((resolve) => server?.close(resolve));
+  await new Promise((resolve) => keyGate?.close(resolve));
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -151,5 +213,68 @@ describe('Temporal over mutual TLS', () => {
     const keyBody = key.split('\n')[1]!;
     expect(stdout).not.toContain(keyBody);
     expect(stdout).toContain(file('ferry-worker-client.key')); // the path is logged, the key is not
+  }, 120_000);
+});
+
+describe('Temporal with an API key over TLS', () => {
+  const keyEnv = (key: string): Record<string, string> => ({
+    TEMPORAL_ADDRESS: keyAddress,
+    TEMPORAL_API_KEY: key,
+    TEMPORAL_TLS_SERVER_CA_CERT_PATH: file('test-ca.crt'),
+    TEMPORAL_TLS_SERVER_NAME: 'temporal.ferry.test',
+  });
+
+  it('the CLI sends TEMPORAL_API_KEY with every call, and a wrong key is refused', async () => {
+    const before = { ...calls };
+    const run = await runFerry(['list', '--cluster', 'tls-nobody', '-o', 'json'], keyEnv(apiKey));
+    expect(run, run.stderr).toMatchObject({ code: 0, stdout: '[]\n' });
+    expect(calls.allowed).toBeGreaterThan(before.allowed);
+    expect(calls.refused).toBe(before.refused);
+
+    const wrong = await runFerry(['list', '-o', 'json'], keyEnv('not-the-key'));
+    expect(wrong.code).toBe(5);
+    expect(wrong.stderr.trimEnd()).toBe(
+      `error: cannot connect to Temporal at ${keyAddress}: Failed to connect to Temporal server ` +
+        '(16 UNAUTHENTICATED: Request unauthorized.); the server refused the credentials: check TEMPORAL_API_KEY, ' +
+        'or the client certificate (TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH)',
+    );
+    expect(wrong.stderr).not.toContain('not-the-key');
+    expect(calls.refused).toBeGreaterThan(before.refused);
+  });
+
+  it('the worker process polls with the key, and never logs it', async () => {
+    const cluster = `key-${randomBytes(4).toString('hex')}`;
+    const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'worker', 'main.ts')], {
+      cwd: repoRoot,
+      env: {
+        PATH: process.env.PATH,
+        HOME: dir,
+        KUBECONFIG: readLocalEnv().KUBECONFIG,
+        FERRY_CLUSTER: cluster,
+        FERRY_SHUTDOWN_GRACE: '2s',
+        ...keyEnv(apiKey),
+      },
+    });
+    let stdout = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stdout += chunk));
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    const connection = await Connection.connect({ address: readLocalEnv().TEMPORAL_ADDRESS });
+    try {
+      const client = new Client({ connection });
+      let polled = false;
+      for (let i = 0; i < 450 && !polled && child.exitCode === null; i++) {
+        polled = await hasWorker(client, `ferry-${cluster}`);
+        if (!polled) await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(polled, stdout).toBe(true);
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      await connection.close();
+    }
+    expect(stdout).toContain('"apiKey":"[redacted]"');
+    expect(stdout).not.toContain(apiKey);
   }, 120_000);
 });
