@@ -89,7 +89,7 @@ async function watchHandOff(name: string) {
 }
 
 describe('ferry end to end', { timeout: 360_000 }, () => {
-  it('serve → Ready → completion → in-place update → new-source update → delete leaves nothing', async () => {
+  it('serve → Ready → completion → in-place apply → new-source update → delete leaves nothing', async () => {
     const doc = modelDoc('chat');
     const handOff = await watchHandOff('chat');
     expectOk(await runFerry(['serve', '-f', writeDoc(doc), '--wait', '--timeout', '4m']), 'ferry serve');
@@ -108,9 +108,11 @@ describe('ferry end to end', { timeout: 360_000 }, () => {
     expect(completion.status).toBe(200);
     expect(((await completion.json()) as { choices: { text: string }[] }).choices[0]!.text).toContain('ferry engine-sim');
 
-    // In place: an env change rolls a new revision and pulls nothing.
+    // In place, through `ferry apply` (serve-or-update): an env change rolls a new revision and pulls nothing.
     doc.spec.engine.env = [{ name: 'VLLM_LOGGING_LEVEL', value: 'DEBUG' }];
-    expectOk(await runFerry(['update', '-f', writeDoc(doc), '--wait', '--timeout', '4m']), 'ferry update (in place)');
+    const applied = await runFerry(['apply', '-f', writeDoc(doc), '--wait', '--timeout', '4m']);
+    expectOk(applied, 'ferry apply (in place)');
+    expect(applied.stdout).toMatch(/^applied to .*\/chat: generation 2: spec\.engine\.env changed$/m);
     const inPlace = await status('chat');
     expect(inPlace).toMatchObject({ phase: 'Ready', generation: 2, observedGeneration: 2 });
     expect(downloads(inPlace)).toHaveLength(1);
