@@ -36,6 +36,13 @@ const calls = { allowed: 0, refused: 0 };
 /** Common names of the client certificates of accepted connections, and the errors of refused handshakes. */
 const accepted: string[] = [];
 const refused: string[] = [];
+/** Connections still open when the file ends are destroyed, so closing the gatekeepers cannot hang. */
+const open = new Set<{ destroy(): void }>();
+const track = <T extends { destroy(): void; once(event: 'close', fn: () => void): unknown }>(c: T): T => {
+  open.add(c);
+  c.once('close', () => open.delete(c));
+  return c;
+};
 
 function openssl(...args: string[]): void {
   execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
@@ -78,7 +85,8 @@ beforeAll(async () => {
     },
     (socket: TLSSocket) => {
       accepted.push(String(socket.getPeerCertificate().subject?.CN));
-      const upstream = connect(Number(upstreamPort), upstreamHost);
+      track(socket);
+      const upstream = track(connect(Number(upstreamPort), upstreamHost));
       socket.pipe(upstream).pipe(socket);
       const close = () => {
         socket.destroy();
@@ -105,6 +113,7 @@ function apiKeyGate(upstreamUrl: string): Http2SecureServer {
     key: readFileSync(file('temporal.ferry.test.key')),
     cert: readFileSync(file('temporal.ferry.test.crt')),
   });
+  gate.on('session', (session) => track(session));
   gate.on('stream', (stream, headers) => {
     stream.on('error', () => undefined);
     if (headers.authorization !== `Bearer ${apiKey}`) {
@@ -141,8 +150,12 @@ function apiKeyGate(upstreamUrl: string): Http2SecureServer {
 }
 
 afterAll(async () => {
-  await new Promise((resolve) => server?.close(resolve));
-  await new Promise((resolve) => keyGate?.close(resolve));
+  const closed = Promise.all([
+    new Promise((resolve) => server?.close(resolve)),
+    new Promise((resolve) => keyGate?.close(resolve)),
+  ]);
+  for (const c of open) c.destroy();
+  await closed;
   rmSync(dir, { recursive: true, force: true });
 });
 
