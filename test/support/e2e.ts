@@ -14,12 +14,19 @@ export interface WorkerProcess {
   log(): string;
   /** SIGKILL: no drain, no goodbye — in-flight activities are left to time out. */
   kill(): Promise<void>;
-  /** SIGTERM and wait for the exit. */
-  stop(): Promise<void>;
+  /** SIGTERM and wait for the exit; resolves with the exit code. */
+  stop(): Promise<number | null>;
 }
 
-/** Starts `node --import tsx worker/main.ts` for `cluster` and waits until it polls its task queue. */
-export async function startWorkerProcess(cluster: string, temporalAddress = readLocalEnv().TEMPORAL_ADDRESS): Promise<WorkerProcess> {
+/**
+ * Starts `node --import tsx worker/main.ts` for `cluster` and waits until it polls its task queue. `extraEnv` is added
+ * to the worker's environment last (Temporal's TLS variables, say).
+ */
+export async function startWorkerProcess(
+  cluster: string,
+  temporalAddress = readLocalEnv().TEMPORAL_ADDRESS,
+  extraEnv: Record<string, string> = {},
+): Promise<WorkerProcess> {
   const env = readLocalEnv();
   const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'worker/main.ts')], {
     cwd: repoRoot,
@@ -33,13 +40,14 @@ export async function startWorkerProcess(cluster: string, temporalAddress = read
       // Kept up to date by the engine stand-in supervisor that `npm run local:up` starts.
       FERRY_ENDPOINT_OVERRIDES: join(repoRoot, '.ferry/run/endpoints.json'),
       FERRY_SHUTDOWN_GRACE: '2s',
+      ...extraEnv,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
   child.stdout!.on('data', (d) => (output += d));
   child.stderr!.on('data', (d) => (output += d));
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const deadline = Date.now() + 120_000;
   while (!/"msg":"polling"/.test(output)) {
     if (child.exitCode !== null || Date.now() > deadline) {
@@ -58,7 +66,7 @@ export async function startWorkerProcess(cluster: string, temporalAddress = read
     },
     async stop() {
       if (child.exitCode === null) child.kill('SIGTERM');
-      await exited;
+      return exited;
     },
   };
 }

@@ -4,7 +4,7 @@
 // demands a client certificate signed by the test's CA and relays the bytes; for API keys an HTTP/2 proxy over TLS
 // that answers gRPC UNAUTHENTICATED unless the request carries the key, and relays each call otherwise. The CLI and
 // the worker process are the real ones.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import {
@@ -21,8 +21,9 @@ import { createServer, type Server, type TLSSocket } from 'node:tls';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hasWorker } from '../../../client/model-status';
-import { runFerry } from '../../support/ferry-worker';
-import { readLocalEnv, repoRoot } from '../../support/local-env';
+import { startWorkerProcess, uniqueCluster } from '../../support/e2e';
+import { eventually, runFerry } from '../../support/ferry-worker';
+import { readLocalEnv } from '../../support/local-env';
 
 const dir = mkdtempSync(join(tmpdir(), 'ferry-tls-'));
 const file = (name: string) => join(dir, name);
@@ -159,6 +160,17 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/** Whether the dev server (asked directly, not through a gatekeeper) sees a poller on the cluster's task queue. */
+async function polls(cluster: string): Promise<boolean> {
+  const connection = await Connection.connect({ address: readLocalEnv().TEMPORAL_ADDRESS });
+  try {
+    const client = new Client({ connection });
+    return await eventually(() => hasWorker(client, `ferry-${cluster}`), (seen) => seen);
+  } finally {
+    await connection.close();
+  }
+}
+
 /** Temporal's TLS variables for a client presenting `clientCn`'s certificate. */
 const tlsEnv = (clientCn: string, caFile = 'test-ca.crt'): Record<string, string> => ({
   TEMPORAL_ADDRESS: address,
@@ -188,44 +200,18 @@ describe('Temporal over mutual TLS', () => {
   });
 
   it('the worker process polls through it, and never logs the key', async () => {
-    const cluster = `tls-${randomBytes(4).toString('hex')}`;
-    const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'worker', 'main.ts')], {
-      cwd: repoRoot,
-      env: {
-        PATH: process.env.PATH,
-        HOME: dir,
-        KUBECONFIG: readLocalEnv().KUBECONFIG,
-        FERRY_CLUSTER: cluster,
-        FERRY_SHUTDOWN_GRACE: '2s',
-        ...tlsEnv('ferry-worker-client'),
-      },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     const before = accepted.length;
-    const connection = await Connection.connect({ address: readLocalEnv().TEMPORAL_ADDRESS });
+    const worker = await startWorkerProcess(uniqueCluster('tls'), address, tlsEnv('ferry-worker-client'));
     try {
-      const client = new Client({ connection });
-      let polled = false;
-      for (let i = 0; i < 450 && !polled && child.exitCode === null; i++) {
-        polled = await hasWorker(client, `ferry-${cluster}`);
-        if (!polled) await new Promise((r) => setTimeout(r, 200));
-      }
-      expect(polled, `${stdout}\n${stderr}`).toBe(true);
+      expect(await polls(worker.cluster), worker.log()).toBe(true);
       expect(accepted.slice(before)).toContain('ferry-worker-client');
-      child.kill('SIGTERM');
-      expect(await exited).toBe(0);
+      expect(await worker.stop()).toBe(0);
     } finally {
-      if (child.exitCode === null) child.kill('SIGKILL');
-      await connection.close();
+      await worker.kill();
     }
-    const key = readFileSync(file('ferry-worker-client.key'), 'utf8');
-    const keyBody = key.split('\n')[1]!;
-    expect(stdout).not.toContain(keyBody);
-    expect(stdout).toContain(file('ferry-worker-client.key')); // the path is logged, the key is not
+    const keyBody = readFileSync(file('ferry-worker-client.key'), 'utf8').split('\n')[1]!;
+    expect(worker.log()).not.toContain(keyBody);
+    expect(worker.log()).toContain(file('ferry-worker-client.key')); // the path is logged, the key is not
   }, 120_000);
 });
 
@@ -256,38 +242,14 @@ describe('Temporal with an API key over TLS', () => {
   });
 
   it('the worker process polls with the key, and never logs it', async () => {
-    const cluster = `key-${randomBytes(4).toString('hex')}`;
-    const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'worker', 'main.ts')], {
-      cwd: repoRoot,
-      env: {
-        PATH: process.env.PATH,
-        HOME: dir,
-        KUBECONFIG: readLocalEnv().KUBECONFIG,
-        FERRY_CLUSTER: cluster,
-        FERRY_SHUTDOWN_GRACE: '2s',
-        ...keyEnv(apiKey),
-      },
-    });
-    let stdout = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stdout += chunk));
-    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
-    const connection = await Connection.connect({ address: readLocalEnv().TEMPORAL_ADDRESS });
+    const worker = await startWorkerProcess(uniqueCluster('key'), keyAddress, keyEnv(apiKey));
     try {
-      const client = new Client({ connection });
-      let polled = false;
-      for (let i = 0; i < 450 && !polled && child.exitCode === null; i++) {
-        polled = await hasWorker(client, `ferry-${cluster}`);
-        if (!polled) await new Promise((r) => setTimeout(r, 200));
-      }
-      expect(polled, stdout).toBe(true);
-      child.kill('SIGTERM');
-      expect(await exited).toBe(0);
+      expect(await polls(worker.cluster), worker.log()).toBe(true);
+      expect(await worker.stop()).toBe(0);
     } finally {
-      if (child.exitCode === null) child.kill('SIGKILL');
-      await connection.close();
+      await worker.kill();
     }
-    expect(stdout).toContain('"apiKey":"[redacted]"');
-    expect(stdout).not.toContain(apiKey);
+    expect(worker.log()).toContain('"apiKey":"[redacted]"');
+    expect(worker.log()).not.toContain(apiKey);
   }, 120_000);
 });

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, expect, it } from 'vitest';
 import { hasWorker } from '../../../client/model-status';
+import { eventually } from '../../support/ferry-worker';
 import { readLocalEnv, repoRoot } from '../../support/local-env';
 
 interface Image {
@@ -128,12 +129,7 @@ it('the Dockerfile yields a worker that runs as uid 2000 on production dependenc
     expect(stdout, stderr).toContain('"msg":"polling"');
     const uid = /^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1];
     expect(Number(uid)).toBe(asImageUser ? 2000 : process.getuid?.());
-    let polled = false;
-    for (let i = 0; i < 50 && !polled; i++) {
-      polled = await hasWorker(client, `ferry-${cluster}`);
-      if (!polled) await new Promise((r) => setTimeout(r, 200));
-    }
-    expect(polled).toBe(true);
+    expect(await eventually(() => hasWorker(client, `ferry-${cluster}`), (seen) => seen)).toBe(true);
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
   } finally {
