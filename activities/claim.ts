@@ -2,15 +2,13 @@
 // the forced server-side apply that follows takes fields from anyone.
 import type { KubernetesObject, V1ConfigMap, V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
-import type { ServedModel } from '../workflows/spec';
+import { type ClaimResult, FAILURE, failure, type ModelInput, type ServedModel } from '../workflows/contract';
 import { describeRef, refOf, type ObjectRef } from './cluster/api';
 import { timingOf, type ActivityDeps } from './deps';
 import { buildAll, buildRoot, FIELD_MANAGER, objectList, sourceHash } from './kube';
 import { isOurs, isTerminating, kindName, nameConflict } from './ownership';
 import { ProgressReporter } from './progress';
 import { releaseTerminatingPvc } from './terminating-pvc';
-import type { ClaimResult, ModelInput } from './types';
 import { waitUntil } from './wait-until';
 
 /** Every object the model would own now: root, PVC, the current source's puller Job, Deployment, Service. */
@@ -69,13 +67,8 @@ export async function claimName(deps: ActivityDeps, { model }: ModelInput): Prom
   });
   const settled = waited ?? (await look());
   if (settled.terminating.length > 0) {
-    throw ApplicationFailure.create({
-      type: 'ObjectsTerminating',
-      nonRetryable: false,
-      message:
-        `cannot serve model ${model.metadata.namespace}/${model.metadata.name} yet: ` +
-        settled.terminating.map((o) => `${describeRef(refOf(o))} is still being deleted${finalizers(o)}`).join('; '),
-    });
+    throw failure(FAILURE.ObjectsTerminating, `cannot serve model ${model.metadata.namespace}/${model.metadata.name} yet: ` +
+        settled.terminating.map((o) => `${describeRef(refOf(o))} is still being deleted${finalizers(o)}`).join('; '));
   }
 
   const root = await cluster.apply<V1ConfigMap>(buildRoot(model), FIELD_MANAGER);

@@ -1,7 +1,7 @@
 import type { ActivityDeps } from './deps';
 import { createEngineActivities } from './engine-activities';
 import { createStorageActivities } from './storage-activities';
-import type { FerryActivities } from './types';
+import type { FerryActivities } from '../workflows/contract';
 
 /** Every activity of a ServeModelWorkflow, bound to one cluster's clients. */
 export function createActivities(deps: ActivityDeps): FerryActivities {

@@ -3,8 +3,7 @@
 // engine is a stand-in on 127.0.0.1 because simulated pods have no process behind their addresses).
 import { existsSync, readFileSync } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { ApplicationFailure } from '@temporalio/common';
-import type { ServedModel } from '../workflows/spec';
+import { FAILURE, failure, type ServedModel } from '../workflows/contract';
 import { authenticatedFetch } from './cluster/authenticated-fetch';
 import type { EndpointResolver } from './deps';
 import { HTTP_PORT_NAME, serviceName } from './kube';
@@ -53,11 +52,7 @@ export function overrideEndpoints(overrides: EndpointOverrides, fallback?: Endpo
     const url = map[modelKey(model)];
     if (url !== undefined) return checkedUrl(url, `the endpoint override for ${modelKey(model)}`);
     if (fallback) return fallback(model);
-    throw ApplicationFailure.create({
-      type: 'EndpointUnknown',
-      nonRetryable: false,
-      message: `no endpoint override names model ${modelKey(model)} (FERRY_ENDPOINT_MODE=override); known: ${Object.keys(map).join(', ') || 'none'}`,
-    });
+    throw failure(FAILURE.EndpointUnknown, `no endpoint override names model ${modelKey(model)} (FERRY_ENDPOINT_MODE=override); known: ${Object.keys(map).join(', ') || 'none'}`);
   };
 }
 
@@ -66,13 +61,10 @@ function checkedUrl(url: string, what: string): string {
   try {
     parsed = new URL(url);
   } catch {
-    throw ApplicationFailure.nonRetryable(`${what} is not a URL: ${JSON.stringify(url)}`, 'EndpointInvalid');
+    throw failure(FAILURE.EndpointInvalid, `${what} is not a URL: ${JSON.stringify(url)}`);
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-    throw ApplicationFailure.nonRetryable(
-      `${what} must be an http(s) URL, got ${JSON.stringify(url)}`,
-      'EndpointInvalid',
-    );
+    throw failure(FAILURE.EndpointInvalid, `${what} must be an http(s) URL, got ${JSON.stringify(url)}`);
   }
   return url.replace(/\/+$/, '');
 }

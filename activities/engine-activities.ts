@@ -5,7 +5,7 @@ import { awaitHealth, type ApiKeyResolver } from './health';
 import { readStatus } from './read-status';
 import { awaitRollout } from './rollout';
 import { tearDown } from './teardown';
-import type { FerryActivities } from './types';
+import type { FerryActivities } from '../workflows/contract';
 
 export type EngineActivities = Pick<
   FerryActivities,

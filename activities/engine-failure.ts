@@ -3,7 +3,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Cluster } from './cluster/api';
 import { ENGINE_CONTAINER } from './kube';
 import { FATAL_POD_REASONS, type PodProblem } from './pod-problems';
-import { FAILURE } from './types';
+import { FAILURE, failure, type FailureType } from '../workflows/contract';
 
 /** Problems that end a wait (ImagePullBackOff, CrashLoopBackOff, OOMKilled, …), as opposed to waiting states. */
 export const fatalProblems = (problems: PodProblem[]): PodProblem[] =>
@@ -33,12 +33,10 @@ export async function podFailure(
       message += `; last log lines: ${last.length > LOG_TAIL_IN_MESSAGE ? `…${last.slice(-LOG_TAIL_IN_MESSAGE)}` : last}`;
     }
   }
-  return ApplicationFailure.create({
-    type: problem.reason,
-    message,
-    nonRetryable: true,
-    details: [
-      { pod: problem.pod, reason: problem.reason, exitCode: problem.exitCode ?? null, logTail: logTail ?? null },
-    ],
+  return failure(problem.reason as FailureType, message, {
+    pod: problem.pod,
+    reason: problem.reason,
+    exitCode: problem.exitCode ?? null,
+    logTail: logTail ?? null,
   });
 }

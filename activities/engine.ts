@@ -2,8 +2,7 @@
 // managers, only over objects that carry this model's labels.
 import type { V1Deployment, V1Pod, V1Service } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
-import type { ServedModel } from '../workflows/spec';
+import { FAILURE, failure, type ModelInput, type ObjectsInput, type ServedModel } from '../workflows/contract';
 import type { Cluster } from './cluster/api';
 import { timingOf, type ActivityDeps } from './deps';
 import { waitForEngine } from './engine-wait';
@@ -11,7 +10,6 @@ import { buildDeployment, buildService, deploymentName, FIELD_MANAGER, selectorL
 import { assertOurs } from './ownership';
 import { ProgressReporter } from './progress';
 import { engineWatches, labelSelectorOf } from './revision';
-import { FAILURE, type ModelInput, type ObjectsInput } from './types';
 
 /** The field manager of `scaleEngine`'s replica count; the next applyEngine (forced, under FIELD_MANAGER) takes it back. */
 export const SCALE_FIELD_MANAGER = 'ferry-scale';
@@ -50,7 +48,8 @@ export async function applyEngine(
   const applied = await cluster.apply(buildDeployment(model, { rootUid, replicas }), FIELD_MANAGER);
   const generation = applied.metadata?.generation;
   if (generation === undefined) {
-    throw ApplicationFailure.retryable(
+    throw failure(
+      FAILURE.KubernetesIncomplete,
       `the API server returned Deployment ${model.metadata.name} without a generation`,
     );
   }
@@ -79,11 +78,7 @@ export async function scaleEngine(
       SCALE_FIELD_MANAGER,
     );
   } else if (replicas > 0) {
-    throw ApplicationFailure.create({
-      type: FAILURE.KubernetesRejected,
-      nonRetryable: true,
-      message: `cannot scale Deployment ${model.metadata.namespace}/${model.metadata.name} to ${replicas}: it does not exist`,
-    });
+    throw failure(FAILURE.KubernetesRejected, `cannot scale Deployment ${model.metadata.namespace}/${model.metadata.name} to ${replicas}: it does not exist`);
   }
   if (replicas === 0) await waitForNoEnginePods(deps, model);
 }

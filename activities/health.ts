@@ -2,8 +2,7 @@
 // polls that for the whole startup budget in one heartbeating activity, and only once a replica of the current
 // revision is ready, so an old revision's replica never makes a spec change look Ready.
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
-import { parseDuration, type ServedModel } from '../workflows/spec';
+import { FAILURE, failure, type HealthResult, type ModelInput, parseDuration, type ServedModel } from '../workflows/contract';
 import { timingOf, type ActivityDeps } from './deps';
 import { fatalProblems, podFailure } from './engine-failure';
 import { ProblemConfirmer, waitForEngine } from './engine-wait';
@@ -11,7 +10,6 @@ import { HEALTH_PATH } from './kube';
 import { assertOurs } from './ownership';
 import { ProgressReporter } from './progress';
 import { currentPodProblems, engineWatches, isPodReady, podsState, readEngine } from './revision';
-import { FAILURE, type HealthResult, type ModelInput } from './types';
 
 /** The model's API key, when the worker holds it (it usually does not); never logged, never returned. */
 export type ApiKeyResolver = (model: ServedModel) => Promise<string | undefined>;
@@ -165,10 +163,7 @@ export async function awaitHealth(
   // scheduledTimestampMs is when the FIRST attempt was scheduled (currentAttemptScheduledTimestampMs is this one's).
   const deadline = ctx.info.scheduledTimestampMs + parseDuration(budget);
   if (model.spec.replicas === 0) {
-    throw ApplicationFailure.nonRetryable(
-      `model ${ns}/${model.metadata.name} has 0 replicas: there is no engine to check`,
-      'NoReplicas',
-    );
+    throw failure(FAILURE.NoReplicas, `model ${ns}/${model.metadata.name} has 0 replicas: there is no engine to check`);
   }
   const apiKey = model.spec.engine.apiKeySecret ? await apiKeys?.(model).catch(() => undefined) : undefined;
   let last: { state: string; message: string } = { state: 'Pending', message: 'the engine was not looked at yet' };
@@ -205,12 +200,7 @@ export async function awaitHealth(
     return undefined;
   });
   if (result) return result;
-  throw ApplicationFailure.create({
-    type: FAILURE.StartupTimeout,
-    nonRetryable: true,
-    message: `the engine did not become ready within engine.startupTimeout (${budget}); last seen: ${last.state}: ${last.message}`,
-    details: [{ lastState: last.state, lastMessage: last.message }],
-  });
+  throw failure(FAILURE.StartupTimeout, `the engine did not become ready within engine.startupTimeout (${budget}); last seen: ${last.state}: ${last.message}`, { lastState: last.state, lastMessage: last.message });
 }
 
 /**

@@ -1,3 +1,3 @@
 export { createActivities } from './create-activities';
 export type { ActivityDeps, EndpointResolver } from './deps';
-export type { FerryActivities } from './types';
+export type { FerryActivities } from '../workflows/contract';

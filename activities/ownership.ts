@@ -1,10 +1,9 @@
 // Whose an object is: Ferry's for this model (resume it) or someone else's (never adopt, never overwrite).
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
-import type { ServedModel } from '../workflows/spec';
+import { FAILURE, failure, type ServedModel } from '../workflows/contract';
 import { describeRef, refOf } from './cluster/api';
 import { isOwnedByModel, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY } from './kube';
-import { FAILURE } from './types';
 
 export const isOurs = (obj: KubernetesObject, model: ServedModel): boolean =>
   isOwnedByModel(obj.metadata?.labels, model.metadata.name);
@@ -31,21 +30,13 @@ export function describeOwner(obj: KubernetesObject): string {
 /** The non-retryable `NameConflict` for objects with names the model needs that belong to someone else. */
 export function nameConflict(model: ServedModel, foreign: KubernetesObject[]): ApplicationFailure {
   const what = foreign.map((o) => `${describeRef(refOf(o))} already exists (${describeOwner(o)})`).join('; ');
-  return ApplicationFailure.create({
-    type: FAILURE.NameConflict,
-    nonRetryable: true,
-    message:
-      `cannot serve model ${model.metadata.namespace}/${model.metadata.name}: ${what}. Ferry never adopts or ` +
-      'overwrites an object it did not create: delete or rename it, or serve the model under another name',
-    details: [
-      foreign.map((o) => ({
+  return failure(FAILURE.NameConflict, `cannot serve model ${model.metadata.namespace}/${model.metadata.name}: ${what}. Ferry never adopts or ` +
+      'overwrites an object it did not create: delete or rename it, or serve the model under another name', foreign.map((o) => ({
         kind: o.kind,
         name: o.metadata?.name,
         namespace: o.metadata?.namespace,
         owner: describeOwner(o),
-      })),
-    ],
-  });
+      })));
 }
 
 /** Throws `NameConflict` unless `obj` is absent or ours. */

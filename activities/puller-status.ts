@@ -4,7 +4,7 @@ import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import { PULLER_CONTAINER, summarizePullerLog } from './kube';
 import type { PodProblem } from './pod-problems';
-import { FAILURE, type StepProgress } from './types';
+import { FAILURE, failure, type StepProgress } from '../workflows/contract';
 
 export type JobEnd = { kind: 'complete' } | { kind: 'failed'; reason: string; message: string };
 
@@ -129,14 +129,8 @@ function lastLines(text: string, lines: number, maxChars: number): string {
 /** `DeadlineExceeded`: the Job controller ended the download at `activeDeadlineSeconds`. */
 export function deadlineFailure(job: V1Job, last: StepProgress | undefined, note = ''): ApplicationFailure {
   const deadline = job.spec?.activeDeadlineSeconds;
-  return ApplicationFailure.create({
-    type: FAILURE.DeadlineExceeded,
-    nonRetryable: true,
-    message:
-      `download did not finish within ${deadline !== undefined ? formatSeconds(deadline) : 'its deadline'} ` +
-      `(puller.deadline); last state: ${describeProgress(last)}${note}`,
-    details: [{ jobName: job.metadata?.name, lastProgress: last ?? null }],
-  });
+  return failure(FAILURE.DeadlineExceeded, `download did not finish within ${deadline !== undefined ? formatSeconds(deadline) : 'its deadline'} ` +
+      `(puller.deadline); last state: ${describeProgress(last)}${note}`, { jobName: job.metadata?.name, lastProgress: last ?? null });
 }
 
 /** `BackoffLimitExceeded`: every allowed attempt failed; says how the last one ended and what it printed. */
@@ -160,28 +154,16 @@ export function backoffFailure(
       (terminated?.reason && terminated.reason !== 'Error' ? ` (${terminated.reason})` : '')
     : '';
   const reason = error ? `; ${error.reason}: ${error.message}` : '';
-  return ApplicationFailure.create({
-    type: FAILURE.BackoffLimitExceeded,
-    nonRetryable: true,
-    message: `${how}${last}${reason}; log tail: ${log ? lastLines(log, 5, 600) : 'log unavailable'}`,
-    details: [
-      {
+  return failure(FAILURE.BackoffLimitExceeded, `${how}${last}${reason}; log tail: ${log ? lastLines(log, 5, 600) : 'log unavailable'}`, {
         jobName: job.metadata?.name,
         pod: pod?.metadata?.name ?? null,
         exitCode: exitCode ?? null,
         errorReason: error?.reason ?? null,
         logTail,
-      },
-    ],
-  });
+      });
 }
 
 /** `ImagePullBackOff`: the puller image cannot be pulled; the Job is kept so its pod's events can be read. */
 export function imagePullFailure(jobName: string, problem: PodProblem): ApplicationFailure {
-  return ApplicationFailure.create({
-    type: FAILURE.ImagePullBackOff,
-    nonRetryable: true,
-    message: `${problem.message} (Job ${jobName} is kept for inspection; fix puller.image or its pull secret)`,
-    details: [{ jobName, pod: problem.pod }],
-  });
+  return failure(FAILURE.ImagePullBackOff, `${problem.message} (Job ${jobName} is kept for inspection; fix puller.image or its pull secret)`, { jobName, pod: problem.pod });
 }

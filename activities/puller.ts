@@ -1,9 +1,7 @@
 // The puller Job: started once per source, then watched until the Job controller says how it ended.
 import type { CoreV1Event, V1Job, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
-import type { ServedModel } from '../workflows/spec';
-import { parseDuration } from '../workflows/spec';
+import { FAILURE, failure, type ModelInput, type ObjectsInput, parseDuration, type PullerResult, type ServedModel, type StepProgress } from '../workflows/contract';
 import { refOf, type Cluster, type ObjectRef } from './cluster/api';
 import { timingOf, type ActivityDeps } from './deps';
 import {
@@ -32,7 +30,6 @@ import {
   timeOf,
   type JobEnd,
 } from './puller-status';
-import { FAILURE, type ModelInput, type ObjectsInput, type PullerResult, type StepProgress } from './types';
 import { volumeProblem } from './volume-status';
 import { waitUntil } from './wait-until';
 
@@ -103,11 +100,7 @@ export async function startPuller(deps: ActivityDeps, { model, rootUid }: Object
       },
     });
     if (!gone) {
-      throw ApplicationFailure.create({
-        type: 'ObjectsTerminating',
-        nonRetryable: false,
-        message: `the previous puller Job ${ref.namespace}/${ref.name} is still being deleted`,
-      });
+      throw failure(FAILURE.ObjectsTerminating, `the previous puller Job ${ref.namespace}/${ref.name} is still being deleted`);
     }
   }
   await cluster.apply(desired, FIELD_MANAGER);
@@ -222,11 +215,7 @@ export async function awaitPuller(
     return finish(cluster, model, job, end, state.last);
   }
   if (outcome.kind === 'deleted') {
-    throw ApplicationFailure.create({
-      type: FAILURE.KubernetesRejected,
-      nonRetryable: true,
-      message: `puller Job ${namespace}/${jobName} was deleted before it finished; start the download again`,
-    });
+    throw failure(FAILURE.KubernetesRejected, `puller Job ${namespace}/${jobName} was deleted before it finished; start the download again`);
   }
   if (outcome.kind === 'image') throw imagePullFailure(jobName, outcome.problem);
   return finish(cluster, model, state.job, outcome, state.last);
@@ -263,13 +252,8 @@ async function missingJob(cluster: Cluster, model: ServedModel, jobName: string)
     namespace: model.metadata.namespace,
   });
   if (pvc && holdsWeightsFor(pvc, model)) return { jobName, durationMs: 0 };
-  throw ApplicationFailure.create({
-    type: FAILURE.KubernetesRejected,
-    nonRetryable: true,
-    message:
-      `puller Job ${model.metadata.namespace}/${jobName} does not exist and the volume does not hold the weights; ` +
-      'start the download again',
-  });
+  throw failure(FAILURE.KubernetesRejected, `puller Job ${model.metadata.namespace}/${jobName} does not exist and the volume does not hold the weights; ` +
+      'start the download again');
 }
 
 function lastHeartbeat(): StepProgress | undefined {

@@ -6,7 +6,7 @@ import type { ActivityDeps } from './deps';
 import { probeEngine, type ApiKeyResolver } from './health';
 import { assertOurs } from './ownership';
 import { currentPodProblems, isPodReady, readEngine } from './revision';
-import type { ModelInput, ObservedStatus } from './types';
+import type { ModelInput, ObservedStatus } from '../workflows/contract';
 
 export async function readStatus(
   deps: ActivityDeps,

@@ -2,8 +2,7 @@
 // really gone before the engine's pod (maybe on another node) can mount it, or the engine fails with Multi-Attach.
 import type { V1Job, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
-import type { ServedModel } from '../workflows/spec';
+import { FAILURE, failure, type ModelInput, type ServedModel } from '../workflows/contract';
 import type { Cluster } from './cluster/api';
 import { timingOf, type ActivityDeps } from './deps';
 import { buildWeightsRecord, modelLabelSelector, pvcName, sourceHash, WEIGHTS_FIELD_MANAGER } from './kube';
@@ -11,7 +10,6 @@ import { assertOurs, isTerminating } from './ownership';
 import { ProgressReporter } from './progress';
 import { jobPodSelector, jobRef } from './puller';
 import { jobEnd } from './puller-status';
-import type { ModelInput } from './types';
 import { waitUntil } from './wait-until';
 
 export type ReleaseInput = ModelInput & { jobName: string; sourceHash: string; abandon?: boolean };
@@ -28,13 +26,8 @@ export async function releaseVolume(deps: ActivityDeps, input: ReleaseInput): Pr
   const timing = timingOf(deps);
   const ctx = Context.current();
   if (!abandon && input.sourceHash !== sourceHash(model.spec.source)) {
-    throw ApplicationFailure.create({
-      type: 'InvalidInput',
-      nonRetryable: true,
-      message:
-        `releaseVolume: the pulled source ${input.sourceHash.slice(0, 8)} is not the model's source ` +
-        sourceHash(model.spec.source).slice(0, 8),
-    });
+    throw failure(FAILURE.InvalidInput, `releaseVolume: the pulled source ${input.sourceHash.slice(0, 8)} is not the model's source ` +
+        sourceHash(model.spec.source).slice(0, 8));
   }
   const ref = jobRef(model, jobName);
   const job = assertOurs(model, await cluster.get<V1Job>(ref));
@@ -70,14 +63,9 @@ export async function releaseVolume(deps: ActivityDeps, input: ReleaseInput): Pr
     },
   });
   if (!released) {
-    throw ApplicationFailure.create({
-      type: 'VolumeNotReleased',
-      nonRetryable: false,
-      message:
-        `puller pod ${left.map((p) => `${namespace}/${p.metadata?.name}`).join(', ')} still exists ` +
+    throw failure(FAILURE.VolumeNotReleased, `puller pod ${left.map((p) => `${namespace}/${p.metadata?.name}`).join(', ')} still exists ` +
         `${Math.round(timing.deletionWaitMs / 1000)} s after its deletion (is its node unreachable?); ` +
-        'the volume may still be attached',
-    });
+        'the volume may still be attached');
   }
 
   if (abandon) return;

@@ -2,7 +2,7 @@
 // A spec change is not Ready on the previous revision's replica: every check about pods looks at the newest
 // ReplicaSet's pods only.
 import type { CoreV1Event, V1Deployment, V1Pod, V1PodTemplateSpec, V1ReplicaSet } from '@kubernetes/client-node';
-import type { ServedModel } from '../workflows/spec';
+import type { ServedModel } from '../workflows/contract';
 import type { Cluster } from './cluster/api';
 import { canonicalJson, deploymentName, selectorLabels } from './kube';
 import { classifyPod, type PodProblem } from './pod-problems';

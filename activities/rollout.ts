@@ -2,25 +2,20 @@
 // turns what its current revision's pods show into named waiting states (progress) or typed failures.
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import type { ServedModel } from '../workflows/spec';
+import { FAILURE, failure, type ModelInput, type RolloutResult, type ServedModel } from '../workflows/contract';
 import { timingOf, type ActivityDeps } from './deps';
 import { fatalProblems, podFailure } from './engine-failure';
 import { ProblemConfirmer, waitForEngine } from './engine-wait';
 import { assertOurs } from './ownership';
 import { ProgressReporter } from './progress';
 import { currentPodProblems, engineWatches, podsState, readEngine, rolloutState } from './revision';
-import { FAILURE, type ModelInput, type RolloutResult } from './types';
 
 // While these hold, where the current revision's pods are (Pending, ContainerCreating, Starting) says more.
 const POD_BOUND_REASONS = new Set(['UpdatingReplicas', 'WaitingForAvailable']);
 
 /** The failure for a Deployment that is not there (deleted behind Ferry's back): retryable, the step re-applies it. */
 export function engineMissing(model: ServedModel, what = 'does not exist'): ApplicationFailure {
-  return ApplicationFailure.create({
-    type: 'EngineMissing',
-    nonRetryable: false,
-    message: `Deployment ${model.metadata.namespace}/${model.metadata.name} ${what}: the engine must be applied again`,
-  });
+  return failure(FAILURE.EngineMissing, `Deployment ${model.metadata.namespace}/${model.metadata.name} ${what}: the engine must be applied again`);
 }
 
 /**
@@ -70,12 +65,7 @@ export async function awaitRollout(
     if (fatal) throw await podFailure(deps.cluster, ns, fatal);
     const top = problems[0];
     if (state.deadlineExceeded) {
-      throw ApplicationFailure.create({
-        type: FAILURE.ProgressDeadlineExceeded,
-        nonRetryable: true,
-        message: top ? `${state.message}; ${top.message}` : state.message,
-        details: [{ generation, podProblem: top ? { reason: top.reason, message: top.message } : null }],
-      });
+      throw failure(FAILURE.ProgressDeadlineExceeded, top ? `${state.message}; ${top.message}` : state.message, { generation, podProblem: top ? { reason: top.reason, message: top.message } : null });
     }
     await reporter.report({
       step: 'rollout',

@@ -3,7 +3,7 @@ import type { ActivityDeps } from './deps';
 import { awaitPuller, startPuller } from './puller';
 import { releaseVolume } from './release';
 import { applyStorage } from './storage';
-import type { FerryActivities } from './types';
+import type { FerryActivities } from '../workflows/contract';
 
 export type StorageActivities = Pick<
   FerryActivities,

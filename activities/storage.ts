@@ -1,13 +1,12 @@
 // The model's weights volume: applied under Ferry's field manager, and asked which weights it already holds.
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
 import { refOf } from './cluster/api';
 import { timingOf, type ActivityDeps } from './deps';
 import { buildPvc, FIELD_MANAGER, holdsWeightsFor } from './kube';
 import { assertOurs, isTerminating } from './ownership';
 import { ProgressReporter } from './progress';
-import { FAILURE, type ObjectsInput, type StorageResult } from './types';
+import { FAILURE, failure, type ObjectsInput, type StorageResult } from '../workflows/contract';
 import { bindsOnFirstConsumer, pendingVolumeProblem, volumeEvents } from './volume-status';
 import { waitUntil } from './wait-until';
 
@@ -24,24 +23,15 @@ export async function applyStorage(deps: ActivityDeps, { model, rootUid }: Objec
   const existing = assertOurs(model, await cluster.get<V1PersistentVolumeClaim>(ref));
   if (existing && isTerminating(existing)) {
     // claimName waits such a volume out; seeing one here means it was deleted since. Applying would revive nothing.
-    throw ApplicationFailure.create({
-      type: 'VolumeBeingDeleted',
-      nonRetryable: false,
-      message: `volume ${ref.namespace}/${ref.name} is being deleted; it is created again once it is gone`,
-    });
+    throw failure(FAILURE.VolumeBeingDeleted, `volume ${ref.namespace}/${ref.name} is being deleted; it is created again once it is gone`);
   }
   let pvc = await cluster.apply(desired, FIELD_MANAGER);
   if (phaseOf(pvc) === 'Pending') pvc = await awaitBinding(deps, pvc);
   if (phaseOf(pvc) === 'Lost') {
     // The PV controller's verdict when a bound claim's volume was deleted. No retry brings the data back, and no pod
     // can mount the claim: only deleting it (a teardown, or by hand for a retained volume) makes room for a new one.
-    throw ApplicationFailure.create({
-      type: FAILURE.VolumeLost,
-      nonRetryable: true,
-      message:
-        `volume ${ref.namespace}/${ref.name} is Lost: its PersistentVolume ${pvc.spec?.volumeName ?? '(unnamed)'} ` +
-        'no longer exists. Delete the model (or the claim) and serve it again to provision a new volume',
-    });
+    throw failure(FAILURE.VolumeLost, `volume ${ref.namespace}/${ref.name} is Lost: its PersistentVolume ${pvc.spec?.volumeName ?? '(unnamed)'} ` +
+        'no longer exists. Delete the model (or the claim) and serve it again to provision a new volume');
   }
   return { pvcName: ref.name, phase: phaseOf(pvc), holdsSource: holdsWeightsFor(pvc, model) };
 }

@@ -5,12 +5,11 @@
 import type { KubernetesObject, V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import type { ServedModel } from '../workflows/spec';
+import { FAILURE, failure, type ModelInput, type ServedModel, type TeardownResult } from '../workflows/contract';
 import type { ObjectRef } from './cluster/api';
 import type { ActivityDeps } from './deps';
 import { deploymentName, LABEL_COMPONENT, modelLabelSelector, pvcName, rootName, serviceName } from './kube';
 import { isOurs, isTerminating } from './ownership';
-import { FAILURE, type ModelInput, type TeardownResult } from './types';
 
 /** One object that could not be deleted, and why. */
 export interface TeardownFailure {
@@ -114,12 +113,7 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
   }
 
   if (failures.length > 0) {
-    throw ApplicationFailure.create({
-      type: FAILURE.TeardownIncomplete,
-      nonRetryable: false,
-      message: `teardown of ${model.metadata.namespace}/${name} is incomplete: ${failures.map((f) => `${f.object}: ${f.error}`).join('; ')}`,
-      details: [{ deleted, retained, failures }],
-    });
+    throw failure(FAILURE.TeardownIncomplete, `teardown of ${model.metadata.namespace}/${name} is incomplete: ${failures.map((f) => `${f.object}: ${f.error}`).join('; ')}`, { deleted, retained, failures });
   }
   return { deleted, retained };
 }

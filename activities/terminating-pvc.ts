@@ -8,12 +8,10 @@
 // caller then waits for the PVC to be gone. When any holder is someone else's pod, Ferry touches nothing and fails
 // with the non-retryable `VolumeTerminating` naming it: only its owner can decide to stop it.
 import type { V1Deployment, V1Job, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
-import { ApplicationFailure } from '@temporalio/common';
-import type { ServedModel } from '../workflows/spec';
+import { FAILURE, failure, type ServedModel } from '../workflows/contract';
 import type { Cluster } from './cluster/api';
 import { deploymentName, LABEL_COMPONENT } from './kube';
 import { isOurs } from './ownership';
-import { FAILURE } from './types';
 
 const JOB_NAME_LABELS = ['batch.kubernetes.io/job-name', 'job-name'];
 
@@ -44,15 +42,9 @@ export async function releaseTerminatingPvc(
   const foreign = holders.filter((p) => !isOurs(p, model));
   if (foreign.length > 0) {
     const names = foreign.map((p) => `${namespace}/${p.metadata?.name}`).join(', ');
-    throw ApplicationFailure.create({
-      type: FAILURE.VolumeTerminating,
-      nonRetryable: true,
-      message:
-        `volume ${namespace}/${pvc.metadata?.name} of model ${model.metadata.name} is being deleted but cannot go ` +
+    throw failure(FAILURE.VolumeTerminating, `volume ${namespace}/${pvc.metadata?.name} of model ${model.metadata.name} is being deleted but cannot go ` +
         `while pod ${names} (not Ferry's) mounts it (kubernetes.io/pvc-protection); stop that pod, then start the ` +
-        'model again',
-      details: [{ pvc: pvc.metadata?.name, pods: foreign.map((p) => p.metadata?.name) }],
-    });
+        'model again', { pvc: pvc.metadata?.name, pods: foreign.map((p) => p.metadata?.name) });
   }
   if (holders.length === 0) return [];
 

@@ -2,15 +2,8 @@
 // pipeline that has a new checkpoint to serve. One Update-with-Start: the workflow is started if it is not running,
 // and the spec is sent to it as an `update` either way, atomically, so two appliers cannot race start against update.
 import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
-import {
-  modelRefOf,
-  updateModelUpdate,
-  type ModelRef,
-  type ServeModelOptions,
-  type UpdateResult,
-} from '../workflows/messages';
+import { type ModelRef, modelRefOf, type ModelStatus, type ServeModelOptions, updateModelUpdate, type UpdateResult } from '../workflows/contract';
 import type { ServeModelWorkflow } from '../workflows/serve-model';
-import type { ModelStatus } from '../workflows/status';
 import { parseModelDocument } from './document';
 import { modelHandle } from './model-status';
 import { accepted, ACCEPT_TIMEOUT_MS, updateOutcome } from './send-update';

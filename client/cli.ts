@@ -1,8 +1,7 @@
 // The `ferry` command line: parse, validate what can be validated offline, connect, run, map errors to exit codes.
 import type { Client } from '@temporalio/client';
 import { parseCommand, UsageError, type Command } from './cli/args';
-import type { CliContext } from './cli/context';
-import { readDocument } from './cli/context';
+import { type CliContext, readDocument } from './cli/context';
 import { deleteCommand } from './cli/delete';
 import { EXIT, exitCodeOf } from './cli/exit-codes';
 import { errorLines } from './cli/format';

@@ -1,7 +1,6 @@
 // Delete a model: a Workflow Update that cancels whatever runs, tears everything down, and completes the workflow.
 import type { Client } from '@temporalio/client';
-import { deleteModelUpdate, type DeleteResult, type FinalStatus, type ModelRef } from '../workflows/messages';
-import type { ModelStatus } from '../workflows/status';
+import { deleteModelUpdate, type DeleteResult, type FinalStatus, type ModelRef, type ModelStatus } from '../workflows/contract';
 import { ModelWorkflowClosedError, WaitTimeoutError } from './errors';
 import { describeModel, modelHandle } from './model-status';
 import { isTimeout, sendUpdate, updateOutcome } from './send-update';

@@ -1,6 +1,6 @@
 // ServedModel documents as people write them: YAML (or JSON) text, validated with the workflow's own schema.
 import { parseAllDocuments } from 'yaml';
-import { safeParseServedModel, type ServedModel } from '../workflows/spec';
+import { safeParseServedModel, type ServedModel } from '../workflows/contract';
 import { InvalidSpecError } from './errors';
 
 /** Validates a document and fills its defaults; `InvalidSpecError` lists every problem with its field path. */

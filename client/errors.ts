@@ -1,8 +1,6 @@
 // What can go wrong when talking to a model, as typed errors: programs branch on the class, the CLI maps each to an
 // exit code, and every message says what to do next.
-import { formatSpecIssues, type SpecIssue } from '../workflows/spec';
-import type { ModelRef } from '../workflows/messages';
-import type { ModelError, ModelStatus, Phase } from '../workflows/status';
+import { formatSpecIssues, type ModelError, type ModelRef, type ModelStatus, type Phase, type SpecIssue } from '../workflows/contract';
 
 /** `qwen (namespace models, cluster default)`. */
 export function describeRef(ref: ModelRef): string {

@@ -28,5 +28,5 @@ export {
 } from './temporal-env';
 export { updateModel, type UpdateModelResult, type UpdateOptions } from './update-model';
 export { waitForPhase, type WaitOptions } from './wait-for-phase';
-export type { ModelRef, ServeModelOptions } from '../workflows/messages';
-export type { ModelStatus, Phase } from '../workflows/status';
+export type { ModelRef, ServeModelOptions } from '../workflows/contract';
+export type { ModelStatus, Phase } from '../workflows/contract';

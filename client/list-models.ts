@@ -1,7 +1,6 @@
 // Listing models through Temporal visibility: the search attributes every model's workflow keeps up to date.
 import type { Client } from '@temporalio/client';
-import { ferryClusterKey, ferryModelKey, ferryNamespaceKey, ferryPhaseKey, type ModelRef } from '../workflows/messages';
-import type { ModelStatus, Phase } from '../workflows/status';
+import { ferryClusterKey, ferryModelKey, ferryNamespaceKey, ferryPhaseKey, type ModelRef, type ModelStatus, type Phase } from '../workflows/contract';
 import { queryStatus } from './model-status';
 import { WORKFLOW_TYPE } from './serve-model';
 

@@ -10,8 +10,7 @@ import {
 } from '@temporalio/client';
 import type { QueryDefinition } from '@temporalio/common';
 import type { ServeModelWorkflow } from '../workflows/serve-model';
-import { statusQuery, taskQueueFor, workflowIdFor, type FinalStatus, type ModelRef } from '../workflows/messages';
-import type { ModelStatus } from '../workflows/status';
+import { type FinalStatus, type ModelRef, type ModelStatus, statusQuery, taskQueueFor, workflowIdFor } from '../workflows/contract';
 import { ModelNotFoundError, ModelWorkflowClosedError, NoWorkerError } from './errors';
 
 export type ModelHandle = WorkflowHandle<typeof ServeModelWorkflow>;

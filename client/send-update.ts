@@ -8,10 +8,8 @@ import {
   type Client,
   type WorkflowUpdateHandle,
 } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
-import type { UpdateDefinition } from '@temporalio/common';
-import { INVALID_SPEC, MODEL_DELETING, taskQueueFor, type ModelRef } from '../workflows/messages';
-import type { SpecIssue } from '../workflows/spec';
+import { ApplicationFailure, type UpdateDefinition } from '@temporalio/common';
+import { INVALID_SPEC, MODEL_DELETING, type ModelRef, type SpecIssue, taskQueueFor } from '../workflows/contract';
 import { InvalidSpecError, ModelDeletedError, ModelNotFoundError, NoWorkerError, WaitTimeoutError } from './errors';
 import { hasWorker, modelHandle } from './model-status';
 

@@ -1,19 +1,7 @@
 // Start serving a model: one ServeModelWorkflow per model, idempotent for the same spec.
 import { WorkflowIdConflictPolicy, type Client } from '@temporalio/client';
 import type { ServeModelWorkflow } from '../workflows/serve-model';
-import {
-  modelRefOf,
-  searchAttributesFor,
-  specQuery,
-  taskQueueFor,
-  workflowIdFor,
-  type ModelRef,
-  type ServeModelInput,
-  type ServeModelOptions,
-} from '../workflows/messages';
-import { describeSource, parseDuration, type ServedModel } from '../workflows/spec';
-import { specChanges } from '../workflows/spec-changes';
-import type { ModelStatus } from '../workflows/status';
+import { describeSource, type ModelRef, modelRefOf, type ModelStatus, parseDuration, searchAttributesFor, type ServedModel, type ServeModelInput, type ServeModelOptions, specChanges, specQuery, taskQueueFor, workflowIdFor } from '../workflows/contract';
 import { parseModelDocument } from './document';
 import { ModelDeletedError, SpecConflictError } from './errors';
 import { modelHandle, queryModel, queryStatus, type ModelHandle } from './model-status';

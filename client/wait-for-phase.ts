@@ -1,7 +1,6 @@
 // Waiting for a model by polling its status: Ready after serve or update, Deleted after delete, any phase for watch.
 import type { Client } from '@temporalio/client';
-import type { ModelRef } from '../workflows/messages';
-import type { ModelStatus, Phase } from '../workflows/status';
+import type { ModelRef, ModelStatus, Phase } from '../workflows/contract';
 import { ModelDeletedError, ModelFailedError, NoWorkerError, WaitTimeoutError } from './errors';
 import { getModelStatus } from './model-status';
 

@@ -10,7 +10,7 @@ import { createActivities, type FerryActivities } from '../activities';
 import { Cluster } from '../activities/cluster/api';
 import { endpointResolverFromEnv } from '../activities/endpoints';
 import type { ProgressSink } from '../activities/progress';
-import { progressSignal } from '../workflows/messages';
+import { progressSignal } from '../workflows/contract';
 import type { WorkerConfig } from './config';
 
 /** Builds the activities; logs which Kubernetes API server and endpoint mode they use. */

@@ -8,8 +8,7 @@ import {
   type Env,
   type TemporalSettings,
 } from '../client/temporal-env';
-import { taskQueueFor } from '../workflows/messages';
-import { parseDuration } from '../workflows/spec';
+import { parseDuration, taskQueueFor } from '../workflows/contract';
 
 export interface WorkerConfig {
   temporal: TemporalSettings;

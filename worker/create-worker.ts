@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@temporalio/client';
 import { NativeConnection, Runtime, Worker, type Logger, type WorkflowBundleOption } from '@temporalio/worker';
 import { connectOptionsOf } from '../client/temporal-env';
-import type { FerryActivities } from '../activities/types';
+import type { FerryActivities } from '../workflows/contract';
 import type { WorkerConfig } from './config';
 
 const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));

@@ -19,41 +19,7 @@ import {
   type ActivityOptions,
   type RetryPolicy,
 } from '@temporalio/workflow';
-import { NON_RETRYABLE, type FerryActivities, type StorageResult, type TeardownResult } from '../activities/types';
-import {
-  deleteModelUpdate,
-  ferryPhaseKey,
-  INVALID_SPEC,
-  MODEL_DELETING,
-  UNSUPPORTED_INPUT,
-  modelRefOf,
-  phaseChangedSignal,
-  progressSignal,
-  searchAttributesFor,
-  specQuery,
-  statusQuery,
-  updateModelUpdate,
-  type CarriedState,
-  type DeleteResult,
-  type FinalStatus,
-  type PendingPull,
-  type ServeModelInput,
-  type ServeModelOptions,
-  type UpdateModelInput,
-  type UpdateResult,
-} from './messages';
-import {
-  describeSource,
-  formatSpecIssues,
-  parseDuration,
-  safeParseServedModel,
-  sameSource,
-  SpecError,
-  specForUpdate,
-  type ServedModel,
-} from './spec';
-import { sameJson, specChanges } from './spec-changes';
-import type { ModelStatus } from './status';
+import { type CarriedState, deleteModelUpdate, type DeleteResult, describeSource, failure, type FerryActivities, ferryPhaseKey, type FinalStatus, formatSpecIssues, INVALID_SPEC, MODEL_DELETING, modelRefOf, type ModelStatus, NON_RETRYABLE, parseDuration, type PendingPull, phaseChangedSignal, progressSignal, safeParseServedModel, sameJson, sameSource, searchAttributesFor, type ServedModel, type ServeModelInput, type ServeModelOptions, specChanges, SpecError, specForUpdate, specQuery, statusQuery, type StorageResult, type TeardownResult, UNSUPPORTED_INPUT, type UpdateModelInput, updateModelUpdate, type UpdateResult } from './contract';
 import { classifyFailure, type Budgets } from './status-failure';
 import { summarizeStatus } from './status-summary';
 import { currentStep, skipStep, trimTimeline, type Step } from './status-timeline';
@@ -159,21 +125,12 @@ function worldOf(state: CarriedState | undefined): World {
 
 export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalStatus> {
   if (input?.version !== 1) {
-    throw ApplicationFailure.create({
-      type: UNSUPPORTED_INPUT,
-      message: `ServeModelWorkflow takes input version 1, got ${JSON.stringify(input?.version)}`,
-      nonRetryable: true,
-    });
+    throw failure(UNSUPPORTED_INPUT, `ServeModelWorkflow takes input version 1, got ${JSON.stringify(input?.version)}`);
   }
   // Parsed by the client already (parsing is idempotent); checked again for starts that bypass it.
   const parsed = safeParseServedModel(input.spec);
   if (!parsed.ok) {
-    throw ApplicationFailure.create({
-      type: INVALID_SPEC,
-      message: formatSpecIssues(parsed.issues),
-      details: [parsed.issues],
-      nonRetryable: true,
-    });
+    throw failure(INVALID_SPEC, formatSpecIssues(parsed.issues), parsed.issues);
   }
   const options = resolveOptions(input.options);
   const ref = modelRefOf(parsed.model);
@@ -247,29 +204,16 @@ export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalS
 
   function validateUpdate(update: UpdateModelInput): void {
     if (deletion) {
-      throw ApplicationFailure.create({
-        type: MODEL_DELETING,
-        message: 'the model is being deleted',
-        nonRetryable: true,
-      });
+      throw failure(MODEL_DELETING, 'the model is being deleted');
     }
     if (typeof update !== 'object' || update === null || !('spec' in update)) {
-      throw ApplicationFailure.create({
-        type: INVALID_SPEC,
-        message: 'the update needs { spec: <ServedModel document> }',
-        nonRetryable: true,
-      });
+      throw failure(INVALID_SPEC, 'the update needs { spec: <ServedModel document> }');
     }
     try {
       specForUpdate(desired, update.spec);
     } catch (err) {
       if (err instanceof SpecError) {
-        throw ApplicationFailure.create({
-          type: INVALID_SPEC,
-          message: err.message,
-          details: [err.issues],
-          nonRetryable: true,
-        });
+        throw failure(INVALID_SPEC, err.message, err.issues);
       }
       throw err;
     }
@@ -511,13 +455,13 @@ export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalS
       } catch (err) {
         // Anything but an activity's failure is a bug in this code: fail the workflow task until it is fixed.
         if (isCancellation(err) || !(err instanceof ActivityFailure)) throw err;
-        const failure = classifyFailure(err, name, budgets);
-        if (!failure.retryable) {
-          set(failStep(status, name, failure, generation, now()));
-          throw ApplicationFailure.create({ type: RECONCILE_FAILED, message: failure.message, nonRetryable: true });
+        const failed = classifyFailure(err, name, budgets);
+        if (!failed.retryable) {
+          set(failStep(status, name, failed, generation, now()));
+          throw failure(RECONCILE_FAILED, failed.message);
         }
-        log.warn(`${name} failed, retrying`, { reason: failure.reason, message: failure.message, attempt });
-        set(retryingStep(status, name, failure, attempt, generation, now()));
+        log.warn(`${name} failed, retrying`, { reason: failed.reason, message: failed.message, attempt });
+        set(retryingStep(status, name, failed, attempt, generation, now()));
         await sleep(backoffMs(attempt, options));
       }
     }
@@ -551,9 +495,9 @@ export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalS
         return deleted;
       } catch (err) {
         if (!(err instanceof ActivityFailure)) throw err;
-        const failure = classifyFailure(err, 'teardown', budgets);
-        log.warn('teardown incomplete, retrying', { reason: failure.reason, message: failure.message, attempt });
-        set(retryingStep(status, 'teardown', failure, attempt, status.generation, now()));
+        const failed = classifyFailure(err, 'teardown', budgets);
+        log.warn('teardown incomplete, retrying', { reason: failed.reason, message: failed.message, attempt });
+        set(retryingStep(status, 'teardown', failed, attempt, status.generation, now()));
         await sleep(backoffMs(attempt, options));
       }
     }

@@ -1,6 +1,6 @@
 // Failures of activities, classified into what status shows: a named reason, a message, and whether a retry helps.
 import { ActivityFailure, ApplicationFailure, TemporalFailure, TimeoutFailure } from '@temporalio/common';
-import { FAILURE, NON_RETRYABLE } from '../activities/types';
+import { FAILURE, NON_RETRYABLE } from './contract';
 import type { FailureInfo } from './status-transitions';
 import type { Step } from './status-timeline';
 

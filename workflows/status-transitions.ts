@@ -1,8 +1,6 @@
 // How the workflow moves a model's status: phases, conditions, timeline, progress and observations.
 // Pure functions from a status to the next one; the workflow holds the only mutable reference.
-import type { ObservedStatus, StepProgress, TeardownResult } from '../activities/types';
-import { describeSource, type ServedModel } from './spec';
-import type { ConditionType, ModelError, ModelStatus, Phase } from './status';
+import { type ConditionType, describeSource, type ModelError, type ModelStatus, type ObservedStatus, type Phase, type ServedModel, type StepProgress, type TeardownResult } from './contract';
 import { setCondition } from './status-conditions';
 import { closeOpenSteps, endStep, openEntry, skipStep, startStep, type Step } from './status-timeline';
 

@@ -1,7 +1,7 @@
 // How Kubernetes API errors become activity failures: what a retry cannot fix fails the step at once with the API's
 // own message; what a retry can fix (conflicts, throttling, server errors, network) is retried, honouring Retry-After.
 import { ApplicationFailure } from '@temporalio/common';
-import { FAILURE } from '../types';
+import { FAILURE, failure, type FailureType } from '../../workflows/contract';
 
 /** The parts of a client-node `ApiException` (or a network error) that decide what happens next. */
 interface ApiErrorLike {
@@ -53,22 +53,10 @@ export function kubeFailure(err: unknown, doing: string): ApplicationFailure {
   if (err instanceof ApplicationFailure) return err;
   const status = httpStatus(err);
   const message = `${doing}: ${apiMessage(err)}`;
-  if (status === 403) {
-    return ApplicationFailure.create({ message, type: FAILURE.Forbidden, nonRetryable: true, details: [{ status }] });
-  }
+  if (status === 403) return failure(FAILURE.Forbidden, message, { status });
   if (status === 400 || status === 404 || status === 422 || status === 405 || status === 410) {
-    return ApplicationFailure.create({
-      message,
-      type: FAILURE.KubernetesRejected,
-      nonRetryable: true,
-      details: [{ status }],
-    });
+    return failure(FAILURE.KubernetesRejected, message, { status });
   }
-  return ApplicationFailure.create({
-    message,
-    type: status === undefined ? 'KubernetesUnreachable' : `KubernetesHttp${status}`,
-    nonRetryable: false,
-    nextRetryDelay: retryAfterMs(err),
-    details: [{ status: status ?? null }],
-  });
+  const type: FailureType = status === undefined ? FAILURE.KubernetesUnreachable : `KubernetesHttp${status}`;
+  return failure(type, message, { status: status ?? null }, { nextRetryDelayMs: retryAfterMs(err) });
 }

@@ -6,7 +6,7 @@ import type {
   V1PersistentVolumeClaim,
   V1Service,
 } from '@kubernetes/client-node';
-import type { ServedModel } from '../../workflows/spec';
+import type { ServedModel } from '../../workflows/contract';
 import { buildDeployment } from './deployment';
 import type { ChildOptions } from './meta';
 import { buildPullerJob } from './puller-job';

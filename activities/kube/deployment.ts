@@ -1,5 +1,5 @@
 import type { V1Deployment, V1EnvVar, V1PodTemplateSpec, V1Probe } from '@kubernetes/client-node';
-import { durationSeconds, type ServedModel } from '../../workflows/spec';
+import { durationSeconds, type ServedModel } from '../../workflows/contract';
 import { canonicalJson, sha256Hex } from './hash';
 import { ANNOTATION_SPEC_HASH, labelsFor, selectorLabels } from './labels';
 import { objectMeta, type ChildOptions } from './meta';

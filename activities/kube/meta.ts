@@ -1,5 +1,5 @@
 import type { V1ObjectMeta, V1OwnerReference } from '@kubernetes/client-node';
-import type { ServedModel } from '../../workflows/spec';
+import type { ServedModel } from '../../workflows/contract';
 import { labelsFor, type Component } from './labels';
 import { rootName } from './names';
 

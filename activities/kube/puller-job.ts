@@ -1,5 +1,5 @@
 import type { V1EnvVar, V1Job, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
-import { describeSource, durationSeconds, type ServedModel } from '../../workflows/spec';
+import { describeSource, durationSeconds, type ServedModel } from '../../workflows/contract';
 import { labelsFor } from './labels';
 import { objectMeta, type ChildOptions } from './meta';
 import { pullerJobName, pvcName } from './names';

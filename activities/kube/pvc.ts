@@ -1,5 +1,5 @@
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
-import { describeSource, type ServedModel } from '../../workflows/spec';
+import { describeSource, type ServedModel } from '../../workflows/contract';
 import { ANNOTATION_WEIGHTS_SOURCE, ANNOTATION_WEIGHTS_SOURCE_HASH } from './labels';
 import { objectMeta, type ChildOptions } from './meta';
 import { pvcName } from './names';

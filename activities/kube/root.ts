@@ -1,5 +1,5 @@
 import type { V1ConfigMap } from '@kubernetes/client-node';
-import type { ServedModel } from '../../workflows/spec';
+import type { ServedModel } from '../../workflows/contract';
 import { objectMeta } from './meta';
 import { rootName } from './names';
 import { sourceAnnotations } from './source';

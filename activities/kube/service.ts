@@ -1,5 +1,5 @@
 import type { V1Service } from '@kubernetes/client-node';
-import type { ServedModel } from '../../workflows/spec';
+import type { ServedModel } from '../../workflows/contract';
 import { HTTP_PORT_NAME } from './deployment';
 import { selectorLabels } from './labels';
 import { objectMeta, type ChildOptions } from './meta';

@@ -1,4 +1,4 @@
-import { describeSource, sourceIdentity, type SourceSpec } from '../../workflows/spec';
+import { describeSource, sourceIdentity, type SourceSpec } from '../../workflows/contract';
 import { canonicalJson, sha256Hex } from './hash';
 import { ANNOTATION_SOURCE, ANNOTATION_SOURCE_HASH } from './labels';
 

@@ -1,7 +1,6 @@
 // `ferry` command lines, parsed into commands (pure: no I/O, so every rule is unit-tested).
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { parseDuration } from '../../workflows/spec';
-import { PHASES, type Phase } from '../../workflows/status';
+import { parseDuration, type Phase, PHASES } from '../../workflows/contract';
 import type { TemporalOverrides } from '../temporal-env';
 
 export const COMMANDS = ['serve', 'update', 'apply', 'status', 'list', 'delete', 'watch'] as const;

@@ -2,12 +2,11 @@
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Client } from '@temporalio/client';
-import type { ModelRef } from '../../workflows/messages';
+import type { ModelRef } from '../../workflows/contract';
 import { parseModelYaml } from '../document';
 import { InvalidSpecError } from '../errors';
 import { listModels } from '../list-models';
-import type { RefArgs } from './args';
-import { UsageError } from './args';
+import { type RefArgs, UsageError } from './args';
 import type { CliIO } from './io';
 
 export interface CliContext {

@@ -1,6 +1,6 @@
 // Live progress of a model on a stream: permanent lines for what changed; on a terminal, a download bar that
 // redraws in place below them.
-import type { ModelStatus } from '../../workflows/status';
+import type { ModelStatus } from '../../workflows/contract';
 import { changeLine, downloadBar } from './format';
 import type { Output } from './io';
 

@@ -1,11 +1,10 @@
 // `ferry watch`: follow a model until it is Ready, Failed or Deleted.
-import { describeRef } from '../errors';
+import { describeRef, ModelFailedError } from '../errors';
 import { waitForPhase } from '../wait-for-phase';
 import type { Command } from './args';
 import { resolveRef, type CliContext } from './context';
 import { EXIT } from './exit-codes';
 import { errorLines } from './format';
-import { ModelFailedError } from '../errors';
 import { StatusPrinter } from './status-printer';
 
 export async function watchCommand(ctx: CliContext, cmd: Extract<Command, { kind: 'watch' }>): Promise<number> {

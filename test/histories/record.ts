@@ -6,8 +6,7 @@
 // A history recorded before a change must keep replaying after it (or the change needs `patched`): commit new
 // histories next to the old ones rather than replacing them when the workflow changes shape.
 import { join } from 'node:path';
-import { FAILURE } from '../../activities/types';
-import { deleteModelUpdate, updateModelUpdate, workflowIdFor } from '../../workflows/messages';
+import { deleteModelUpdate, FAILURE, updateModelUpdate, workflowIdFor } from '../../workflows/contract';
 import { writeHistory } from '../support/history-files';
 import { failure, reportProgress, StubActivities, transient } from '../support/stub-activities';
 import {

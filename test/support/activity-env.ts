@@ -2,8 +2,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { Cluster } from '../../activities/cluster/api';
 import type { ActivityDeps, ActivityTiming } from '../../activities/deps';
-import type { StepProgress } from '../../activities/types';
-import { parseServedModel, type ServedModel, type ServedModelInput } from '../../workflows/spec';
+import { parseServedModel, type ServedModel, type ServedModelInput, type StepProgress } from '../../workflows/contract';
 import { adminKubeConfig } from './kube';
 
 /** Short intervals so the tests see waits, retries and heartbeats in seconds. */

@@ -5,8 +5,7 @@ import { DefaultLogger } from '@temporalio/worker';
 import type { V1Pod } from '@kubernetes/client-node';
 import { Cluster } from '../../activities/cluster/api';
 import { buildPvc, buildRoot, FIELD_MANAGER, selectorLabels } from '../../activities/kube';
-import type { StepProgress } from '../../activities/types';
-import type { ServedModel } from '../../workflows/spec';
+import type { ServedModel, StepProgress } from '../../workflows/contract';
 import type { ActivityRun } from './activity-env';
 import { adminKubeConfig, type Clients } from './kube';
 

@@ -9,7 +9,7 @@ import { stringify } from 'yaml';
 import { parseWorkerConfig } from '../../worker/config';
 import { createWorker } from '../../worker/create-worker';
 import { modelHandle } from '../../client/model-status';
-import type { ModelRef } from '../../workflows/messages';
+import type { ModelRef } from '../../workflows/contract';
 import { readLocalEnv, repoRoot } from './local-env';
 import type { StubActivities } from './stub-activities';
 import type { Doc, WorkflowHarness } from './workflow-harness';

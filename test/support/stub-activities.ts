@@ -2,9 +2,7 @@
 // released or cancelled, throw a typed failure). Without a script a call succeeds the way the real one would.
 import { activityInfo, getClient, heartbeat, sleep } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import type { FerryActivities, StepProgress } from '../../activities/types';
-import { progressSignal } from '../../workflows/messages';
-import { describeSource, type ServedModel } from '../../workflows/spec';
+import { describeSource, type FerryActivities, progressSignal, type ServedModel, type StepProgress } from '../../workflows/contract';
 
 export type ActivityName = keyof FerryActivities;
 export type ActivityInput<K extends ActivityName> = Parameters<FerryActivities[K]>[0];

@@ -18,17 +18,8 @@ import {
   Worker,
   type WorkflowBundleWithSourceMap,
 } from '@temporalio/worker';
-import {
-  modelRefOf,
-  searchAttributesFor,
-  statusQuery,
-  taskQueueFor,
-  workflowIdFor,
-  type ServeModelOptions,
-} from '../../workflows/messages';
+import { modelRefOf, type ModelStatus, parseServedModel, searchAttributesFor, type ServedModel, type ServeModelOptions, statusQuery, taskQueueFor, workflowIdFor } from '../../workflows/contract';
 import { ServeModelWorkflow } from '../../workflows/serve-model';
-import { parseServedModel, type ServedModel } from '../../workflows/spec';
-import type { ModelStatus } from '../../workflows/status';
 import { readLocalEnv, repoRoot } from './local-env';
 import type { StubActivities } from './stub-activities';
 

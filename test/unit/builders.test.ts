@@ -27,7 +27,7 @@ import {
   sourceHash8,
   type ModelObjects,
 } from '../../activities/kube';
-import { durationSeconds, parseServedModel, type ServedModel, type ServedModelInput } from '../../workflows/spec';
+import { durationSeconds, parseServedModel, type ServedModel, type ServedModelInput } from '../../workflows/contract';
 import {
   FIXTURE_NAMES,
   FIXTURE_ROOT_UID,

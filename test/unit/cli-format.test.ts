@@ -11,7 +11,7 @@ import {
 import { StatusPrinter } from '../../client/cli/status-printer';
 import { InvalidSpecError, ModelFailedError, SpecConflictError } from '../../client/errors';
 import type { ModelSummary } from '../../client/list-models';
-import type { ModelStatus } from '../../workflows/status';
+import type { ModelStatus } from '../../workflows/contract';
 
 const now = new Date('2026-01-01T12:10:00Z');
 const ref = { name: 'qwen', namespace: 'models', cluster: 'default' };

@@ -10,7 +10,7 @@ import {
   jobEnd,
   pullerProgress,
 } from '../../activities/puller-status';
-import { FAILURE } from '../../activities/types';
+import { FAILURE } from '../../workflows/contract';
 
 const job = (conditions: { type: string; status: string; reason?: string }[] = [], failed = 0): V1Job => ({
   metadata: { name: 'qwen-pull-1a2b3c4d' },

@@ -4,7 +4,6 @@ import { describe, expect, it } from 'vitest';
 import {
   describeSource,
   durationSeconds,
-  endpointOf,
   formatSpecIssues,
   immutableChanges,
   parseDuration,
@@ -15,7 +14,7 @@ import {
   SpecError,
   specForUpdate,
   type ServedModel,
-} from '../../workflows/spec';
+} from '../../workflows/contract';
 import { FIXTURE_NAMES, fixtures, fullHf, minimalHf, pvcSource } from './fixtures';
 
 const clone = <T>(value: T): T => structuredClone(value);
@@ -434,9 +433,5 @@ describe('source identity', () => {
     expect(sameSource(source, rotated)).toBe(true);
     expect(sameSource(source, moved)).toBe(false);
     expect(sameSource(source, parseServedModel(pvcSource).spec.source)).toBe(false);
-  });
-
-  it('gives the in-cluster endpoint', () => {
-    expect(endpointOf(model)).toBe('http://qwen-chat.models.svc:8080');
   });
 });

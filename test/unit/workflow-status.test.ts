@@ -1,9 +1,6 @@
 import { ActivityFailure, ApplicationFailure, RetryState, TimeoutFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
-import { modelRefOf, searchAttributesFor, taskQueueFor, workflowIdFor } from '../../workflows/messages';
-import { parseServedModel } from '../../workflows/spec';
-import { sameJson, specChanges } from '../../workflows/spec-changes';
-import type { ModelStatus } from '../../workflows/status';
+import { modelRefOf, type ModelStatus, parseServedModel, sameJson, searchAttributesFor, specChanges, taskQueueFor, workflowIdFor } from '../../workflows/contract';
 import { setCondition } from '../../workflows/status-conditions';
 import { classifyFailure } from '../../workflows/status-failure';
 import { formatBytes, formatDuration, summarizeStatus } from '../../workflows/status-summary';

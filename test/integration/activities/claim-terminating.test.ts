@@ -4,8 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Cluster } from '../../../activities/cluster/api';
 import { buildDeployment, FIELD_MANAGER, pvcName, rootName } from '../../../activities/kube';
 import { createStorageActivities, type StorageActivities } from '../../../activities/storage-activities';
-import { FAILURE } from '../../../activities/types';
-import type { ServedModel } from '../../../workflows/spec';
+import { FAILURE, type ServedModel } from '../../../workflows/contract';
 import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
 import {
   adminKubeConfig,

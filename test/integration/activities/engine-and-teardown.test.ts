@@ -15,8 +15,7 @@ import {
   pvcName,
   rootName,
 } from '../../../activities/kube';
-import { FAILURE } from '../../../activities/types';
-import type { ServedModel } from '../../../workflows/spec';
+import { FAILURE, type ServedModel } from '../../../workflows/contract';
 import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
 import { enginePodsOf, prepareModel } from '../../support/engine-env';
 import {

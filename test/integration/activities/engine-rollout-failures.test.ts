@@ -2,7 +2,7 @@ import { CancelledFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster } from '../../../activities/cluster/api';
 import { createEngineActivities, type EngineActivities } from '../../../activities/engine-activities';
-import { FAILURE } from '../../../activities/types';
+import { FAILURE } from '../../../workflows/contract';
 import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
 import { annotateEnginePods, enginePodsOf, heartbeatWhere, prepareModel } from '../../support/engine-env';
 import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, type Clients } from '../../support/kube';

@@ -1,12 +1,10 @@
-import type { ApplicationFailure } from '@temporalio/common';
-import { CancelledFailure } from '@temporalio/common';
+import { type ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster } from '../../../activities/cluster/api';
 import { FIELD_MANAGER } from '../../../activities/kube';
 import { desiredPullerJob } from '../../../activities/puller';
 import { createStorageActivities, type StorageActivities } from '../../../activities/storage-activities';
-import { FAILURE, type StepProgress } from '../../../activities/types';
-import type { ServedModel } from '../../../workflows/spec';
+import { FAILURE, type ServedModel, type StepProgress } from '../../../workflows/contract';
 import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
 import {
   adminKubeConfig,

@@ -5,7 +5,7 @@ import { Cluster } from '../../../activities/cluster/api';
 import { FIELD_MANAGER } from '../../../activities/kube';
 import { desiredPullerJob } from '../../../activities/puller';
 import { createStorageActivities, type StorageActivities } from '../../../activities/storage-activities';
-import { FAILURE } from '../../../activities/types';
+import { FAILURE } from '../../../workflows/contract';
 import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
 import {
   adminKubeConfig,

@@ -13,7 +13,7 @@ import {
   sourceHash8,
 } from '../../../activities/kube';
 import { createStorageActivities, type StorageActivities } from '../../../activities/storage-activities';
-import { FAILURE } from '../../../activities/types';
+import { FAILURE } from '../../../workflows/contract';
 import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
 import {
   adminKubeConfig,

@@ -4,7 +4,7 @@ import type { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pvcName } from '../../../activities/kube';
 import { createStorageActivities } from '../../../activities/storage-activities';
-import { FAILURE } from '../../../activities/types';
+import { FAILURE } from '../../../workflows/contract';
 import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
 import {
   adminKubeConfig,

@@ -3,7 +3,7 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { modelHandle } from '../../../client/model-status';
-import type { ModelStatus } from '../../../workflows/status';
+import type { ModelStatus } from '../../../workflows/contract';
 import {
   eventually,
   runFerry,

@@ -20,7 +20,7 @@ import {
   waitForPhase,
 } from '../../../client';
 import { modelHandle, queryStatus } from '../../../client/model-status';
-import type { ModelStatus } from '../../../workflows/status';
+import type { ModelStatus } from '../../../workflows/contract';
 import { eventually, startFerryWorker, type FerryTestWorker } from '../../support/ferry-worker';
 import { readLocalEnv } from '../../support/local-env';
 import { failure, StubActivities } from '../../support/stub-activities';

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ModelStatus } from '../../../workflows/status';
+import type { ModelStatus } from '../../../workflows/contract';
 import { runFerry, writeDoc } from '../../support/ferry-worker';
 import {
   expectOk,

@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Watch, type V1Pod } from '@kubernetes/client-node';
 import { pvcName, sourceHash8 } from '../../../activities/kube';
-import { parseServedModel } from '../../../workflows/spec';
-import type { ModelStatus } from '../../../workflows/status';
+import { type ModelStatus, parseServedModel } from '../../../workflows/contract';
 import { runFerry, writeDoc } from '../../support/ferry-worker';
 import type { Doc } from '../../support/workflow-harness';
 import {

@@ -1,8 +1,7 @@
 import { WorkflowFailedError } from '@temporalio/client';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { modelRefOf, statusQuery, workflowIdFor } from '../../../workflows/messages';
-import { parseServedModel } from '../../../workflows/spec';
+import { modelRefOf, parseServedModel, statusQuery, workflowIdFor } from '../../../workflows/contract';
 import { StubActivities } from '../../support/stub-activities';
 import {
   FAST,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deleteModelUpdate, statusQuery, updateModelUpdate, workflowIdFor } from '../../../workflows/messages';
+import { deleteModelUpdate, statusQuery, updateModelUpdate, workflowIdFor } from '../../../workflows/contract';
 import { StubActivities } from '../../support/stub-activities';
 import {
   FAST,

@@ -1,7 +1,6 @@
 import { CancelledFailure, WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FAILURE } from '../../../activities/types';
-import { deleteModelUpdate, MODEL_DELETING, statusQuery, updateModelUpdate } from '../../../workflows/messages';
+import { deleteModelUpdate, FAILURE, MODEL_DELETING, statusQuery, updateModelUpdate } from '../../../workflows/contract';
 import { failure, StubActivities, transient } from '../../support/stub-activities';
 import {
   modelDoc,

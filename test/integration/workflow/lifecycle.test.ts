@@ -1,7 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FAILURE } from '../../../activities/types';
-import { ferryModelKey, ferryPhaseKey, updateModelUpdate } from '../../../workflows/messages';
-import type { ModelStatus } from '../../../workflows/status';
+import { FAILURE, ferryModelKey, ferryPhaseKey, type ModelStatus, updateModelUpdate } from '../../../workflows/contract';
 import { failure, reportProgress, StubActivities, transient } from '../../support/stub-activities';
 import {
   modelDoc,

@@ -1,7 +1,6 @@
 import { ApplicationFailure, WorkflowUpdateFailedError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FAILURE } from '../../../activities/types';
-import { INVALID_SPEC, specQuery, statusQuery, updateModelUpdate } from '../../../workflows/messages';
+import { FAILURE, INVALID_SPEC, specQuery, statusQuery, updateModelUpdate } from '../../../workflows/contract';
 import { failure, StubActivities } from '../../support/stub-activities';
 import {
   modelDoc,

@@ -1,53 +1,10 @@
-// The ServeModelWorkflow's messages, input and identity: defined once, imported by the workflow, the client,
+// The ServeModelWorkflow's messages, input and result: defined once, imported by the workflow, the client,
 // the worker and the activities alike. Pure: this file is part of the workflow bundle.
-import { defineSearchAttributeKey, SearchAttributeType, type SearchAttributePair } from '@temporalio/common';
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { StepProgress, TeardownResult } from '../activities/types';
+import type { StepProgress, TeardownResult } from './activities';
+import { FAILURE } from './failures';
 import type { ServedModel, SourceSpec } from './spec';
 import type { ModelStatus, Phase } from './status';
-
-// ---------------------------------------------------------------------------------------------------------------
-// Identity
-
-/** What names one served model: the parts of its workflow ID. */
-export interface ModelRef {
-  cluster: string;
-  namespace: string;
-  name: string;
-}
-
-/** `servedmodel/<cluster>/<namespace>/<name>`: one workflow per model, so Temporal keeps the name unique. */
-export function workflowIdFor({ cluster, namespace, name }: ModelRef): string {
-  return `servedmodel/${cluster}/${namespace}/${name}`;
-}
-
-/** The task queue of the worker that serves `cluster`. */
-export function taskQueueFor(cluster: string): string {
-  return `ferry-${cluster}`;
-}
-
-/** The identity of a parsed spec. */
-export function modelRefOf(spec: ServedModel): ModelRef {
-  return { cluster: spec.spec.cluster, namespace: spec.metadata.namespace, name: spec.metadata.name };
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Search attributes (Keyword, registered on the namespace by deploy/local/up.sh)
-
-export const ferryPhaseKey = defineSearchAttributeKey('FerryPhase', SearchAttributeType.KEYWORD);
-export const ferryModelKey = defineSearchAttributeKey('FerryModel', SearchAttributeType.KEYWORD);
-export const ferryNamespaceKey = defineSearchAttributeKey('FerryNamespace', SearchAttributeType.KEYWORD);
-export const ferryClusterKey = defineSearchAttributeKey('FerryCluster', SearchAttributeType.KEYWORD);
-
-/** The search attributes of a model in `phase`; the client may pass them at start, the workflow upserts them. */
-export function searchAttributesFor(ref: ModelRef, phase: Phase): SearchAttributePair[] {
-  return [
-    { key: ferryPhaseKey, value: phase },
-    { key: ferryModelKey, value: ref.name },
-    { key: ferryNamespaceKey, value: ref.namespace },
-    { key: ferryClusterKey, value: ref.cluster },
-  ];
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Input and result
@@ -72,9 +29,6 @@ export interface ServeModelOptions {
   /** Heartbeat timeout of the long waits. Default 60 s. */
   heartbeatTimeoutMs?: number;
 }
-
-/** The name the brief uses for `ServeModelOptions`. */
-export type WorkflowOptions = ServeModelOptions;
 
 /** A puller Job that was started and not yet released. */
 export interface PendingPull {
@@ -166,11 +120,11 @@ export const specQuery = defineQuery<ServedModel>('spec');
 export const progressSignal = defineSignal<[StepProgress]>('progress');
 
 /** Failure type of a rejected update (or start): the document is invalid or changes an immutable field. */
-export const INVALID_SPEC = 'InvalidSpec';
+export const INVALID_SPEC = FAILURE.InvalidSpec;
 /** Failure type of a workflow started with an input version it does not know. */
-export const UNSUPPORTED_INPUT = 'UnsupportedInput';
+export const UNSUPPORTED_INPUT = FAILURE.UnsupportedInput;
 /** Failure type of an update sent to a model that is being deleted. */
-export const MODEL_DELETING = 'ModelDeleting';
+export const MODEL_DELETING = FAILURE.ModelDeleting;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Composition: a parent workflow that starts ServeModelWorkflow as a child cannot query it, so the child tells it.

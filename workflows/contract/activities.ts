@@ -1,51 +1,5 @@
-// The contract between the workflow and the activities. Workflows import this file as types only.
-import type { ServedModel } from '../workflows/spec';
-
-/** Failure types the activities throw (`ApplicationFailure.type`); the non-retryable ones end a step at once. */
-export const FAILURE = {
-  /** An object with a name the model needs belongs to someone else. */
-  NameConflict: 'NameConflict',
-  /** Our own PVC is stuck terminating behind a pod that is not ours. */
-  VolumeTerminating: 'VolumeTerminating',
-  /** The weights PVC is Lost: its PersistentVolume is gone, and with it whatever the volume held. */
-  VolumeLost: 'VolumeLost',
-  /** The API server refused the request as invalid (400, 422) or the object is not there (404 on update). */
-  KubernetesRejected: 'KubernetesRejected',
-  /** RBAC forbids the worker's identity the request (403). */
-  Forbidden: 'Forbidden',
-  /** The puller Job ran past `puller.deadline`. */
-  DeadlineExceeded: 'DeadlineExceeded',
-  /** The puller's pods failed more than `puller.backoffLimit` times. */
-  BackoffLimitExceeded: 'BackoffLimitExceeded',
-  ImagePullBackOff: 'ImagePullBackOff',
-  CrashLoopBackOff: 'CrashLoopBackOff',
-  OOMKilled: 'OOMKilled',
-  /** The Deployment controller gave up on the rollout (`progressDeadlineSeconds`). */
-  ProgressDeadlineExceeded: 'ProgressDeadlineExceeded',
-  /** The engine did not answer /health within `engine.startupTimeout`. */
-  StartupTimeout: 'StartupTimeout',
-  /** A second volume attach was refused: the previous pod still holds the ReadWriteOnce volume. */
-  MultiAttach: 'MultiAttach',
-  /** Some objects could not be deleted; the message lists each with its error. */
-  TeardownIncomplete: 'TeardownIncomplete',
-} as const;
-export type FailureType = (typeof FAILURE)[keyof typeof FAILURE];
-
-/** Failure types a retry cannot fix; workflows list them as `nonRetryableErrorTypes`. */
-export const NON_RETRYABLE: readonly FailureType[] = [
-  FAILURE.NameConflict,
-  FAILURE.VolumeTerminating,
-  FAILURE.VolumeLost,
-  FAILURE.KubernetesRejected,
-  FAILURE.Forbidden,
-  FAILURE.DeadlineExceeded,
-  FAILURE.BackoffLimitExceeded,
-  FAILURE.ImagePullBackOff,
-  FAILURE.CrashLoopBackOff,
-  FAILURE.OOMKilled,
-  FAILURE.ProgressDeadlineExceeded,
-  FAILURE.StartupTimeout,
-];
+// The activities a ServeModelWorkflow calls, with their inputs and results. Workflows import them as types only.
+import type { ServedModel } from './spec';
 
 /** What a long-running activity reports while it waits; sent to the workflow as the `progress` signal. */
 export interface StepProgress {

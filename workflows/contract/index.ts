@@ -1,0 +1,6 @@
+export * from './activities';
+export * from './failures';
+export * from './identity';
+export * from './messages';
+export * from './spec';
+export * from './status';

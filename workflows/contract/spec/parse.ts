@@ -1,0 +1,99 @@
+// Parsing a document: zod's issues in Ferry's words, one per problem with a dotted path. Pure.
+import type { z } from 'zod';
+import { describeValue, quote } from './rules';
+import { servedModelSchema, type ServedModel } from './schema';
+
+/** One problem in a document: where (`spec.storage.size`) and what is expected. */
+export interface SpecIssue {
+  path: string;
+  message: string;
+}
+
+/** Thrown by `parseServedModel`/`specForUpdate`; `message` has one line per issue. */
+export class SpecError extends Error {
+  override readonly name = 'SpecError';
+  readonly issues: SpecIssue[];
+
+  constructor(issues: SpecIssue[]) {
+    super(formatSpecIssues(issues));
+    this.issues = issues;
+  }
+}
+
+/** One line per problem: `spec.storage.size: must be a positive quantity like 50Gi, got "lots"`. */
+export function formatSpecIssues(issues: readonly SpecIssue[]): string {
+  return issues.map((issue) => `${issue.path}: ${issue.message}`).join('\n');
+}
+
+function formatPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const segment of path) {
+    if (typeof segment === 'number') out += `[${segment}]`;
+    else if (typeof segment === 'string' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(segment))
+      out += out ? `.${segment}` : segment;
+    else out += `[${quote(String(segment))}]`;
+  }
+  return out || '(document)';
+}
+
+const EXPECTED: Record<string, string> = {
+  string: 'a string',
+  number: 'a number',
+  int: 'a whole number',
+  boolean: 'true or false',
+  object: 'an object (a mapping of fields)',
+  array: 'a list',
+  record: 'a mapping of names to values',
+};
+
+// Messages for issues no schema above words itself: missing fields, wrong types, bounds.
+const fallbackMessages: z.core.$ZodErrorMap = (issue) => {
+  switch (issue.code) {
+    case 'invalid_type':
+      if (issue.input === undefined) return 'is required';
+      return `must be ${EXPECTED[issue.expected] ?? issue.expected}, got ${describeValue(issue.input)}`;
+    case 'too_small':
+      return issue.origin === 'array'
+        ? `must have at least ${issue.minimum} item(s)`
+        : `must be at least ${issue.minimum}`;
+    case 'too_big':
+      return issue.origin === 'array'
+        ? `must have at most ${issue.maximum} item(s)`
+        : `must be at most ${issue.maximum}`;
+    case 'invalid_value':
+      return `must be one of ${issue.values.map((v) => String(v)).join(', ')}, got ${describeValue(issue.input)}`;
+    default:
+      return undefined;
+  }
+};
+
+/** Turns zod's issues into Ferry's: one per problem (and per unknown key), with a dotted path. */
+export function toSpecIssues(error: z.ZodError): SpecIssue[] {
+  const issues: SpecIssue[] = [];
+  for (const issue of error.issues) {
+    if (issue.code === 'unrecognized_keys') {
+      const messages = issue.message.split('\n');
+      issue.keys.forEach((key, index) => {
+        issues.push({ path: formatPath([...issue.path, key]), message: messages[index] ?? messages[0]! });
+      });
+    } else {
+      issues.push({ path: formatPath(issue.path), message: issue.message });
+    }
+  }
+  return issues;
+}
+
+/** Validates without throwing: the model, or the list of issues. */
+export function safeParseServedModel(
+  doc: unknown,
+): { ok: true; model: ServedModel } | { ok: false; issues: SpecIssue[] } {
+  const result = servedModelSchema.safeParse(doc, { error: fallbackMessages });
+  return result.success ? { ok: true, model: result.data } : { ok: false, issues: toSpecIssues(result.error) };
+}
+
+/** Validates a document and fills defaults; throws `SpecError` listing every problem. */
+export function parseServedModel(doc: unknown): ServedModel {
+  const result = safeParseServedModel(doc);
+  if (!result.ok) throw new SpecError(result.issues);
+  return result.model;
+}

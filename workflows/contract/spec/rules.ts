@@ -1,0 +1,185 @@
+// The building blocks of the schema: field rules that word their own messages for people. Pure.
+import { z } from 'zod';
+import { parseDuration, parseQuantity } from './quantities';
+
+type Rule<T> = (value: T) => string | undefined;
+
+export function rules<S extends z.ZodType>(schema: S, ...checks: Rule<z.output<S>>[]): S {
+  return schema.superRefine((value, ctx) => {
+    for (const check of checks) {
+      const message = check(value);
+      if (message) {
+        ctx.addIssue({ code: 'custom', message });
+        return;
+      }
+    }
+  });
+}
+
+export const quote = (value: unknown): string => JSON.stringify(value);
+
+export function describeValue(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'a list';
+  if (typeof value === 'object') return 'an object';
+  if (typeof value === 'string') return quote(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  return String(value);
+}
+
+/** An error function for literals and enums: `must be one of A, B, got "C"`, or `is required (A)`. */
+export function mustBe(...allowed: string[]) {
+  const expected = allowed.length === 1 ? allowed[0] : `one of ${allowed.join(', ')}`;
+  return (issue: { input?: unknown }) =>
+    issue.input === undefined ? `is required (${expected})` : `must be ${expected}, got ${describeValue(issue.input)}`;
+}
+
+function unknownFieldMessage(key: string, known: readonly string[]): string {
+  const close = known.find((candidate) => {
+    const distance = editDistance(candidate.toLowerCase(), key.toLowerCase());
+    return distance <= 2 && distance < key.length / 2;
+  });
+  const hint = close ? `did you mean ${quote(close)}? ` : '';
+  return `unknown field; ${hint}fields allowed here: ${known.join(', ')}`;
+}
+
+// An object that rejects unknown keys. zod reports all unknown keys of one object as one issue; the messages are
+// joined by newlines here and split per key in `toSpecIssues`, so each key gets its own path and hint.
+export function strict<T extends z.core.$ZodLooseShape>(shape: T) {
+  const known = Object.keys(shape);
+  return z.strictObject(shape, {
+    error: (issue) =>
+      issue.code === 'unrecognized_keys'
+        ? issue.keys.map((key) => unknownFieldMessage(key, known)).join('\n')
+        : undefined,
+  });
+}
+
+function editDistance(a: string, b: string): number {
+  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let diagonal = row[0]!;
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const above = row[j]!;
+      row[j] = Math.min(above + 1, row[j - 1]! + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1));
+      diagonal = above;
+    }
+  }
+  return row[b.length]!;
+}
+
+export const DNS1035_LABEL = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
+export const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+export const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+export const LABEL_NAME_PART = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+export const C_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+export const SECRET_KEY = /^[-._a-zA-Z0-9]+$/;
+export const HF_REPO = /^(?:[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?\/)?[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?$/;
+
+export function isSubdomain(value: string): boolean {
+  return value.length <= 253 && DNS1123_SUBDOMAIN.test(value);
+}
+
+/** A Kubernetes qualified name (`team`, `example.com/team`): label keys, toleration keys, resource names. */
+export function qualifiedNameProblem(value: string, requirePrefix = false): string | undefined {
+  const slash = value.lastIndexOf('/');
+  const prefix = slash >= 0 ? value.slice(0, slash) : undefined;
+  const name = slash >= 0 ? value.slice(slash + 1) : value;
+  if (requirePrefix && prefix === undefined) return 'needs a domain prefix';
+  if (prefix !== undefined && !isSubdomain(prefix)) return `its prefix ${quote(prefix)} is not a DNS subdomain`;
+  if (name.length === 0 || name.length > 63 || !LABEL_NAME_PART.test(name)) {
+    return 'its name part must be 1-63 letters, digits, "-", "_" or ".", starting and ending with a letter or digit';
+  }
+  return undefined;
+}
+
+function labelValueProblem(value: string): string | undefined {
+  if (value === '') return undefined;
+  if (value.length > 63 || !LABEL_NAME_PART.test(value)) {
+    return 'must be at most 63 letters, digits, "-", "_" or ".", starting and ending with a letter or digit';
+  }
+  return undefined;
+}
+
+export const labelMap = (what: string) =>
+  z.record(z.string(), z.string()).superRefine((labels, ctx) => {
+    for (const [key, value] of Object.entries(labels)) {
+      const keyProblem = qualifiedNameProblem(key);
+      if (keyProblem) {
+        ctx.addIssue({
+          code: 'custom',
+          path: [key],
+          message: `${quote(key)} is not a valid ${what} key: ${keyProblem}`,
+        });
+      }
+      const valueProblem = labelValueProblem(value);
+      if (valueProblem) ctx.addIssue({ code: 'custom', path: [key], message: `${what} value ${valueProblem}` });
+    }
+  });
+
+export const modelName = rules(
+  z.string(),
+  (v) => (v.length === 0 ? 'must not be empty' : undefined),
+  (v) => (v.length > 63 ? `must be at most 63 characters (it names a Kubernetes Service), got ${v.length}` : undefined),
+  (v) =>
+    DNS1035_LABEL.test(v)
+      ? undefined
+      : `must be a DNS-1035 label: lowercase letters, digits and "-", starting with a letter and ending with a letter or digit (like qwen-7b), got ${quote(v)}`,
+  (v) =>
+    v === 'vllm'
+      ? 'must not be "vllm": a Service named vllm injects VLLM_* variables into pods that collide with vLLM\'s own settings; pick another name'
+      : undefined,
+);
+
+export const dnsLabel = (what: string, example: string) =>
+  rules(z.string(), (v) =>
+    v.length <= 63 && DNS1123_LABEL.test(v)
+      ? undefined
+      : `must be a ${what}: at most 63 lowercase letters, digits and "-", starting and ending with a letter or digit (like ${example}), got ${quote(v)}`,
+  );
+
+export const objectName = (what: string, example: string) =>
+  rules(z.string(), (v) =>
+    isSubdomain(v)
+      ? undefined
+      : `must be the name of a ${what}: lowercase letters, digits, "-" and ".", like ${example}, got ${quote(v)}`,
+  );
+
+export const secretRef = (example: string) =>
+  strict({
+    name: objectName('Secret', example),
+    key: rules(z.string(), (v) =>
+      v.length > 0 && v.length <= 253 && SECRET_KEY.test(v)
+        ? undefined
+        : `must be a key of the Secret (letters, digits, "-", "_" or "."), got ${quote(v)}`,
+    ).default('token'),
+  });
+
+export const quantity = (example: string) =>
+  z
+    .union([z.string(), z.number()], {
+      error: (issue) => `must be a positive quantity like ${example}, got ${describeValue(issue.input)}`,
+    })
+    .transform((v) => String(v))
+    .pipe(
+      rules(z.string(), (v) => {
+        const value = parseQuantity(v);
+        return value !== undefined && value > 0
+          ? undefined
+          : `must be a positive quantity like ${example}, got ${quote(v)}`;
+      }),
+    );
+
+export const duration = (example: string) =>
+  rules(z.string({ error: `must be a duration like ${example}` }), (v) => {
+    let ms: number;
+    try {
+      ms = parseDuration(v);
+    } catch {
+      return `must be a duration like 90s, 40m, 2h or 1h30m, got ${quote(v)}`;
+    }
+    return ms > 0 ? undefined : `must be a positive duration like ${example}, got ${quote(v)}`;
+  });
+
+
+export const int = (what: string) => z.number({ error: `must be ${what}` }).int(`must be ${what}`);

@@ -1,0 +1,82 @@
+// What an update may change on a running model, and which fields it changes. Pure.
+import { parseServedModel, SpecError, type SpecIssue } from './parse';
+import { parseQuantity } from './quantities';
+import { quote } from './rules';
+import type { ServedModel } from './schema';
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** Equality of JSON values that ignores key order. */
+export function sameJson(a: unknown, b: unknown): boolean {
+  if (Array.isArray(a) || Array.isArray(b)) {
+    return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((item, i) => sameJson(item, b[i]));
+  }
+  if (isObject(a) || isObject(b)) {
+    if (!isObject(a) || !isObject(b)) return false;
+    const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+    return [...keys].every((key) => sameJson(a[key], b[key]));
+  }
+  return a === b;
+}
+
+/** Dotted paths of what differs, down to the objects' leaves (lists count as one value): `spec.engine.args`. */
+export function specChanges(previous: ServedModel, next: ServedModel): string[] {
+  const changes: string[] = [];
+  const walk = (a: unknown, b: unknown, path: string): void => {
+    if (sameJson(a, b)) return;
+    if (isObject(a) && isObject(b) && path.split('.').length < 4) {
+      for (const key of new Set([...Object.keys(a), ...Object.keys(b)]))
+        walk(a[key], b[key], path ? `${path}.${key}` : key);
+      return;
+    }
+    changes.push(path);
+  };
+  walk(previous, next, '');
+  return changes;
+}
+
+const IMMUTABLE: { path: string; get: (m: ServedModel) => unknown; why: string }[] = [
+  { path: 'metadata.name', get: (m) => m.metadata.name, why: 'it is the identity of the model' },
+  { path: 'metadata.namespace', get: (m) => m.metadata.namespace, why: 'it is the identity of the model' },
+  { path: 'spec.cluster', get: (m) => m.spec.cluster, why: 'the model is served by that cluster’s worker' },
+  {
+    path: 'spec.storage.storageClassName',
+    get: (m) => m.spec.storage.storageClassName,
+    why: 'Kubernetes cannot change the class of an existing volume',
+  },
+  {
+    path: 'spec.storage.accessMode',
+    get: (m) => m.spec.storage.accessMode,
+    why: 'Kubernetes cannot change the access mode of an existing volume',
+  },
+];
+
+/** Paths of fields that cannot change on a running model (a shrinking `spec.storage.size` counts: volumes only grow). */
+export function immutableChanges(old: ServedModel, next: ServedModel): string[] {
+  const changed = IMMUTABLE.filter((field) => field.get(old) !== field.get(next)).map((field) => field.path);
+  const oldSize = parseQuantity(old.spec.storage.size);
+  const nextSize = parseQuantity(next.spec.storage.size);
+  if (oldSize !== undefined && nextSize !== undefined && nextSize < oldSize) changed.push('spec.storage.size');
+  return changed;
+}
+
+/** Validates `doc` as the next spec of the running model `current`; throws `SpecError` on any problem. */
+export function specForUpdate(current: ServedModel, doc: unknown): ServedModel {
+  const next = parseServedModel(doc);
+  const issues = immutableChanges(current, next).map((path): SpecIssue => {
+    if (path === 'spec.storage.size') {
+      return {
+        path,
+        message: `cannot shrink from ${current.spec.storage.size} to ${next.spec.storage.size}: volumes only grow`,
+      };
+    }
+    const field = IMMUTABLE.find((f) => f.path === path)!;
+    return {
+      path,
+      message: `cannot change from ${quote(field.get(current))} to ${quote(field.get(next))}: ${field.why}; delete the model and serve it again instead`,
+    };
+  });
+  if (issues.length > 0) throw new SpecError(issues);
+  return next;
+}
