@@ -1,9 +1,33 @@
-import type { ActivityDeps } from './deps';
-import { createEngineActivities } from './engine-activities';
-import { createStorageActivities } from './storage-activities';
+// The one wiring file: every activity of a ServeModelWorkflow, bound to one cluster's clients.
 import type { FerryActivities } from '../workflows/contract';
+import type { ActivityDeps } from './deps';
+import { claimName } from './steps/claim';
+import { applyEngine, scaleEngine } from './steps/engine';
+import { awaitHealth, type ApiKeyResolver } from './steps/health';
+import { awaitPuller, startPuller } from './steps/puller';
+import { readStatus } from './steps/read-status';
+import { releaseVolume } from './steps/release';
+import { awaitRollout } from './steps/rollout';
+import { applyStorage } from './steps/storage';
+import { tearDown } from './steps/teardown';
 
-/** Every activity of a ServeModelWorkflow, bound to one cluster's clients. */
-export function createActivities(deps: ActivityDeps): FerryActivities {
-  return { ...createStorageActivities(deps), ...createEngineActivities(deps) };
+export interface ActivityOptions {
+  /** Where the worker gets a model's API key for /v1/models, if anywhere (`apiKeyFromSecret`); usually unset. */
+  apiKeys?: ApiKeyResolver;
+}
+
+export function createActivities(deps: ActivityDeps, options: ActivityOptions = {}): FerryActivities {
+  return {
+    claimName: (input) => claimName(deps, input),
+    applyStorage: (input) => applyStorage(deps, input),
+    startPuller: (input) => startPuller(deps, input),
+    awaitPuller: (input) => awaitPuller(deps, input),
+    releaseVolume: (input) => releaseVolume(deps, input),
+    applyEngine: (input) => applyEngine(deps, input),
+    awaitRollout: (input) => awaitRollout(deps, input),
+    awaitHealth: (input) => awaitHealth(deps, input, options.apiKeys),
+    scaleEngine: (input) => scaleEngine(deps, input),
+    readStatus: (input) => readStatus(deps, input, options.apiKeys),
+    tearDown: (input) => tearDown(deps, input),
+  };
 }

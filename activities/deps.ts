@@ -1,6 +1,6 @@
 // What the activities need from the outside world; the worker wires real ones, tests wire what they need.
 import type { Cluster } from './cluster/api';
-import type { ProgressSink } from './progress';
+import type { ProgressSink } from './cluster/progress';
 import type { ServedModel } from '../workflows/contract';
 
 /** Where Ferry sends HTTP requests to a model's engine (health checks, the CLI's completion). */

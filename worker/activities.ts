@@ -8,8 +8,8 @@ import type { Client } from '@temporalio/client';
 import type { Logger } from '@temporalio/worker';
 import { createActivities, type FerryActivities } from '../activities';
 import { Cluster } from '../activities/cluster/api';
-import { endpointResolverFromEnv } from '../activities/endpoints';
-import type { ProgressSink } from '../activities/progress';
+import { endpointResolverFromEnv } from '../activities/cluster/endpoints';
+import type { ProgressSink } from '../activities/cluster/progress';
 import { progressSignal } from '../workflows/contract';
 import type { WorkerConfig } from './config';
 

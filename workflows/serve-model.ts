@@ -20,9 +20,9 @@ import {
   type RetryPolicy,
 } from '@temporalio/workflow';
 import { type CarriedState, deleteModelUpdate, type DeleteResult, describeSource, failure, type FerryActivities, ferryPhaseKey, type FinalStatus, formatSpecIssues, INVALID_SPEC, MODEL_DELETING, modelRefOf, type ModelStatus, NON_RETRYABLE, parseDuration, type PendingPull, phaseChangedSignal, progressSignal, safeParseServedModel, sameJson, sameSource, searchAttributesFor, type ServedModel, type ServeModelInput, type ServeModelOptions, specChanges, SpecError, specForUpdate, specQuery, statusQuery, type StorageResult, type TeardownResult, UNSUPPORTED_INPUT, type UpdateModelInput, updateModelUpdate, type UpdateResult } from './contract';
-import { classifyFailure, type Budgets } from './status-failure';
-import { summarizeStatus } from './status-summary';
-import { currentStep, skipStep, trimTimeline, type Step } from './status-timeline';
+import { classifyFailure, type Budgets } from './status/failure';
+import { summarizeStatus } from './status/summary';
+import { currentStep, skipStep, trimTimeline, type Step } from './status/timeline';
 import {
   acceptSpec,
   beginStep,
@@ -39,7 +39,7 @@ import {
   SETTLED,
   skipDownload,
   supersede,
-} from './status-transitions';
+} from './status/transitions';
 
 /** Failure type the workflow uses internally to unwind a reconcile that ended in phase Failed. */
 const RECONCILE_FAILED = 'ReconcileFailed';

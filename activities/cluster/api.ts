@@ -8,7 +8,6 @@ import {
   type KubernetesObject,
 } from '@kubernetes/client-node';
 import { isNotFound, kubeFailure } from './errors';
-import { failure } from '../../workflows/contract';
 
 /** What names one object: enough to read or delete it. */
 export interface ObjectRef {

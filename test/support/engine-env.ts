@@ -4,7 +4,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import type { V1Pod } from '@kubernetes/client-node';
 import { Cluster } from '../../activities/cluster/api';
-import { buildPvc, buildRoot, FIELD_MANAGER, selectorLabels } from '../../activities/kube';
+import { buildPvc, buildRoot, FIELD_MANAGER, selectorLabels } from '../../activities/builders';
 import type { ServedModel, StepProgress } from '../../workflows/contract';
 import type { ActivityRun } from './activity-env';
 import { adminKubeConfig, type Clients } from './kube';

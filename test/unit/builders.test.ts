@@ -26,7 +26,7 @@ import {
   sourceHash,
   sourceHash8,
   type ModelObjects,
-} from '../../activities/kube';
+} from '../../activities/builders';
 import { durationSeconds, parseServedModel, type ServedModel, type ServedModelInput } from '../../workflows/contract';
 import {
   FIXTURE_NAMES,

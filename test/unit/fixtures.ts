@@ -1,5 +1,5 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { buildAll, objectList, type ModelObjects } from '../../activities/kube';
+import { buildAll, objectList, type ModelObjects } from '../../activities/builders';
 import { parseServedModel, type ServedModel, type ServedModelInput } from '../../workflows/contract';
 
 // Example documents shared by the unit tests (golden files) and the integration tests (which dry-run the same

@@ -1,6 +1,6 @@
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { classifyPod } from '../../activities/pod-problems';
+import { classifyPod } from '../../activities/readers/pod-problems';
 import {
   backoffFailure,
   currentPod,
@@ -9,7 +9,7 @@ import {
   formatBytes,
   jobEnd,
   pullerProgress,
-} from '../../activities/puller-status';
+} from '../../activities/readers/puller-status';
 import { FAILURE } from '../../workflows/contract';
 
 const job = (conditions: { type: string; status: string; reason?: string }[] = [], failed = 0): V1Job => ({

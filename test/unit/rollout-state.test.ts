@@ -1,10 +1,10 @@
 import type { V1Deployment, V1PodTemplateSpec, V1ReplicaSet } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { ProblemConfirmer } from '../../activities/engine-wait';
-import { fatalProblems } from '../../activities/engine-failure';
-import { buildDeployment } from '../../activities/kube';
-import type { PodProblem } from '../../activities/pod-problems';
-import { newestReplicaSet, rolloutState } from '../../activities/revision';
+import { ProblemConfirmer } from '../../activities/readers/problem-confirmer';
+import { fatalProblems } from '../../activities/steps/engine-failure';
+import { buildDeployment } from '../../activities/builders';
+import type { PodProblem } from '../../activities/readers/pod-problems';
+import { newestReplicaSet, rolloutState } from '../../activities/readers/revision';
 import { fixtureModel } from './fixtures';
 
 // kubectl's `rollout status` rule, as Ferry applies it to the generation an applyEngine returned.

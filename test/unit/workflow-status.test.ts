@@ -1,10 +1,10 @@
 import { ActivityFailure, ApplicationFailure, RetryState, TimeoutFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
 import { modelRefOf, type ModelStatus, parseServedModel, sameJson, searchAttributesFor, specChanges, taskQueueFor, workflowIdFor } from '../../workflows/contract';
-import { setCondition } from '../../workflows/status-conditions';
-import { classifyFailure } from '../../workflows/status-failure';
-import { formatBytes, formatDuration, summarizeStatus } from '../../workflows/status-summary';
-import { currentStep, trimTimeline } from '../../workflows/status-timeline';
+import { setCondition } from '../../workflows/status/conditions';
+import { classifyFailure } from '../../workflows/status/failure';
+import { formatBytes, formatDuration, summarizeStatus } from '../../workflows/status/summary';
+import { currentStep, trimTimeline } from '../../workflows/status/timeline';
 import {
   acceptSpec,
   beginStep,
@@ -22,7 +22,7 @@ import {
   retryingStep,
   skipDownload,
   supersede,
-} from '../../workflows/status-transitions';
+} from '../../workflows/status/transitions';
 
 const spec = parseServedModel({
   apiVersion: 'ferry.dev/v1alpha1',

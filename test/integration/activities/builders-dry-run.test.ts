@@ -1,7 +1,7 @@
 import type { KubernetesObject, V1Deployment, V1Job, V1PodTemplateSpec } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster } from '../../../activities/cluster/api';
-import { FIELD_MANAGER } from '../../../activities/kube';
+import { FIELD_MANAGER } from '../../../activities/builders';
 import { FIXTURE_NAMES, fixtureObjectList, fixtureObjects } from '../../unit/fixtures';
 import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, type Clients } from '../../support/kube';
 

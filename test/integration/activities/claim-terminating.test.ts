@@ -2,9 +2,9 @@ import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import type { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Cluster } from '../../../activities/cluster/api';
-import { buildDeployment, FIELD_MANAGER, pvcName, rootName } from '../../../activities/kube';
-import { createStorageActivities, type StorageActivities } from '../../../activities/storage-activities';
-import { FAILURE, type ServedModel } from '../../../workflows/contract';
+import { buildDeployment, FIELD_MANAGER, pvcName, rootName } from '../../../activities/builders';
+import { createActivities } from '../../../activities/create-activities';
+import { FAILURE, type FerryActivities, type ServedModel } from '../../../workflows/contract';
 import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
 import {
   adminKubeConfig,
@@ -22,14 +22,14 @@ import {
 let c: Clients;
 let ns: string;
 let cluster: Cluster;
-let acts: StorageActivities;
+let acts: FerryActivities;
 
 beforeAll(async () => {
   c = clientsFor(adminKubeConfig());
   ns = await createNamespace(c, 'act-claim', { 'pod-security.kubernetes.io/enforce': 'restricted' });
   const deps = testDeps();
   cluster = deps.cluster;
-  acts = createStorageActivities(deps);
+  acts = createActivities(deps);
 });
 afterAll(async () => deleteNamespace(c, ns));
 
@@ -151,7 +151,7 @@ describe.concurrent('claiming while objects are being deleted', () => {
   });
 
   it('a PVC of someone else that stays terminating: retryable failure naming its finalizer', async () => {
-    const quick = createStorageActivities(testDeps({ terminatingPvcWaitMs: 1_500 }));
+    const quick = createActivities(testDeps({ terminatingPvcWaitMs: 1_500 }));
     const model = testModel('stubborn', ns);
     await c.core.createNamespacedPersistentVolumeClaim({
       namespace: ns,

@@ -3,8 +3,9 @@ import { CancelledFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubeConfigForServiceAccount } from '../../../deploy/local/service-account-kubeconfig';
 import { Cluster } from '../../../activities/cluster/api';
-import { SCALE_FIELD_MANAGER } from '../../../activities/engine';
-import { createEngineActivities, type EngineActivities } from '../../../activities/engine-activities';
+import { SCALE_FIELD_MANAGER } from '../../../activities/steps/engine';
+import { createActivities } from '../../../activities/create-activities';
+import { FAILURE, type FerryActivities, type ServedModel } from '../../../workflows/contract';
 import {
   buildDeployment,
   buildPullerJob,
@@ -14,8 +15,7 @@ import {
   LABEL_MODEL,
   pvcName,
   rootName,
-} from '../../../activities/kube';
-import { FAILURE, type ServedModel } from '../../../workflows/contract';
+} from '../../../activities/builders';
 import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
 import { enginePodsOf, prepareModel } from '../../support/engine-env';
 import {
@@ -32,13 +32,13 @@ import {
 // Security "restricted": engine pods that were not admitted would never become ready.
 let c: Clients;
 let ns: string;
-let acts: EngineActivities;
+let acts: FerryActivities;
 let cluster: Cluster;
 
 beforeAll(async () => {
   c = clientsFor(adminKubeConfig());
   ns = await createNamespace(c, 'act-engine', { 'pod-security.kubernetes.io/enforce': 'restricted' });
-  acts = createEngineActivities(testDeps({ pollMs: 250 }));
+  acts = createActivities(testDeps({ pollMs: 250 }));
   cluster = new Cluster(c.kc);
 });
 afterAll(async () => deleteNamespace(c, ns));
@@ -296,7 +296,7 @@ describe('tearDown', () => {
       },
     });
     const worker = new Cluster(await kubeConfigForServiceAccount(c.kc, ns, 'worker'));
-    const asWorker = createEngineActivities({ ...testDeps(), cluster: worker });
+    const asWorker = createActivities({ ...testDeps(), cluster: worker });
 
     const err = await rejectionOf(activity(asWorker.tearDown, { model: input.model }));
     expect(err).toMatchObject({ type: FAILURE.TeardownIncomplete, nonRetryable: false });

@@ -11,7 +11,7 @@ import {
   inClusterEndpoint,
   overrideEndpoints,
   serviceProxyEndpoint,
-} from '../../../activities/endpoints';
+} from '../../../activities/cluster/endpoints';
 import { testModel } from '../../support/activity-env';
 import { adminKubeConfig } from '../../support/kube';
 

@@ -3,10 +3,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createEngineSim, type EngineSim } from '../../../deploy/engine-sim/server';
 import { Cluster } from '../../../activities/cluster/api';
 import type { ActivityDeps } from '../../../activities/deps';
-import { createEngineActivities, type EngineActivities } from '../../../activities/engine-activities';
-import { overrideEndpoints } from '../../../activities/endpoints';
-import { apiKeyFromSecret } from '../../../activities/health';
-import { FAILURE, type ServedModelInput } from '../../../workflows/contract';
+import { createActivities } from '../../../activities/create-activities';
+import { FAILURE, type FerryActivities, type ServedModelInput } from '../../../workflows/contract';
+import { overrideEndpoints } from '../../../activities/cluster/endpoints';
+import { apiKeyFromSecret } from '../../../activities/steps/health';
 import { activity, rejectionOf, testDeps, testModel } from '../../support/activity-env';
 import { annotateEnginePods, heartbeatWhere, prepareModel, runScheduled } from '../../support/engine-env';
 import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, type Clients } from '../../support/kube';
@@ -18,7 +18,7 @@ let c: Clients;
 let ns: string;
 let cluster: Cluster;
 let deps: ActivityDeps;
-let acts: EngineActivities;
+let acts: FerryActivities;
 const overrides: Record<string, string> = {};
 const sims: EngineSim[] = [];
 
@@ -27,7 +27,7 @@ beforeAll(async () => {
   ns = await createNamespace(c, 'act-health');
   cluster = new Cluster(c.kc);
   deps = { ...testDeps({ pollMs: 250 }), endpoints: overrideEndpoints(() => overrides) };
-  acts = createEngineActivities(deps);
+  acts = createActivities(deps);
 });
 afterEach(async () => {
   await Promise.all(sims.splice(0).map((s) => s.stop()));
@@ -103,7 +103,7 @@ describe('awaitHealth', () => {
     expect(withoutKey.note).toMatch(/requires the API key .* \/health alone/);
     expect(JSON.stringify(withoutKey)).not.toContain('s3cret');
 
-    const withKey = createEngineActivities(deps, { apiKeys: apiKeyFromSecret(deps) });
+    const withKey = createActivities(deps, { apiKeys: apiKeyFromSecret(deps) });
     const result = await runScheduled(0, withKey.awaitHealth, { model }).result;
     expect(result).toEqual({ endpoint: overrides[`${ns}/keyed`], models: ['keyed'] });
   });

@@ -1,8 +1,8 @@
 import { CancelledFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster } from '../../../activities/cluster/api';
-import { createEngineActivities, type EngineActivities } from '../../../activities/engine-activities';
-import { FAILURE } from '../../../workflows/contract';
+import { createActivities } from '../../../activities/create-activities';
+import { FAILURE, type FerryActivities } from '../../../workflows/contract';
 import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
 import { annotateEnginePods, enginePodsOf, heartbeatWhere, prepareModel } from '../../support/engine-env';
 import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, type Clients } from '../../support/kube';
@@ -12,13 +12,13 @@ import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, type Cli
 // waiting states that recover by themselves are reported, not failed.
 let c: Clients;
 let ns: string;
-let acts: EngineActivities;
+let acts: FerryActivities;
 let cluster: Cluster;
 
 beforeAll(async () => {
   c = clientsFor(adminKubeConfig());
   ns = await createNamespace(c, 'act-rollout', { 'pod-security.kubernetes.io/enforce': 'restricted' });
-  acts = createEngineActivities(testDeps({ pollMs: 250 }));
+  acts = createActivities(testDeps({ pollMs: 250 }));
   cluster = new Cluster(c.kc);
 });
 afterAll(async () => deleteNamespace(c, ns));

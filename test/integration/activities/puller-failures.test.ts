@@ -1,10 +1,10 @@
 import { type ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster } from '../../../activities/cluster/api';
-import { FIELD_MANAGER } from '../../../activities/kube';
-import { desiredPullerJob } from '../../../activities/puller';
-import { createStorageActivities, type StorageActivities } from '../../../activities/storage-activities';
-import { FAILURE, type ServedModel, type StepProgress } from '../../../workflows/contract';
+import { FIELD_MANAGER } from '../../../activities/builders';
+import { desiredPullerJob } from '../../../activities/steps/puller';
+import { createActivities } from '../../../activities/create-activities';
+import { FAILURE, type FerryActivities, type ServedModel, type StepProgress } from '../../../workflows/contract';
 import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
 import {
   adminKubeConfig,
@@ -19,14 +19,14 @@ import {
 // state (chosen per pod by the simulated nodes' scenarios), never by a raw Kubernetes message alone.
 let c: Clients;
 let ns: string;
-let acts: StorageActivities;
+let acts: FerryActivities;
 let cluster: Cluster;
 
 beforeAll(async () => {
   c = clientsFor(adminKubeConfig());
   ns = await createNamespace(c, 'act-puller', { 'pod-security.kubernetes.io/enforce': 'restricted' });
   const deps = testDeps();
-  acts = createStorageActivities(deps);
+  acts = createActivities(deps);
   cluster = deps.cluster;
 });
 afterAll(async () => deleteNamespace(c, ns));

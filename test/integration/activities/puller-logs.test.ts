@@ -2,10 +2,10 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster } from '../../../activities/cluster/api';
-import { FIELD_MANAGER } from '../../../activities/kube';
-import { desiredPullerJob } from '../../../activities/puller';
-import { createStorageActivities, type StorageActivities } from '../../../activities/storage-activities';
-import { FAILURE } from '../../../workflows/contract';
+import { FIELD_MANAGER } from '../../../activities/builders';
+import { desiredPullerJob } from '../../../activities/steps/puller';
+import { createActivities } from '../../../activities/create-activities';
+import { FAILURE, type FerryActivities } from '../../../workflows/contract';
 import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
 import {
   adminKubeConfig,
@@ -33,13 +33,13 @@ class ClusterWithLogs extends Cluster {
 let c: Clients;
 let ns: string;
 let cluster: ClusterWithLogs;
-let acts: StorageActivities;
+let acts: FerryActivities;
 
 beforeAll(async () => {
   c = clientsFor(adminKubeConfig());
   ns = await createNamespace(c, 'act-logs');
   cluster = new ClusterWithLogs(c.kc);
-  acts = createStorageActivities({ ...testDeps(), cluster });
+  acts = createActivities({ ...testDeps(), cluster });
 });
 afterAll(async () => deleteNamespace(c, ns));
 

@@ -11,9 +11,9 @@ import {
   rootName,
   sourceHash,
   sourceHash8,
-} from '../../../activities/kube';
-import { createStorageActivities, type StorageActivities } from '../../../activities/storage-activities';
-import { FAILURE } from '../../../workflows/contract';
+} from '../../../activities/builders';
+import { createActivities } from '../../../activities/create-activities';
+import { FAILURE, type FerryActivities } from '../../../workflows/contract';
 import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
 import {
   adminKubeConfig,
@@ -28,12 +28,12 @@ import {
 // Security "restricted": the puller's pod must be admitted there for any download to complete.
 let c: Clients;
 let ns: string;
-let acts: StorageActivities;
+let acts: FerryActivities;
 
 beforeAll(async () => {
   c = clientsFor(adminKubeConfig());
   ns = await createNamespace(c, 'act-storage', { 'pod-security.kubernetes.io/enforce': 'restricted' });
-  acts = createStorageActivities(testDeps());
+  acts = createActivities(testDeps());
 });
 afterAll(async () => deleteNamespace(c, ns));
 

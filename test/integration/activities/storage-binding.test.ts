@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { PatchStrategy, setHeaderOptions, StorageV1Api } from '@kubernetes/client-node';
 import type { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pvcName } from '../../../activities/kube';
-import { createStorageActivities } from '../../../activities/storage-activities';
+import { pvcName } from '../../../activities/builders';
+import { createActivities } from '../../../activities/create-activities';
 import { FAILURE } from '../../../workflows/contract';
 import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
 import {
@@ -40,7 +40,7 @@ afterAll(async () => {
 
 describe.concurrent('a volume that is not bound yet', () => {
   it('WaitForFirstConsumer: Pending at once; the puller then reports what the volume waits for', async () => {
-    const acts = createStorageActivities(testDeps({ volumeBindGraceMs: 20_000 }));
+    const acts = createActivities(testDeps({ volumeBindGraceMs: 20_000 }));
     const model = testModel('late', ns, { spec: { storage: { storageClassName: lateClass } } });
     const claim = await activity(acts.claimName, { model });
     const input = { model, rootUid: claim.rootUid, sourceHash: claim.sourceHash };
@@ -66,7 +66,7 @@ describe.concurrent('a volume that is not bound yet', () => {
   });
 
   it('a class that does not exist: Pending, and the ProvisioningFailed warning reaches progress', async () => {
-    const acts = createStorageActivities(testDeps({ volumeBindGraceMs: 3_000 }));
+    const acts = createActivities(testDeps({ volumeBindGraceMs: 3_000 }));
     const model = testModel('classless', ns, { spec: { storage: { storageClassName: 'ferry-test-no-such-class' } } });
     const claim = await activity(acts.claimName, { model });
     const run = runActivity(acts.applyStorage, { model, rootUid: claim.rootUid, sourceHash: claim.sourceHash });
@@ -79,7 +79,7 @@ describe.concurrent('a volume that is not bound yet', () => {
   });
 
   it('a bound volume whose PV was forced away: Lost, a non-retryable VolumeLost naming the PV', async () => {
-    const acts = createStorageActivities(testDeps());
+    const acts = createActivities(testDeps());
     const model = testModel('lost', ns);
     const claim = await activity(acts.claimName, { model });
     const input = { model, rootUid: claim.rootUid, sourceHash: claim.sourceHash };

@@ -2,8 +2,8 @@ import type { V1PolicyRule } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubeConfigForServiceAccount } from '../../../deploy/local/service-account-kubeconfig';
 import { Cluster } from '../../../activities/cluster/api';
-import { pvcName } from '../../../activities/kube';
-import { createStorageActivities } from '../../../activities/storage-activities';
+import { pvcName } from '../../../activities/builders';
+import { createActivities } from '../../../activities/create-activities';
 import { activity, testDeps, testModel } from '../../support/activity-env';
 import {
   adminKubeConfig,
@@ -52,7 +52,7 @@ afterAll(async () => deleteNamespace(admin, ns));
 
 describe('as a ServiceAccount with a namespaced Role', () => {
   it('downloads from claim to released volume', async () => {
-    const acts = createStorageActivities({ ...testDeps(), cluster });
+    const acts = createActivities({ ...testDeps(), cluster });
     const model = testModel('scoped', ns);
     const claim = await activity(acts.claimName, { model });
     const input = { model, rootUid: claim.rootUid, sourceHash: claim.sourceHash };
@@ -64,7 +64,7 @@ describe('as a ServiceAccount with a namespaced Role', () => {
   });
 
   it('lets go of its own volume stuck terminating', async () => {
-    const acts = createStorageActivities({ ...testDeps(), cluster });
+    const acts = createActivities({ ...testDeps(), cluster });
     const model = testModel('scoped-stuck', ns, { labels: { 'sim.ferry.dev/puller-scenario': 'run-forever' } });
     const claim = await activity(acts.claimName, { model });
     const input = { model, rootUid: claim.rootUid, sourceHash: claim.sourceHash };

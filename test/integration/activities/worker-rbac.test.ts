@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubeConfigForServiceAccount } from '../../../deploy/local/service-account-kubeconfig';
 import { createActivities } from '../../../activities';
 import { Cluster } from '../../../activities/cluster/api';
-import { overrideEndpoints } from '../../../activities/endpoints';
+import { overrideEndpoints } from '../../../activities/cluster/endpoints';
 import { activity, testDeps, testModel } from '../../support/activity-env';
 import {
   adminKubeConfig,

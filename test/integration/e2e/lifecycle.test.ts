@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Watch, type V1Pod } from '@kubernetes/client-node';
-import { pvcName, sourceHash8 } from '../../../activities/kube';
+import { pvcName, sourceHash8 } from '../../../activities/builders';
 import { type ModelStatus, parseServedModel } from '../../../workflows/contract';
 import { runFerry, writeDoc } from '../../support/ferry-worker';
 import type { Doc } from '../../support/workflow-harness';

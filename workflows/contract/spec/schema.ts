@@ -4,7 +4,6 @@ import { z } from 'zod';
 import { parseQuantity } from './quantities';
 import {
   C_IDENTIFIER,
-  describeValue,
   dnsLabel,
   duration,
   HF_REPO,

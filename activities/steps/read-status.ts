@@ -1,12 +1,13 @@
 // readStatus: one look at a Ready model, for the workflow's watch loop: replicas, the worst problem by name, the
 // endpoint. Problems in order: a current-revision pod that crash-loops, OOMs or cannot pull its image; replicas
 // missing (ReplicasUnavailable); the engine not answering /health (Unhealthy).
-import { FATAL_POD_REASONS } from './pod-problems';
-import type { ActivityDeps } from './deps';
+import { FATAL_POD_REASONS } from '../readers/pod-problems';
+import type { ActivityDeps } from '../deps';
 import { probeEngine, type ApiKeyResolver } from './health';
-import { assertOurs } from './ownership';
-import { currentPodProblems, isPodReady, readEngine } from './revision';
-import type { ModelInput, ObservedStatus } from '../workflows/contract';
+import { assertOurs } from '../readers/ownership';
+import { isPodReady } from '../readers/revision';
+import { currentPodProblems, readEngine } from '../cluster/model-reads';
+import type { ModelInput, ObservedStatus } from '../../workflows/contract';
 
 export async function readStatus(
   deps: ActivityDeps,

@@ -1,9 +1,9 @@
 // The puller Job: started once per source, then watched until the Job controller says how it ended.
 import type { CoreV1Event, V1Job, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
-import { FAILURE, failure, type ModelInput, type ObjectsInput, parseDuration, type PullerResult, type ServedModel, type StepProgress } from '../workflows/contract';
-import { refOf, type Cluster, type ObjectRef } from './cluster/api';
-import { timingOf, type ActivityDeps } from './deps';
+import { FAILURE, failure, type ModelInput, type ObjectsInput, parseDuration, type PullerResult, type ServedModel, type StepProgress } from '../../workflows/contract';
+import { refOf, type Cluster, type ObjectRef } from '../cluster/api';
+import { timingOf, type ActivityDeps } from '../deps';
 import {
   ANNOTATION_SPEC_HASH,
   buildPullerJob,
@@ -13,10 +13,10 @@ import {
   pvcName,
   PULLER_CONTAINER,
   sha256Hex,
-} from './kube';
-import { assertOurs, isTerminating } from './ownership';
-import { classifyPod, type PodProblem } from './pod-problems';
-import { ProgressReporter } from './progress';
+} from '../builders';
+import { assertOurs, isTerminating } from '../readers/ownership';
+import { classifyPod, type PodProblem } from '../readers/pod-problems';
+import { ProgressReporter } from '../cluster/progress';
 import {
   backoffFailure,
   currentPod,
@@ -29,9 +29,9 @@ import {
   pullerProgress,
   timeOf,
   type JobEnd,
-} from './puller-status';
-import { volumeProblem } from './volume-status';
-import { waitUntil } from './wait-until';
+} from '../readers/puller-status';
+import { volumeProblem } from '../cluster/model-reads';
+import { waitUntil } from '../cluster/wait';
 
 /** Consecutive looks (one per `pollMs`) at a pod in ImagePullBackOff before the download fails: a blip may recover. */
 export const IMAGE_PULL_OBSERVATIONS = 2;

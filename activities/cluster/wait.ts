@@ -2,7 +2,7 @@
 // every `pollMs` (a backstop for what no watch covers, and the heartbeat cadence), until the check says done, time
 // runs out, or the activity is cancelled.
 import { CancelledFailure } from '@temporalio/common';
-import type { Cluster, WatchEvent } from './cluster/api';
+import type { Cluster, WatchEvent } from './api';
 
 /** A collection to watch while waiting; `onEvent` updates the caller's state before the re-check. */
 export interface WaitWatch {

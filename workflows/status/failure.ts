@@ -1,8 +1,8 @@
 // Failures of activities, classified into what status shows: a named reason, a message, and whether a retry helps.
 import { ActivityFailure, ApplicationFailure, TemporalFailure, TimeoutFailure } from '@temporalio/common';
-import { FAILURE, NON_RETRYABLE } from './contract';
-import type { FailureInfo } from './status-transitions';
-import type { Step } from './status-timeline';
+import { FAILURE, NON_RETRYABLE } from '../contract';
+import type { FailureInfo } from './transitions';
+import type { Step } from './timeline';
 
 export interface ClassifiedFailure extends FailureInfo {
   /** A later attempt may succeed (the workflow retries the step); false ends the reconcile in phase Failed. */

@@ -1,6 +1,6 @@
 // Turns what Kubernetes says about a pod into one named reason and one line a person can act on. Pure.
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
-import { FAILURE, failure } from '../workflows/contract';
+import { FAILURE } from '../../workflows/contract';
 
 export interface PodProblem {
   /** CamelCase: Unschedulable, ImagePullBackOff, CrashLoopBackOff, OOMKilled, MultiAttach, FailedMount, … */

@@ -2,14 +2,14 @@
 // the forced server-side apply that follows takes fields from anyone.
 import type { KubernetesObject, V1ConfigMap, V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
-import { type ClaimResult, FAILURE, failure, type ModelInput, type ServedModel } from '../workflows/contract';
-import { describeRef, refOf, type ObjectRef } from './cluster/api';
-import { timingOf, type ActivityDeps } from './deps';
-import { buildAll, buildRoot, FIELD_MANAGER, objectList, sourceHash } from './kube';
-import { isOurs, isTerminating, kindName, nameConflict } from './ownership';
-import { ProgressReporter } from './progress';
+import { type ClaimResult, FAILURE, failure, type ModelInput, type ServedModel } from '../../workflows/contract';
+import { describeRef, refOf, type ObjectRef } from '../cluster/api';
+import { timingOf, type ActivityDeps } from '../deps';
+import { buildAll, buildRoot, FIELD_MANAGER, objectList, sourceHash } from '../builders';
+import { isOurs, isTerminating, kindName, nameConflict } from '../readers/ownership';
+import { ProgressReporter } from '../cluster/progress';
 import { releaseTerminatingPvc } from './terminating-pvc';
-import { waitUntil } from './wait-until';
+import { waitUntil } from '../cluster/wait';
 
 /** Every object the model would own now: root, PVC, the current source's puller Job, Deployment, Service. */
 export function ownedRefs(model: ServedModel): ObjectRef[] {

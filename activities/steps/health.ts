@@ -2,14 +2,16 @@
 // polls that for the whole startup budget in one heartbeating activity, and only once a replica of the current
 // revision is ready, so an old revision's replica never makes a spec change look Ready.
 import { Context } from '@temporalio/activity';
-import { FAILURE, failure, type HealthResult, type ModelInput, parseDuration, type ServedModel } from '../workflows/contract';
-import { timingOf, type ActivityDeps } from './deps';
+import { FAILURE, failure, type HealthResult, type ModelInput, parseDuration, type ServedModel } from '../../workflows/contract';
+import { timingOf, type ActivityDeps } from '../deps';
 import { fatalProblems, podFailure } from './engine-failure';
-import { ProblemConfirmer, waitForEngine } from './engine-wait';
-import { HEALTH_PATH } from './kube';
-import { assertOurs } from './ownership';
-import { ProgressReporter } from './progress';
-import { currentPodProblems, engineWatches, isPodReady, podsState, readEngine } from './revision';
+import { waitForEngine } from '../cluster/engine-wait';
+import { ProblemConfirmer } from '../readers/problem-confirmer';
+import { HEALTH_PATH } from '../builders';
+import { assertOurs } from '../readers/ownership';
+import { ProgressReporter } from '../cluster/progress';
+import { isPodReady, podsState } from '../readers/revision';
+import { currentPodProblems, engineWatches, readEngine } from '../cluster/model-reads';
 
 /** The model's API key, when the worker holds it (it usually does not); never logged, never returned. */
 export type ApiKeyResolver = (model: ServedModel) => Promise<string | undefined>;
@@ -205,7 +207,7 @@ export async function awaitHealth(
 
 /**
  * Reads the API key from the model's `engine.apiKeySecret`, for a worker whose Role may `get` that Secret; any other
- * worker gets undefined (and awaitHealth settles for /health). Opt-in: pass it to `createEngineActivities`.
+ * worker gets undefined (and awaitHealth settles for /health). Opt-in: pass it to `createActivities`.
  */
 export function apiKeyFromSecret(deps: Pick<ActivityDeps, 'cluster'>): ApiKeyResolver {
   return async (model) => {

@@ -1,19 +1,10 @@
 // Which engine pods run the Deployment's *current* spec, and whether that spec has rolled out (kubectl's rule).
 // A spec change is not Ready on the previous revision's replica: every check about pods looks at the newest
 // ReplicaSet's pods only.
-import type { CoreV1Event, V1Deployment, V1Pod, V1PodTemplateSpec, V1ReplicaSet } from '@kubernetes/client-node';
-import type { ServedModel } from '../workflows/contract';
-import type { Cluster } from './cluster/api';
-import { canonicalJson, deploymentName, selectorLabels } from './kube';
-import { classifyPod, type PodProblem } from './pod-problems';
+import type { V1Deployment, V1Pod, V1PodTemplateSpec, V1ReplicaSet } from '@kubernetes/client-node';
+import { canonicalJson } from '../builders';
 
-const POD_TEMPLATE_HASH = 'pod-template-hash';
-
-/** `k=v,k=v` for a label map. */
-export const labelSelectorOf = (labels: Record<string, string>): string =>
-  Object.entries(labels)
-    .map(([k, v]) => `${k}=${v}`)
-    .join(',');
+export const POD_TEMPLATE_HASH = 'pod-template-hash';
 
 /** What one look at a model's engine sees. */
 export interface EngineSnapshot {
@@ -24,43 +15,6 @@ export interface EngineSnapshot {
   pods: V1Pod[];
   /** Pods of the newest ReplicaSet that are not terminating. */
   currentPods: V1Pod[];
-}
-
-/** What a wait on the engine watches: the Deployment, and the engine pods of every revision. */
-export function engineWatches(model: ServedModel): { path: string; query: Record<string, string> }[] {
-  const ns = model.metadata.namespace;
-  return [
-    {
-      path: `/apis/apps/v1/namespaces/${ns}/deployments`,
-      query: { fieldSelector: `metadata.name=${deploymentName(model.metadata.name)}` },
-    },
-    {
-      path: `/api/v1/namespaces/${ns}/pods`,
-      query: { labelSelector: labelSelectorOf(selectorLabels(model.metadata.name)) },
-    },
-  ];
-}
-
-/** The engine as it is now: Deployment, newest ReplicaSet, pods. */
-export async function readEngine(cluster: Cluster, model: ServedModel): Promise<EngineSnapshot> {
-  const ns = model.metadata.namespace;
-  const labelSelector = labelSelectorOf(selectorLabels(model.metadata.name));
-  const [deployment, replicaSets, pods] = await Promise.all([
-    cluster.get<V1Deployment>({
-      apiVersion: 'apps/v1',
-      kind: 'Deployment',
-      name: deploymentName(model.metadata.name),
-      namespace: ns,
-    }),
-    cluster.list<V1ReplicaSet>('apps/v1', 'ReplicaSet', ns, { labelSelector }),
-    cluster.list<V1Pod>('v1', 'Pod', ns, { labelSelector }),
-  ]);
-  const newest = deployment ? newestReplicaSet(deployment, replicaSets) : undefined;
-  const hash = newest?.metadata?.labels?.[POD_TEMPLATE_HASH];
-  const currentPods = hash
-    ? pods.filter((p) => p.metadata?.labels?.[POD_TEMPLATE_HASH] === hash && !p.metadata?.deletionTimestamp)
-    : [];
-  return { deployment, newest, pods, currentPods };
 }
 
 /**
@@ -155,34 +109,6 @@ export function rolloutState(deployment: V1Deployment, generation: number): Roll
     };
   }
   return { done: true, replicas: wanted, readyReplicas: status.readyReplicas ?? 0, updatedReplicas: updated };
-}
-
-/** Each current-revision pod's problem, with the Events of the pods that are not ready (Multi-Attach, mounts). */
-export async function currentPodProblems(cluster: Cluster, snapshot: EngineSnapshot): Promise<PodProblem[]> {
-  const problems: PodProblem[] = [];
-  for (const pod of snapshot.currentPods) {
-    if (isPodReady(pod)) {
-      // A ready pod may still have crashed since: its container status says so without Events.
-      const problem = classifyPod(pod);
-      if (problem) problems.push(problem);
-      continue;
-    }
-    const problem = classifyPod(pod, await podEvents(cluster, pod));
-    if (problem) problems.push(problem);
-  }
-  // Failures first, then waiting states.
-  return problems.sort((a, b) => Number(a.waiting) - Number(b.waiting));
-}
-
-async function podEvents(cluster: Cluster, pod: V1Pod): Promise<CoreV1Event[]> {
-  const name = pod.metadata?.name;
-  const ns = pod.metadata?.namespace;
-  if (!name || !ns) return [];
-  const events = await cluster.list<CoreV1Event>('v1', 'Event', ns, {
-    fieldSelector: `involvedObject.kind=Pod,involvedObject.name=${name}`,
-  });
-  // Events of an earlier pod of the same name are not this pod's.
-  return events.filter((e) => !e.involvedObject?.uid || e.involvedObject.uid === pod.metadata?.uid);
 }
 
 /** A short summary of where the current revision's pods are: Pending, ContainerCreating, Starting, Running. */

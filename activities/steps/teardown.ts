@@ -5,11 +5,11 @@
 import type { KubernetesObject, V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { FAILURE, failure, type ModelInput, type ServedModel, type TeardownResult } from '../workflows/contract';
-import type { ObjectRef } from './cluster/api';
-import type { ActivityDeps } from './deps';
-import { deploymentName, LABEL_COMPONENT, modelLabelSelector, pvcName, rootName, serviceName } from './kube';
-import { isOurs, isTerminating } from './ownership';
+import { FAILURE, failure, type ModelInput, type ServedModel, type TeardownResult } from '../../workflows/contract';
+import type { ObjectRef } from '../cluster/api';
+import type { ActivityDeps } from '../deps';
+import { deploymentName, LABEL_COMPONENT, modelLabelSelector, pvcName, rootName, serviceName } from '../builders';
+import { isOurs, isTerminating } from '../readers/ownership';
 
 /** One object that could not be deleted, and why. */
 export interface TeardownFailure {

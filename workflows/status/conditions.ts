@@ -1,5 +1,5 @@
 // Conditions in Kubernetes' style: one per type, `lastTransitionTime` moves only when `status` changes.
-import type { Condition, ConditionType, ModelStatus } from './contract';
+import type { Condition, ConditionType, ModelStatus } from '../contract';
 
 /** The order conditions are listed in: the order the lifecycle satisfies them. */
 export const CONDITION_ORDER: readonly ConditionType[] = [

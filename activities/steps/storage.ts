@@ -1,14 +1,15 @@
 // The model's weights volume: applied under Ferry's field manager, and asked which weights it already holds.
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
-import { refOf } from './cluster/api';
-import { timingOf, type ActivityDeps } from './deps';
-import { buildPvc, FIELD_MANAGER, holdsWeightsFor } from './kube';
-import { assertOurs, isTerminating } from './ownership';
-import { ProgressReporter } from './progress';
-import { FAILURE, failure, type ObjectsInput, type StorageResult } from '../workflows/contract';
-import { bindsOnFirstConsumer, pendingVolumeProblem, volumeEvents } from './volume-status';
-import { waitUntil } from './wait-until';
+import { refOf } from '../cluster/api';
+import { timingOf, type ActivityDeps } from '../deps';
+import { buildPvc, FIELD_MANAGER, holdsWeightsFor } from '../builders';
+import { assertOurs, isTerminating } from '../readers/ownership';
+import { ProgressReporter } from '../cluster/progress';
+import { FAILURE, failure, type ObjectsInput, type StorageResult } from '../../workflows/contract';
+import { bindsOnFirstConsumer, pendingVolumeProblem } from '../readers/volume';
+import { volumeEvents } from '../cluster/model-reads';
+import { waitUntil } from '../cluster/wait';
 
 /**
  * Applies the PVC (labelled from the first apply; owned by the root unless `retainOnDelete`) and reports whether it

@@ -1,5 +1,5 @@
 // The Web UI's "current details" of a model: a short markdown summary of its status.
-import type { ModelStatus, TimelineEntry } from './contract';
+import type { ModelStatus, TimelineEntry } from '../contract';
 
 /** Timeline entries shown in the summary (the status query has them all). */
 const SUMMARY_ENTRIES = 12;

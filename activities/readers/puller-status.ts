@@ -2,9 +2,9 @@
 // one-line failures a person can act on. Pure.
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
-import { PULLER_CONTAINER, summarizePullerLog } from './kube';
+import { PULLER_CONTAINER, summarizePullerLog } from '../builders';
 import type { PodProblem } from './pod-problems';
-import { FAILURE, failure, type StepProgress } from '../workflows/contract';
+import { FAILURE, failure, type StepProgress } from '../../workflows/contract';
 
 export type JobEnd = { kind: 'complete' } | { kind: 'failed'; reason: string; message: string };
 

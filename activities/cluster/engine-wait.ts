@@ -1,9 +1,8 @@
 // How the engine activities wait on Kubernetes: watches wake the wait as soon as something changes, and every check
 // reads the world afresh (level-triggered), so a missed or reordered watch event can only delay a check, never
 // mislead it. The poll interval covers what no watch delivers (Events, HTTP) and a watch that cannot be held.
-import type { Cluster } from './cluster/api';
-import type { PodProblem } from './pod-problems';
-import { pause, throwIfCancelled } from './wait-until';
+import type { Cluster } from './api';
+import { pause, throwIfCancelled } from './wait';
 
 export interface EngineWaitOptions {
   /** The activity's cancellation signal: the wait throws its CancelledFailure. */
@@ -60,32 +59,3 @@ export async function waitForEngine<T>(
   }
 }
 
-/**
- * Turns a failure a single look could catch in passing into one that has held: a fatal pod problem counts once it
- * was seen in consecutive looks at least `holdMs` apart (about two observations at the poll interval).
- */
-export class ProblemConfirmer {
-  private readonly seen = new Map<string, number>();
-
-  constructor(
-    private readonly holdMs: number,
-    private readonly now: () => number = Date.now,
-  ) {}
-
-  /** The first fatal problem that has held, given every problem of this look. */
-  confirmed(problems: PodProblem[]): PodProblem | undefined {
-    const t = this.now();
-    const keys = new Set<string>();
-    let held: PodProblem | undefined;
-    for (const p of problems) {
-      if (p.waiting) continue;
-      const key = `${p.pod}/${p.reason}`;
-      keys.add(key);
-      const since = this.seen.get(key);
-      if (since === undefined) this.seen.set(key, t);
-      else if (!held && t - since >= this.holdMs) held = p;
-    }
-    for (const key of [...this.seen.keys()]) if (!keys.has(key)) this.seen.delete(key);
-    return held;
-  }
-}

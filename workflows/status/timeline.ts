@@ -1,5 +1,5 @@
 // The timeline: one entry per step with its timing and outcome. Pure, part of the workflow bundle.
-import type { ModelStatus, TimelineEntry } from './contract';
+import type { ModelStatus, TimelineEntry } from '../contract';
 
 export type Step = TimelineEntry['step'];
 export type Outcome = NonNullable<TimelineEntry['outcome']>;

@@ -2,13 +2,15 @@
 // turns what its current revision's pods show into named waiting states (progress) or typed failures.
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { FAILURE, failure, type ModelInput, type RolloutResult, type ServedModel } from '../workflows/contract';
-import { timingOf, type ActivityDeps } from './deps';
+import { FAILURE, failure, type ModelInput, type RolloutResult, type ServedModel } from '../../workflows/contract';
+import { timingOf, type ActivityDeps } from '../deps';
 import { fatalProblems, podFailure } from './engine-failure';
-import { ProblemConfirmer, waitForEngine } from './engine-wait';
-import { assertOurs } from './ownership';
-import { ProgressReporter } from './progress';
-import { currentPodProblems, engineWatches, podsState, readEngine, rolloutState } from './revision';
+import { waitForEngine } from '../cluster/engine-wait';
+import { ProblemConfirmer } from '../readers/problem-confirmer';
+import { assertOurs } from '../readers/ownership';
+import { ProgressReporter } from '../cluster/progress';
+import { podsState, rolloutState } from '../readers/revision';
+import { currentPodProblems, engineWatches, readEngine } from '../cluster/model-reads';
 
 // While these hold, where the current revision's pods are (Pending, ContainerCreating, Starting) says more.
 const POD_BOUND_REASONS = new Set(['UpdatingReplicas', 'WaitingForAvailable']);

@@ -1,17 +1,7 @@
 // Why a claim is not bound yet. The reasons live only in Events (ProvisioningFailed, ExternalProvisioning,
 // WaitForFirstConsumer), so both the volume step and the download that waits on the volume read them here.
-import type { CoreV1Event, V1PersistentVolumeClaim } from '@kubernetes/client-node';
-import type { Cluster } from './cluster/api';
+import type { CoreV1Event } from '@kubernetes/client-node';
 import { classifyVolumeEvents, type PodProblem } from './pod-problems';
-
-/** Events about a claim; best effort (a Role without `events` access only loses detail). */
-export async function volumeEvents(cluster: Cluster, namespace: string, name: string): Promise<CoreV1Event[]> {
-  return cluster
-    .list<CoreV1Event>('v1', 'Event', namespace, {
-      fieldSelector: `involvedObject.kind=PersistentVolumeClaim,involvedObject.name=${name}`,
-    })
-    .catch(() => []);
-}
 
 /** Binding waits for the first pod that uses the claim (a WaitForFirstConsumer StorageClass). */
 export const bindsOnFirstConsumer = (events: CoreV1Event[]): boolean =>
@@ -35,14 +25,3 @@ export function pendingVolumeProblem(name: string, events: CoreV1Event[]): PodPr
   };
 }
 
-/** Why the claim is still Pending, or undefined when it is bound (or gone). */
-export async function volumeProblem(cluster: Cluster, namespace: string, name: string): Promise<PodProblem | undefined> {
-  const pvc = await cluster.get<V1PersistentVolumeClaim>({
-    apiVersion: 'v1',
-    kind: 'PersistentVolumeClaim',
-    name,
-    namespace,
-  });
-  if (!pvc || (pvc.status?.phase ?? 'Pending') !== 'Pending') return undefined;
-  return pendingVolumeProblem(name, await volumeEvents(cluster, namespace, name));
-}

@@ -1,8 +1,8 @@
 // How the workflow moves a model's status: phases, conditions, timeline, progress and observations.
 // Pure functions from a status to the next one; the workflow holds the only mutable reference.
-import { type ConditionType, describeSource, type ModelError, type ModelStatus, type ObservedStatus, type Phase, type ServedModel, type StepProgress, type TeardownResult } from './contract';
-import { setCondition } from './status-conditions';
-import { closeOpenSteps, endStep, openEntry, skipStep, startStep, type Step } from './status-timeline';
+import { type ConditionType, describeSource, type ModelError, type ModelStatus, type ObservedStatus, type Phase, type ServedModel, type StepProgress, type TeardownResult } from '../contract';
+import { setCondition } from './conditions';
+import { closeOpenSteps, endStep, openEntry, skipStep, startStep, type Step } from './timeline';
 
 /** A failure as status shows it: a named reason and one line for a person. */
 export interface FailureInfo {

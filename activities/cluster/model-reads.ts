@@ -1,0 +1,101 @@
+// Reads of one model's objects with their context: the engine as it is now (Deployment, newest ReplicaSet, pods),
+// the Events of its pods and of its claim. What they mean is decided by the pure readers in ../readers/.
+import type { CoreV1Event, V1Deployment, V1PersistentVolumeClaim, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
+import type { ServedModel } from '../../workflows/contract';
+import { deploymentName, selectorLabels } from '../builders';
+import { classifyPod, type PodProblem } from '../readers/pod-problems';
+import { isPodReady, newestReplicaSet, POD_TEMPLATE_HASH, type EngineSnapshot } from '../readers/revision';
+import { pendingVolumeProblem } from '../readers/volume';
+import type { Cluster } from './api';
+
+/** `k=v,k=v` for a label map. */
+export const labelSelectorOf = (labels: Record<string, string>): string =>
+  Object.entries(labels)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
+
+/** What a wait on the engine watches: the Deployment, and the engine pods of every revision. */
+export function engineWatches(model: ServedModel): { path: string; query: Record<string, string> }[] {
+  const ns = model.metadata.namespace;
+  return [
+    {
+      path: `/apis/apps/v1/namespaces/${ns}/deployments`,
+      query: { fieldSelector: `metadata.name=${deploymentName(model.metadata.name)}` },
+    },
+    {
+      path: `/api/v1/namespaces/${ns}/pods`,
+      query: { labelSelector: labelSelectorOf(selectorLabels(model.metadata.name)) },
+    },
+  ];
+}
+
+/** The engine as it is now: Deployment, newest ReplicaSet, pods. */
+export async function readEngine(cluster: Cluster, model: ServedModel): Promise<EngineSnapshot> {
+  const ns = model.metadata.namespace;
+  const labelSelector = labelSelectorOf(selectorLabels(model.metadata.name));
+  const [deployment, replicaSets, pods] = await Promise.all([
+    cluster.get<V1Deployment>({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      name: deploymentName(model.metadata.name),
+      namespace: ns,
+    }),
+    cluster.list<V1ReplicaSet>('apps/v1', 'ReplicaSet', ns, { labelSelector }),
+    cluster.list<V1Pod>('v1', 'Pod', ns, { labelSelector }),
+  ]);
+  const newest = deployment ? newestReplicaSet(deployment, replicaSets) : undefined;
+  const hash = newest?.metadata?.labels?.[POD_TEMPLATE_HASH];
+  const currentPods = hash
+    ? pods.filter((p) => p.metadata?.labels?.[POD_TEMPLATE_HASH] === hash && !p.metadata?.deletionTimestamp)
+    : [];
+  return { deployment, newest, pods, currentPods };
+}
+
+/** Each current-revision pod's problem, with the Events of the pods that are not ready (Multi-Attach, mounts). */
+export async function currentPodProblems(cluster: Cluster, snapshot: EngineSnapshot): Promise<PodProblem[]> {
+  const problems: PodProblem[] = [];
+  for (const pod of snapshot.currentPods) {
+    if (isPodReady(pod)) {
+      // A ready pod may still have crashed since: its container status says so without Events.
+      const problem = classifyPod(pod);
+      if (problem) problems.push(problem);
+      continue;
+    }
+    const problem = classifyPod(pod, await podEvents(cluster, pod));
+    if (problem) problems.push(problem);
+  }
+  // Failures first, then waiting states.
+  return problems.sort((a, b) => Number(a.waiting) - Number(b.waiting));
+}
+
+async function podEvents(cluster: Cluster, pod: V1Pod): Promise<CoreV1Event[]> {
+  const name = pod.metadata?.name;
+  const ns = pod.metadata?.namespace;
+  if (!name || !ns) return [];
+  const events = await cluster.list<CoreV1Event>('v1', 'Event', ns, {
+    fieldSelector: `involvedObject.kind=Pod,involvedObject.name=${name}`,
+  });
+  // Events of an earlier pod of the same name are not this pod's.
+  return events.filter((e) => !e.involvedObject?.uid || e.involvedObject.uid === pod.metadata?.uid);
+}
+
+/** Events about a claim; best effort (a Role without `events` access only loses detail). */
+export async function volumeEvents(cluster: Cluster, namespace: string, name: string): Promise<CoreV1Event[]> {
+  return cluster
+    .list<CoreV1Event>('v1', 'Event', namespace, {
+      fieldSelector: `involvedObject.kind=PersistentVolumeClaim,involvedObject.name=${name}`,
+    })
+    .catch(() => []);
+}
+
+/** Why the claim is still Pending, or undefined when it is bound (or gone). */
+export async function volumeProblem(cluster: Cluster, namespace: string, name: string): Promise<PodProblem | undefined> {
+  const pvc = await cluster.get<V1PersistentVolumeClaim>({
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    name,
+    namespace,
+  });
+  if (!pvc || (pvc.status?.phase ?? 'Pending') !== 'Pending') return undefined;
+  return pendingVolumeProblem(name, await volumeEvents(cluster, namespace, name));
+}
