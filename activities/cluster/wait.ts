@@ -1,28 +1,36 @@
-// The one way the storage and puller activities wait for the cluster: re-check on every watch event (prompt) and
-// every `pollMs` (a backstop for what no watch covers, and the heartbeat cadence), until the check says done, time
-// runs out, or the activity is cancelled.
-import { CancelledFailure } from '@temporalio/common';
-import type { Cluster, WatchEvent } from './api';
+// The one way activities wait for the cluster. Watches wake the wait as soon as something changes, and every check
+// reads the world afresh (level-triggered), so a missed or reordered watch event can only delay a check, never
+// mislead it. A tick every `pollMs` covers what no watch delivers (Events, logs, HTTP) and is the heartbeat cadence.
+//
+// Watch errors, one policy: a refusal no retry fixes (403 Forbidden: the Role lacks `watch`) fails the wait, so a
+// missing permission shows at once; anything else (a dropped connection, 410 Gone, a 5xx) falls back to polling and
+// the watch is established again on the next tick.
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import type { Cluster } from './api';
 
-/** A collection to watch while waiting; `onEvent` updates the caller's state before the re-check. */
-export interface WaitWatch {
-  /** e.g. `/apis/batch/v1/namespaces/ns/jobs` */
+/** A collection whose changes wake the wait, e.g. `/apis/batch/v1/namespaces/ns/jobs` with a field selector. */
+export interface Watched {
   path: string;
   query: Record<string, string | undefined>;
-  onEvent?: (ev: WatchEvent<unknown>) => void;
 }
 
-export type WaitTrigger = 'start' | 'event' | 'tick';
+/** Why a check runs: the first one, a watched change, or the periodic tick (at most `pollMs` apart). */
+export type WaitTrigger = 'start' | 'change' | 'tick';
 
 export interface WaitOptions<T> {
-  /** Returns the result when the wait is over, undefined to keep waiting. `trigger` says why it runs. */
+  /** Reads the world; returns the result when the wait is over, undefined to keep waiting. */
   check: (trigger: WaitTrigger) => Promise<T | undefined>;
-  watches?: WaitWatch[];
+  watches?: Watched[];
   pollMs: number;
-  timeoutMs: number;
+  /** Epoch ms after which the wait gives up and returns undefined; unset waits until cancelled. */
+  deadline?: number;
   /** The activity's cancellation signal: the wait ends at once with its reason (a `CancelledFailure`). */
   signal: AbortSignal;
 }
+
+/** The shortest pause between two checks, so that a burst of watch events costs one check. */
+const MIN_GAP_MS = 150;
+const A_WEEK_MS = 7 * 24 * 3_600_000;
 
 /**
  * Resolves after `ms`, or earlier (without error) when `signal` aborts or the function handed to `onWakeable` is
@@ -49,88 +57,59 @@ export function throwIfCancelled(signal: AbortSignal): void {
 }
 
 /**
- * Waits until `check` returns a value and returns it; undefined when `timeoutMs` passed first. Checks never overlap:
- * what triggers one during a check causes one more check afterwards. Throws what `check` or a watch throws, and the
- * cancellation reason when `signal` aborts.
+ * Calls `check` until it returns a value (returned), the deadline passes (undefined), or the activity is cancelled
+ * (its `CancelledFailure`). Checks never overlap. Throws what `check` throws, and a watch's permanent refusal.
  */
-export async function waitUntil<T>(cluster: Cluster, opts: WaitOptions<T>): Promise<T | undefined> {
-  const { signal } = opts;
-  throwIfCancelled(signal);
-  const first = await opts.check('start');
-  if (first !== undefined) return first;
-
-  const end = Date.now() + opts.timeoutMs;
-  const stop = new AbortController();
-  const onCancel = () => stop.abort();
-  signal.addEventListener('abort', onCancel);
-  const outcome: { result?: T; failure?: { error: unknown } } = {};
-  let inflight: Promise<void> | undefined;
-  let pending: 'event' | 'tick' | undefined;
-
-  const run = async (trigger: 'event' | 'tick'): Promise<void> => {
-    try {
-      let next: 'event' | 'tick' | undefined = trigger;
-      while (next && !stop.signal.aborted) {
-        pending = undefined;
-        const r = await opts.check(next);
-        if (r !== undefined) {
-          outcome.result = r;
-          stop.abort();
-          return;
-        }
-        next = pending;
-      }
-    } catch (error) {
-      outcome.failure ??= { error };
-      stop.abort();
-    } finally {
-      inflight = undefined;
-    }
+export async function waitFor<T>(cluster: Cluster, opts: WaitOptions<T>): Promise<T | undefined> {
+  const stopWatches = new AbortController();
+  let changed = false;
+  let wake: (() => void) | undefined;
+  let refused: ApplicationFailure | undefined;
+  const broken = new Set<Watched>();
+  const onChange = () => {
+    changed = true;
+    wake?.();
+    return false;
   };
-  const recheck = (trigger: 'event' | 'tick'): Promise<void> => {
-    if (inflight) {
-      // One more check after the running one; a tick outranks an event (it also heartbeats).
-      pending = pending === 'tick' ? 'tick' : trigger;
-      return inflight;
-    }
-    inflight = run(trigger);
-    return inflight;
-  };
-
-  const ticks = async () => {
-    while (!stop.signal.aborted && Date.now() < end) {
-      await pause(Math.min(opts.pollMs, end - Date.now()), stop.signal);
-      if (!stop.signal.aborted && Date.now() < end) await recheck('tick');
-    }
-    stop.abort();
-  };
-  const watches = (opts.watches ?? []).map((w) =>
+  const hold = (w: Watched) => {
+    broken.delete(w);
     cluster
-      .watchUntil<unknown>(
-        w.path,
-        w.query,
-        async (ev) => {
-          if (ev.type === 'BOOKMARK' || ev.type === 'ERROR') return false;
-          w.onEvent?.(ev);
-          await recheck('event');
-          return stop.signal.aborted;
-        },
-        { signal: stop.signal, timeoutMs: Math.max(0, end - Date.now()) },
-      )
-      .catch((error: unknown) => {
-        outcome.failure ??= { error };
-        stop.abort();
-      }),
-  );
+      .watchUntil(w.path, w.query, onChange, { signal: stopWatches.signal, timeoutMs: A_WEEK_MS })
+      .catch((err: unknown) => {
+        if (err instanceof ApplicationFailure && err.nonRetryable) {
+          refused ??= err;
+          wake?.();
+        } else {
+          broken.add(w);
+        }
+      });
+  };
+  const watches = opts.watches ?? [];
+  watches.forEach(hold);
   try {
-    await Promise.all([ticks(), ...watches]);
-    // A check still running when time ran out may yet settle the wait.
-    while (inflight) await inflight;
+    let trigger: WaitTrigger = 'start';
+    let lastTick = Date.now();
+    for (;;) {
+      throwIfCancelled(opts.signal);
+      if (refused) throw refused;
+      changed = false;
+      if (trigger !== 'change') lastTick = Date.now();
+      const result = await opts.check(trigger);
+      if (result !== undefined) return result;
+      throwIfCancelled(opts.signal);
+      const left = opts.deadline === undefined ? Infinity : opts.deadline - Date.now();
+      if (left <= 0) return undefined;
+      const untilTick = Math.min(Math.max(0, lastTick + opts.pollMs - Date.now()), left);
+      await pause(Math.min(MIN_GAP_MS, untilTick), opts.signal);
+      if (!changed && !refused) {
+        await pause(untilTick - MIN_GAP_MS, opts.signal, (w) => (wake = w));
+        wake = undefined;
+      }
+      const tickDue = Date.now() >= lastTick + opts.pollMs;
+      trigger = tickDue ? 'tick' : 'change';
+      if (tickDue) [...broken].forEach(hold);
+    }
   } finally {
-    signal.removeEventListener('abort', onCancel);
+    stopWatches.abort();
   }
-  if (outcome.result !== undefined) return outcome.result;
-  if (outcome.failure) throw outcome.failure.error;
-  throwIfCancelled(signal);
-  return undefined;
 }

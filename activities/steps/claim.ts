@@ -9,7 +9,7 @@ import { buildAll, buildRoot, FIELD_MANAGER, objectList, sourceHash } from '../b
 import { isOurs, isTerminating, kindName, nameConflict } from '../readers/ownership';
 import { ProgressReporter } from '../cluster/progress';
 import { releaseTerminatingPvc } from './terminating-pvc';
-import { waitUntil } from '../cluster/wait';
+import { waitFor } from '../cluster/wait';
 
 /** Every object the model would own now: root, PVC, the current source's puller Job, Deployment, Service. */
 export function ownedRefs(model: ServedModel): ObjectRef[] {
@@ -42,10 +42,10 @@ export async function claimName(deps: ActivityDeps, { model }: ModelInput): Prom
     return { found, terminating: found.filter(isTerminating) };
   };
 
-  const waited = await waitUntil(cluster, {
+  const waited = await waitFor(cluster, {
     signal: ctx.cancellationSignal,
     pollMs: timing.pollMs,
-    timeoutMs: timing.terminatingPvcWaitMs,
+    deadline: Date.now() + timing.terminatingPvcWaitMs,
     check: async () => {
       const now = await look();
       if (now.terminating.length === 0) return now;

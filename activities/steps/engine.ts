@@ -5,7 +5,7 @@ import { Context } from '@temporalio/activity';
 import { FAILURE, failure, type ModelInput, type ObjectsInput, type ServedModel } from '../../workflows/contract';
 import type { Cluster } from '../cluster/api';
 import { timingOf, type ActivityDeps } from '../deps';
-import { waitForEngine } from '../cluster/engine-wait';
+import { waitFor } from '../cluster/wait';
 import { buildDeployment, buildService, deploymentName, FIELD_MANAGER, selectorLabels, serviceName } from '../builders';
 import { assertOurs } from '../readers/ownership';
 import { ProgressReporter } from '../cluster/progress';
@@ -88,10 +88,11 @@ export async function waitForNoEnginePods(deps: ActivityDeps, model: ServedModel
   const ctx = Context.current();
   const timing = timingOf(deps);
   const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
-  await waitForEngine(
-    deps.cluster,
-    { signal: ctx.cancellationSignal, pollMs: timing.pollMs, watches: engineWatches(model) },
-    async () => {
+  await waitFor(deps.cluster, {
+    signal: ctx.cancellationSignal,
+    pollMs: timing.pollMs,
+    watches: engineWatches(model),
+    check: async () => {
       const pods = await enginePods(deps.cluster, model);
       if (pods.length === 0) return true;
       await reporter.report({
@@ -101,7 +102,7 @@ export async function waitForNoEnginePods(deps: ActivityDeps, model: ServedModel
       });
       return undefined;
     },
-  );
+  });
 }
 
 export function enginePods(cluster: Cluster, model: ServedModel): Promise<V1Pod[]> {

@@ -5,7 +5,7 @@ import { Context } from '@temporalio/activity';
 import { FAILURE, failure, type HealthResult, type ModelInput, parseDuration, type ServedModel } from '../../workflows/contract';
 import { timingOf, type ActivityDeps } from '../deps';
 import { fatalProblems, podFailure } from './engine-failure';
-import { waitForEngine } from '../cluster/engine-wait';
+import { waitFor } from '../cluster/wait';
 import { ProblemConfirmer } from '../readers/problem-confirmer';
 import { HEALTH_PATH } from '../builders';
 import { assertOurs } from '../readers/ownership';
@@ -171,7 +171,9 @@ export async function awaitHealth(
   let last: { state: string; message: string } = { state: 'Pending', message: 'the engine was not looked at yet' };
   const watch = { signal: ctx.cancellationSignal, pollMs: timing.pollMs, watches: engineWatches(model), deadline };
 
-  const result = await waitForEngine(deps.cluster, watch, async (): Promise<HealthResult | undefined> => {
+  const result = await waitFor(deps.cluster, {
+    ...watch,
+    check: async (): Promise<HealthResult | undefined> => {
     const snapshot = await readEngine(deps.cluster, model);
     const deployment = assertOurs(model, snapshot.deployment);
     const readyReplicas = snapshot.currentPods.filter(isPodReady).length;
@@ -200,6 +202,7 @@ export async function awaitHealth(
     }
     await reporter.report({ step: 'startup', state: last.state, message: last.message, readyReplicas });
     return undefined;
+    },
   });
   if (result) return result;
   throw failure(FAILURE.StartupTimeout, `the engine did not become ready within engine.startupTimeout (${budget}); last seen: ${last.state}: ${last.message}`, { lastState: last.state, lastMessage: last.message });

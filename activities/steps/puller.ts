@@ -31,7 +31,7 @@ import {
   type JobEnd,
 } from '../readers/puller-status';
 import { volumeProblem } from '../cluster/model-reads';
-import { waitUntil } from '../cluster/wait';
+import { waitFor } from '../cluster/wait';
 
 /** Consecutive looks (one per `pollMs`) at a pod in ImagePullBackOff before the download fails: a blip may recover. */
 export const IMAGE_PULL_OBSERVATIONS = 2;
@@ -82,14 +82,14 @@ export async function startPuller(deps: ActivityDeps, { model, rootUid }: Object
   }
   if (existing) {
     const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
-    const gone = await waitUntil(cluster, {
+    const gone = await waitFor(cluster, {
       signal: Context.current().cancellationSignal,
       pollMs: timing.pollMs,
-      timeoutMs: timing.deletionWaitMs,
+      deadline: Date.now() + timing.deletionWaitMs,
       watches: [{ path: jobsPath(ref.namespace!), query: { fieldSelector: `metadata.name=${ref.name}` } }],
       check: async (trigger) => {
         if (!(await cluster.get(ref))) return true;
-        if (trigger !== 'event') {
+        if (trigger !== 'change') {
           await reporter.report({
             step: 'download',
             state: 'Pending',
@@ -137,19 +137,17 @@ export async function awaitPuller(
 
   const state = {
     job: initial,
-    deleted: false,
-    pods: new Map<string, V1Pod>(),
+    pods: [] as V1Pod[],
     imagePod: undefined as string | undefined,
     imageLooks: 0,
     // A retry starts from the last progress its previous attempt heartbeated.
     last: lastHeartbeat(),
   };
-  for (const pod of await cluster.list<V1Pod>('v1', 'Pod', namespace, { labelSelector: jobPodSelector(jobName) })) {
-    state.pods.set(pod.metadata!.name!, pod);
-  }
+  const listPods = () => cluster.list<V1Pod>('v1', 'Pod', namespace, { labelSelector: jobPodSelector(jobName) });
+  state.pods = await listPods();
 
   const look = async (): Promise<Outcome | undefined> => {
-    const pod = currentPod(state.pods.values());
+    const pod = currentPod(state.pods);
     const events = pod && pod.status?.phase === 'Pending' ? await podEvents(cluster, namespace, pod) : [];
     let problem = pod ? classifyPod(pod, events) : undefined;
     if (pod && !problem && !pod.spec?.nodeName && pod.status?.phase === 'Pending') {
@@ -174,34 +172,23 @@ export async function awaitPuller(
 
   const outcome =
     initialEnd ??
-    (await waitUntil<Outcome>(cluster, {
+    (await waitFor<Outcome>(cluster, {
       signal: Context.current().cancellationSignal,
       pollMs: timing.pollMs,
-      timeoutMs: Math.max(0, deadlineAt(state.job, model) + DEADLINE_GRACE_MS - Date.now()),
+      deadline: deadlineAt(state.job, model) + DEADLINE_GRACE_MS,
       watches: [
-        {
-          path: jobsPath(namespace),
-          query: { fieldSelector: `metadata.name=${jobName}` },
-          onEvent: (ev) => {
-            if (ev.type === 'DELETED') state.deleted = true;
-            else state.job = ev.object as V1Job;
-          },
-        },
-        {
-          path: podsPath(namespace),
-          query: { labelSelector: jobPodSelector(jobName) },
-          onEvent: (ev) => {
-            const pod = ev.object as V1Pod;
-            if (ev.type === 'DELETED') state.pods.delete(pod.metadata!.name!);
-            else state.pods.set(pod.metadata!.name!, pod);
-          },
-        },
+        { path: jobsPath(namespace), query: { fieldSelector: `metadata.name=${jobName}` } },
+        { path: podsPath(namespace), query: { labelSelector: jobPodSelector(jobName) } },
       ],
       check: async (trigger) => {
-        if (state.deleted) return { kind: 'deleted' };
-        const end = jobEnd(state.job);
+        const job = await cluster.get<V1Job>(ref);
+        if (!job || job.metadata?.uid !== state.job.metadata?.uid) return { kind: 'deleted' };
+        state.job = job;
+        const end = jobEnd(job);
         if (end) return end;
-        return trigger === 'event' ? undefined : look();
+        if (trigger === 'change') return undefined;
+        state.pods = await listPods();
+        return look();
       },
     }));
 

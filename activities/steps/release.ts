@@ -10,7 +10,7 @@ import { assertOurs, isTerminating } from '../readers/ownership';
 import { ProgressReporter } from '../cluster/progress';
 import { jobPodSelector, jobRef } from './puller';
 import { jobEnd } from '../readers/puller-status';
-import { waitUntil } from '../cluster/wait';
+import { waitFor } from '../cluster/wait';
 
 export type ReleaseInput = ModelInput & { jobName: string; sourceHash: string; abandon?: boolean };
 
@@ -42,15 +42,15 @@ export async function releaseVolume(deps: ActivityDeps, input: ReleaseInput): Pr
 
   const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
   let left: V1Pod[] = [];
-  const released = await waitUntil(cluster, {
+  const released = await waitFor(cluster, {
     signal: ctx.cancellationSignal,
     pollMs: timing.pollMs,
-    timeoutMs: timing.deletionWaitMs,
+    deadline: Date.now() + timing.deletionWaitMs,
     watches: [{ path: `/api/v1/namespaces/${namespace}/pods`, query: { labelSelector: selector } }],
     check: async (trigger) => {
       left = await listPods();
       if (left.length === 0) return true;
-      if (trigger !== 'event') {
+      if (trigger !== 'change') {
         // Pods created meanwhile by a Job that was not yet deleted get the same treatment.
         await deletePods(cluster, namespace, left);
         await reporter.report({

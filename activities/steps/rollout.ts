@@ -5,7 +5,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { FAILURE, failure, type ModelInput, type RolloutResult, type ServedModel } from '../../workflows/contract';
 import { timingOf, type ActivityDeps } from '../deps';
 import { fatalProblems, podFailure } from './engine-failure';
-import { waitForEngine } from '../cluster/engine-wait';
+import { waitFor } from '../cluster/wait';
 import { ProblemConfirmer } from '../readers/problem-confirmer';
 import { assertOurs } from '../readers/ownership';
 import { ProgressReporter } from '../cluster/progress';
@@ -37,7 +37,9 @@ export async function awaitRollout(
   const ns = model.metadata.namespace;
   const watch = { signal: ctx.cancellationSignal, pollMs: timing.pollMs, watches: engineWatches(model) };
 
-  const result = await waitForEngine(deps.cluster, watch, async (): Promise<RolloutResult | undefined> => {
+  const result = await waitFor(deps.cluster, {
+    ...watch,
+    check: async (): Promise<RolloutResult | undefined> => {
     const snapshot = await readEngine(deps.cluster, model);
     const deployment = assertOurs(model, snapshot.deployment);
     if (!deployment) throw engineMissing(model);
@@ -76,6 +78,7 @@ export async function awaitRollout(
       readyReplicas,
     });
     return undefined;
+    },
   });
   // Without a deadline the wait ends only with a result or by throwing.
   return result!;

@@ -9,7 +9,7 @@ import { ProgressReporter } from '../cluster/progress';
 import { FAILURE, failure, type ObjectsInput, type StorageResult } from '../../workflows/contract';
 import { bindsOnFirstConsumer, pendingVolumeProblem } from '../readers/volume';
 import { volumeEvents } from '../cluster/model-reads';
-import { waitUntil } from '../cluster/wait';
+import { waitFor } from '../cluster/wait';
 
 /**
  * Applies the PVC (labelled from the first apply; owned by the root unless `retainOnDelete`) and reports whether it
@@ -52,23 +52,21 @@ async function awaitBinding(deps: ActivityDeps, applied: V1PersistentVolumeClaim
     await reporter.report({ step: 'download', state: problem.reason, message: problem.message });
     return false;
   };
-  const bound = await waitUntil(cluster, {
+  const bound = await waitFor(cluster, {
     signal: Context.current().cancellationSignal,
     pollMs: timing.pollMs,
-    timeoutMs: timing.volumeBindGraceMs,
+    deadline: Date.now() + timing.volumeBindGraceMs,
     watches: [
       {
         path: `/api/v1/namespaces/${ref.namespace}/persistentvolumeclaims`,
         query: { fieldSelector: `metadata.name=${ref.name}` },
-        onEvent: (ev) => {
-          if (ev.type !== 'DELETED') latest = ev.object as V1PersistentVolumeClaim;
-        },
       },
     ],
     check: async (trigger) => {
+      latest = (await cluster.get<V1PersistentVolumeClaim>(ref)) ?? latest;
       if (phaseOf(latest) !== 'Pending') return latest;
       // Binding is deferred to the first pod: nothing to wait for here.
-      if (trigger !== 'event' && (await report())) return latest;
+      if (trigger !== 'change' && (await report())) return latest;
       return undefined;
     },
   });

@@ -71,11 +71,11 @@ export async function workflowBundle(
   workflowsPath = join(repoRoot, 'workflows', 'index.ts'),
 ): Promise<WorkflowBundleWithSourceMap> {
   const workflowsDir = join(repoRoot, 'workflows');
+  // Workflow code reaches nothing outside workflows/ (test/unit/workflow-sandbox.test.ts), so these are all its sources.
   const sources = [
-    ...readdirSync(workflowsDir)
+    ...readdirSync(workflowsDir, { recursive: true, encoding: 'utf8' })
       .filter((f) => f.endsWith('.ts'))
       .map((f) => join(workflowsDir, f)),
-    join(repoRoot, 'activities', 'types.ts'),
     join(repoRoot, 'package-lock.json'),
     workflowsPath,
   ];

@@ -18,7 +18,6 @@ import {
   markReady,
   observe,
   phaseForStep,
-  readinessOf,
   retryingStep,
   skipDownload,
   supersede,
@@ -299,27 +298,6 @@ describe('teardown', () => {
       durationMs: 4_000,
       detail: 'deleted 1 object(s); retained PersistentVolumeClaim/qwen-weights after 2 attempts',
     });
-  });
-});
-
-describe('readiness for waiters', () => {
-  it('is ready at or past the generation, failed when an attempt at it failed, pending otherwise', () => {
-    const ready = readyModel();
-    expect(readinessOf(ready, 1)).toBe('ready');
-    expect(readinessOf(ready, 2)).toBe('pending');
-    const failed = failStep(
-      beginStep(ready, 'startup', 2, t(10)),
-      'startup',
-      { reason: 'OOMKilled', message: 'm' },
-      2,
-      t(11),
-    );
-    expect(readinessOf(failed, 2)).toBe('failed');
-    expect(readinessOf(failed, 3)).toBe('pending');
-    expect(
-      readinessOf(observe(ready, { replicas: 1, readyReplicas: 0, problem: { reason: 'X', message: 'y' } }, t(5)), 1),
-    ).toBe('pending');
-    expect(readinessOf(beginTeardown(ready, undefined, t(9)), 1)).toBe('deleted');
   });
 });
 

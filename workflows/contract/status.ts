@@ -17,9 +17,6 @@ export const PHASES = [
 ] as const;
 export type Phase = (typeof PHASES)[number];
 
-/** Phases after which the workflow waits for a person or a message rather than working on its own. */
-export const SETTLED_PHASES: readonly Phase[] = ['Ready', 'Degraded', 'Failed', 'Deleted'];
-
 export type ConditionType =
   'NameClaimed' | 'StorageReady' | 'WeightsReady' | 'VolumeReleased' | 'RolledOut' | 'Healthy' | 'Ready';
 
@@ -36,11 +33,16 @@ export interface Condition {
   observedGeneration: number;
 }
 
+/**
+ * A step of the lifecycle as the timeline records it. `stop` scales the engine to 0 before a new source is pulled;
+ * `update` and `degraded` are spans over other steps (an update until Ready, a Ready model's trouble).
+ */
+export type Step =
+  'claim' | 'storage' | 'download' | 'release' | 'stop' | 'rollout' | 'startup' | 'update' | 'degraded' | 'teardown';
+
 /** One step of the lifecycle with its timing; `endedAt` is unset while it runs. */
 export interface TimelineEntry {
-  /** `stop` scales the engine to 0 before a new source is pulled; `degraded` spans a Ready model's trouble. */
-  step:
-    'claim' | 'storage' | 'download' | 'release' | 'stop' | 'rollout' | 'startup' | 'update' | 'degraded' | 'teardown';
+  step: Step;
   generation: number;
   startedAt: string;
   endedAt?: string;

@@ -1,16 +1,6 @@
 // Conditions in Kubernetes' style: one per type, `lastTransitionTime` moves only when `status` changes.
-import type { Condition, ConditionType, ModelStatus } from '../contract';
-
-/** The order conditions are listed in: the order the lifecycle satisfies them. */
-export const CONDITION_ORDER: readonly ConditionType[] = [
-  'NameClaimed',
-  'StorageReady',
-  'WeightsReady',
-  'VolumeReleased',
-  'RolledOut',
-  'Healthy',
-  'Ready',
-];
+import type { Condition, ModelStatus } from '../contract';
+import { CONDITION_ORDER } from '../steps';
 
 export type ConditionChange = Omit<Condition, 'lastTransitionTime'>;
 
@@ -32,8 +22,4 @@ export function setCondition(status: ModelStatus, change: ConditionChange, now: 
     (a, b) => CONDITION_ORDER.indexOf(a.type) - CONDITION_ORDER.indexOf(b.type),
   );
   return { ...status, conditions, updatedAt: now };
-}
-
-export function getCondition(status: ModelStatus, type: ConditionType): Condition | undefined {
-  return status.conditions.find((c) => c.type === type);
 }

@@ -1,8 +1,8 @@
 // Failures of activities, classified into what status shows: a named reason, a message, and whether a retry helps.
 import { ActivityFailure, ApplicationFailure, TemporalFailure, TimeoutFailure } from '@temporalio/common';
-import { FAILURE, NON_RETRYABLE } from '../contract';
+import { FAILURE, isRetryable, type Step } from '../contract';
+import { STEPS } from '../steps';
 import type { FailureInfo } from './transitions';
-import type { Step } from './timeline';
 
 export interface ClassifiedFailure extends FailureInfo {
   /** A later attempt may succeed (the workflow retries the step); false ends the reconcile in phase Failed. */
@@ -19,19 +19,20 @@ export interface Budgets {
 export function classifyFailure(err: unknown, step: Step, budgets: Budgets): ClassifiedFailure {
   const cause = err instanceof ActivityFailure && err.cause ? err.cause : err;
   if (cause instanceof ApplicationFailure) {
-    const reason = cause.type ?? 'ActivityFailed';
-    const retryable = !cause.nonRetryable && !(NON_RETRYABLE as readonly string[]).includes(reason);
+    const reason = cause.type ?? FAILURE.ActivityFailed;
+    const retryable = !cause.nonRetryable && isRetryable(reason);
     return { reason, message: cause.message, retryable };
   }
   if (cause instanceof TimeoutFailure) {
-    if (step === 'download') {
+    const { budget } = STEPS[step];
+    if (budget === 'puller') {
       return {
         reason: FAILURE.DeadlineExceeded,
         message: `the download did not finish within puller.deadline (${budgets.pullerDeadline})`,
         retryable: false,
       };
     }
-    if (step === 'rollout' || step === 'startup') {
+    if (budget === 'startup') {
       const what = step === 'rollout' ? 'roll out' : 'answer /health';
       return {
         reason: FAILURE.StartupTimeout,
@@ -41,13 +42,13 @@ export function classifyFailure(err: unknown, step: Step, budgets: Budgets): Cla
     }
     const activity = err instanceof ActivityFailure ? err.activityType : step;
     return {
-      reason: 'Timeout',
+      reason: FAILURE.Timeout,
       message: `${activity} timed out (${cause.timeoutType ?? 'unknown timeout'})`,
       retryable: true,
     };
   }
   if (cause instanceof TemporalFailure || cause instanceof Error) {
-    return { reason: 'ActivityFailed', message: cause.message, retryable: true };
+    return { reason: FAILURE.ActivityFailed, message: cause.message, retryable: true };
   }
-  return { reason: 'ActivityFailed', message: String(cause), retryable: true };
+  return { reason: FAILURE.ActivityFailed, message: String(cause), retryable: true };
 }

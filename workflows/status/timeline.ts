@@ -1,14 +1,11 @@
 // The timeline: one entry per step with its timing and outcome. Pure, part of the workflow bundle.
-import type { ModelStatus, TimelineEntry } from '../contract';
+import type { ModelStatus, Step, TimelineEntry } from '../contract';
+import { STEPS } from '../steps';
 
-export type Step = TimelineEntry['step'];
 export type Outcome = NonNullable<TimelineEntry['outcome']>;
 
 /** How many entries a run carries over when it continues as new. */
 export const CARRIED_TIMELINE_ENTRIES = 50;
-
-/** Steps that span a period rather than a piece of work; never "the step running now". */
-const SPANS: readonly Step[] = ['update', 'degraded'];
 
 function durationMs(from: string, to: string): number {
   return Math.max(0, Date.parse(to) - Date.parse(from));
@@ -86,7 +83,7 @@ export function closeOpenSteps(status: ModelStatus, outcome: Outcome, now: strin
 
 /** The step running now: the latest open entry that is a piece of work. */
 export function currentStep(status: ModelStatus): Step | undefined {
-  const index = findLastIndex(status.timeline, (e) => e.endedAt === undefined && !SPANS.includes(e.step));
+  const index = findLastIndex(status.timeline, (e) => e.endedAt === undefined && !STEPS[e.step].span);
   return index < 0 ? undefined : status.timeline[index]!.step;
 }
 

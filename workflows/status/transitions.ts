@@ -1,8 +1,9 @@
 // How the workflow moves a model's status: phases, conditions, timeline, progress and observations.
 // Pure functions from a status to the next one; the workflow holds the only mutable reference.
-import { type ConditionType, describeSource, type ModelError, type ModelStatus, type ObservedStatus, type Phase, type ServedModel, type StepProgress, type TeardownResult } from '../contract';
+import { describeSource, type ModelError, type ModelStatus, type ObservedStatus, type Phase, type ServedModel, type Step, type StepProgress, type TeardownResult } from '../contract';
 import { setCondition } from './conditions';
-import { closeOpenSteps, endStep, openEntry, skipStep, startStep, type Step } from './timeline';
+import { STEPS } from '../steps';
+import { closeOpenSteps, endStep, openEntry, skipStep, startStep } from './timeline';
 
 /** A failure as status shows it: a named reason and one line for a person. */
 export interface FailureInfo {
@@ -47,36 +48,10 @@ export function acceptSpec(status: ModelStatus, spec: ServedModel, generation: n
 
 /** The phase a step puts the model in. Engine steps of a model that has served before are an update. */
 export function phaseForStep(step: Step, status: ModelStatus): Phase {
-  switch (step) {
-    case 'claim':
-      return 'Pending';
-    case 'storage':
-      return 'Provisioning';
-    case 'download':
-      return 'Downloading';
-    case 'release':
-      return 'Releasing';
-    case 'stop':
-      return 'Updating';
-    case 'teardown':
-      return 'Deleting';
-    default:
-      return status.observedGeneration > 0 ? 'Updating' : 'Starting';
-  }
+  const { phase } = STEPS[step];
+  if (phase !== 'engine') return phase;
+  return status.observedGeneration > 0 ? 'Updating' : 'Starting';
 }
-
-const STEP_CONDITION: Partial<Record<Step, { type: ConditionType; reason: string; message: string }>> = {
-  claim: { type: 'NameClaimed', reason: 'Claimed', message: 'every object the model needs is free or already ours' },
-  storage: { type: 'StorageReady', reason: 'Applied', message: 'the weights volume is applied' },
-  download: { type: 'WeightsReady', reason: 'Downloaded', message: 'the weights are on the volume' },
-  release: {
-    type: 'VolumeReleased',
-    reason: 'Released',
-    message: 'the puller is gone; the volume is free for the engine',
-  },
-  rollout: { type: 'RolledOut', reason: 'RolledOut', message: 'the Deployment rolled out the current spec' },
-  startup: { type: 'Healthy', reason: 'Healthy', message: 'a replica of the current revision answers /health' },
-};
 
 function withPhase(status: ModelStatus, phase: Phase, now: string): ModelStatus {
   return status.phase === phase ? status : { ...status, phase, updatedAt: now };
@@ -98,7 +73,7 @@ export function beginStep(
   let next = startStep(withPhase(status, phase, now), step, generation, now, detail);
   next = { ...next, waiting: undefined };
   if (step === 'download') next = { ...next, download: { bytes: 0, state: 'Pending', updatedAt: now } };
-  const condition = STEP_CONDITION[step];
+  const condition = STEPS[step].condition;
   if (condition) {
     next = setCondition(
       next,
@@ -130,7 +105,7 @@ export function finishStep(
   if (next.lastError?.step === step) next = { ...next, lastError: undefined };
   if (step === 'download' && next.download)
     next = { ...next, download: { ...next.download, state: 'Complete', updatedAt: now } };
-  const condition = STEP_CONDITION[step];
+  const condition = STEPS[step].condition;
   if (condition) {
     next = setCondition(
       next,
@@ -194,7 +169,7 @@ export function retryingStep(
   now: string,
 ): ModelStatus {
   let next: ModelStatus = { ...status, lastError: errorOf(failure, step, generation, now), updatedAt: now };
-  const condition = STEP_CONDITION[step];
+  const condition = STEPS[step].condition;
   if (condition) {
     next = setCondition(
       next,
@@ -222,7 +197,7 @@ export function failStep(
   let next = endStep(status, step, 'Failed', now, `${failure.reason}: ${failure.message}`);
   if (openEntry(next, 'update')) next = endStep(next, 'update', 'Failed', now, `failed at ${step}: ${failure.reason}`);
   next = { ...withPhase(next, 'Failed', now), lastError: errorOf(failure, step, generation, now), waiting: undefined };
-  const condition = STEP_CONDITION[step];
+  const condition = STEPS[step].condition;
   if (condition) {
     next = setCondition(
       next,
@@ -334,14 +309,6 @@ const PROGRESSING = new Set([
   'Healthy',
 ]);
 
-const PROGRESS_STEPS: Record<StepProgress['step'], readonly Step[]> = {
-  claim: ['claim', 'storage'],
-  download: ['download'],
-  release: ['release'],
-  rollout: ['rollout'],
-  startup: ['startup'],
-};
-
 /** Folds an activity's report into status; a late report from a step that is over changes nothing. */
 export function foldProgress(
   status: ModelStatus,
@@ -349,7 +316,7 @@ export function foldProgress(
   current: Step | undefined,
   now: string,
 ): ModelStatus {
-  if (!current || !PROGRESS_STEPS[progress.step]?.includes(current)) return status;
+  if (!current || !STEPS[current].progress.includes(progress.step)) return status;
   let next: ModelStatus = { ...status, updatedAt: now };
   if (progress.step === 'download') {
     const previous = status.download;
@@ -404,16 +371,4 @@ export function finishTeardown(
     endpoint: undefined,
   };
   return notReady(next, 'Deleted', 'the model is deleted', next.generation, now);
-}
-
-/** What a waiter for `generation` should do with this status. */
-export type Readiness = 'ready' | 'failed' | 'deleted' | 'pending';
-
-/** Ready once the cluster is at `generation` or newer; failed once an attempt at it (or newer) failed. A Degraded
- * model is pending: it may recover by itself. */
-export function readinessOf(status: ModelStatus, generation: number): Readiness {
-  if (status.phase === 'Deleting' || status.phase === 'Deleted') return 'deleted';
-  if (status.phase === 'Ready' && status.observedGeneration >= generation) return 'ready';
-  if (status.phase === 'Failed' && (status.lastError?.generation ?? 0) >= generation) return 'failed';
-  return 'pending';
 }

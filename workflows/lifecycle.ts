@@ -1,0 +1,485 @@
+// The state of one served model and the work on it: reconcile (the step sequence), watch, tear down. The workflow
+// function in serve-model.ts owns one of these, wires its handlers to it, and runs its main loop.
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  condition,
+  getExternalWorkflowHandle,
+  isCancellation,
+  log,
+  setCurrentDetails,
+  sleep,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import { activitiesFor, backoffMs, type Activities, type ResolvedOptions } from './activity-options';
+import {
+  describeSource,
+  failure,
+  FAILURE,
+  ferryPhaseKey,
+  INVALID_SPEC,
+  MODEL_DELETING,
+  modelRefOf,
+  phaseChangedSignal,
+  sameJson,
+  sameSource,
+  searchAttributesFor,
+  SpecError,
+  specChanges,
+  specForUpdate,
+  type CarriedState,
+  type DeleteModelInput,
+  type DeleteResult,
+  type FinalStatus,
+  type ModelStatus,
+  type PendingPull,
+  type ServedModel,
+  type ServeModelInput,
+  type Step,
+  type StepProgress,
+  type StorageResult,
+  type TeardownResult,
+  type UpdateModelInput,
+  type UpdateResult,
+} from './contract';
+import { classifyFailure, type Budgets } from './status/failure';
+import { summarizeStatus } from './status/summary';
+import { currentStep, skipStep, trimTimeline } from './status/timeline';
+import {
+  acceptSpec,
+  beginStep,
+  beginTeardown,
+  beginUpdate,
+  failStep,
+  finishStep,
+  finishTeardown,
+  foldProgress,
+  initialStatus,
+  markReady,
+  observe,
+  retryingStep,
+  SETTLED,
+  skipDownload,
+  supersede,
+} from './status/transitions';
+
+/** Where the model's objects stand in the cluster; carried over by continue-as-new. */
+type World = Omit<CarriedState, 'status' | 'attemptedGeneration'>;
+
+function worldOf(state: CarriedState | undefined): World {
+  if (!state) return { engineApplied: false };
+  const { status: _status, attemptedGeneration: _attempted, ...world } = state;
+  return world;
+}
+
+function budgetsOf(spec: ServedModel): Budgets {
+  return { pullerDeadline: spec.spec.puller.deadline, startupTimeout: spec.spec.engine.startupTimeout };
+}
+
+function now(): string {
+  return new Date().toISOString();
+}
+
+export class ModelLifecycle {
+  /** The latest accepted spec. */
+  desired: ServedModel;
+  status: ModelStatus;
+  /** A delete (or the workflow's cancellation) was asked for; the main loop ends and tears down. */
+  deletion: { reason?: string } | undefined;
+  /** The generation last reconciled (Ready or Failed); below `status.generation` means work is due. */
+  private attempted: number;
+  private readonly world: World;
+  /** The work that an update or a delete interrupts: a reconcile, or a look at the model. */
+  private active: CancellationScope | undefined;
+  private deleted: DeleteResult | undefined;
+  /** The spec the running reconcile works towards (an update may already have replaced `desired`). */
+  private reconciling: ServedModel | undefined;
+
+  constructor(
+    spec: ServedModel,
+    private readonly input: ServeModelInput,
+    private readonly options: ResolvedOptions,
+  ) {
+    this.desired = spec;
+    this.status = input.state?.status ?? initialStatus(spec, now());
+    this.attempted = input.state?.attemptedGeneration ?? 0;
+    this.world = worldOf(input.state);
+  }
+
+  // --- what the handlers call ---------------------------------------------------------------------------------
+
+  progress(progress: StepProgress): void {
+    this.set(foldProgress(this.status, progress, currentStep(this.status), now()));
+  }
+
+  /** Rejects an update before it reaches history: the model is being deleted, or the document is invalid. */
+  validateUpdate(update: UpdateModelInput): void {
+    if (this.deletion) throw failure(MODEL_DELETING, 'the model is being deleted');
+    if (typeof update !== 'object' || update === null || !('spec' in update)) {
+      throw failure(INVALID_SPEC, 'the update needs { spec: <ServedModel document> }');
+    }
+    try {
+      specForUpdate(this.desired, update.spec);
+    } catch (err) {
+      if (err instanceof SpecError) throw failure(INVALID_SPEC, err.message, err.issues);
+      throw err;
+    }
+  }
+
+  update(update: UpdateModelInput): UpdateResult {
+    const next = specForUpdate(this.desired, update.spec);
+    const changes = specChanges(this.desired, next);
+    const sourceChanged = !sameSource(this.desired.spec.source, next.spec.source);
+    const { generation } = this.status;
+    // An unchanged document is a no-op, except on a Failed model, where it is how a person asks for a retry.
+    if (changes.length === 0 && this.status.phase !== 'Failed') {
+      return { accepted: true, generation, changed: false, sourceChanged: false, changes };
+    }
+    this.desired = next;
+    this.set(acceptSpec(this.status, next, generation + 1, now()));
+    this.active?.cancel();
+    return { accepted: true, generation: generation + 1, changed: changes.length > 0, sourceChanged, changes };
+  }
+
+  async delete(request: DeleteModelInput | undefined): Promise<DeleteResult> {
+    this.deletion ??= { reason: request?.reason };
+    this.active?.cancel();
+    await condition(() => this.deleted !== undefined);
+    return this.deleted!;
+  }
+
+  // --- what the main loop calls -------------------------------------------------------------------------------
+
+  /** Search attributes and Web UI details of a run that has just started. */
+  publish(): void {
+    upsertSearchAttributes(searchAttributesFor(modelRefOf(this.desired), this.status.phase));
+    setCurrentDetails(summarizeStatus(this.status));
+  }
+
+  /** Work is due: an accepted generation not yet tried, or a reconcile that did not settle. */
+  get due(): boolean {
+    return this.attempted < this.status.generation || !SETTLED.includes(this.status.phase);
+  }
+
+  historyIsLong(): boolean {
+    const info = workflowInfo();
+    return info.continueAsNewSuggested || info.historyLength > this.options.continueAsNewAfterEvents;
+  }
+
+  /** The next run's input. */
+  carryOver(): ServeModelInput {
+    return {
+      version: 1,
+      spec: this.desired,
+      options: this.input.options,
+      state: { ...this.world, status: trimTimeline(this.status), attemptedGeneration: this.attempted },
+    };
+  }
+
+  /** Waits for an update or a delete; a model that is not Failed is looked at every watch interval meanwhile. */
+  async idle(): Promise<void> {
+    const due = () => this.deletion !== undefined || this.attempted < this.status.generation;
+    if (this.status.phase === 'Failed') {
+      await condition(due);
+    } else if (!(await condition(due, this.options.watchIntervalMs))) {
+      await this.watch();
+    }
+  }
+
+  /** Reconciles the latest generation; an update or a delete that arrives meanwhile supersedes it. */
+  async reconcileLatest(): Promise<void> {
+    const { generation } = this.status;
+    const spec = this.desired;
+    this.attempted = generation;
+    try {
+      const completed = await this.interruptible(() => this.reconcile(spec, generation));
+      if (!completed) {
+        const why = this.deletion ? 'cancelled by delete' : `superseded by generation ${this.status.generation}`;
+        this.set(supersede(this.status, now(), why));
+      }
+    } catch (err) {
+      // The step already put the model in phase Failed; it waits for an update or a delete.
+      if (err instanceof ApplicationFailure && err.type === FAILURE.ReconcileFailed) return;
+      throw err;
+    }
+  }
+
+  /** Deletes everything the model owns, retrying until nothing is left; called in a non-cancellable scope. */
+  async tearDown(): Promise<DeleteResult> {
+    if (this.deleted) return this.deleted;
+    const reason = this.deletion?.reason;
+    this.set(beginTeardown(this.status, reason, now()));
+    const acts = activitiesFor(this.desired, this.options);
+    const budgets = budgetsOf(this.desired);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const result: TeardownResult = await acts.teardown.tearDown({ model: this.desired });
+        this.set(finishTeardown(this.status, result, attempt, now()));
+        this.deleted = { ...result, reason, attempts: attempt };
+        return this.deleted;
+      } catch (err) {
+        if (!(err instanceof ActivityFailure)) throw err;
+        const failed = classifyFailure(err, 'teardown', budgets);
+        log.warn('teardown incomplete, retrying', { reason: failed.reason, message: failed.message, attempt });
+        this.set(retryingStep(this.status, 'teardown', failed, attempt, this.status.generation, now()));
+        await sleep(backoffMs(attempt, this.options));
+      }
+    }
+  }
+
+  /** The workflow's result once the model is deleted. */
+  final(result: DeleteResult): FinalStatus {
+    return {
+      status: this.status,
+      teardown: { deleted: result.deleted, retained: result.retained },
+      reason: result.reason,
+    };
+  }
+
+  // --- the work ----------------------------------------------------------------------------------------------
+
+  private set(next: ModelStatus): void {
+    const previous = this.status.phase;
+    this.status = next;
+    if (next.phase !== previous) {
+      upsertSearchAttributes([{ key: ferryPhaseKey, value: next.phase }]);
+      this.notifyParent();
+    }
+    setCurrentDetails(summarizeStatus(this.status));
+  }
+
+  /** A parent workflow cannot query its child, so the child tells it of every phase change. */
+  private notifyParent(): void {
+    const parent = workflowInfo().parent;
+    if (!parent) return;
+    const { phase, generation, observedGeneration, endpoint, lastError } = this.status;
+    getExternalWorkflowHandle(parent.workflowId)
+      .signal(phaseChangedSignal, {
+        workflowId: workflowInfo().workflowId,
+        phase,
+        generation,
+        observedGeneration,
+        endpoint,
+        lastError,
+      })
+      .catch((err: unknown) =>
+        log.warn('could not tell the parent workflow about a phase change', { error: String(err) }),
+      );
+  }
+
+  /** Runs `body` in a scope that an update or a delete cancels; false when it was cancelled that way. */
+  private async interruptible(body: () => Promise<void>): Promise<boolean> {
+    const scope = new CancellationScope();
+    this.active = scope;
+    try {
+      await scope.run(body);
+      return true;
+    } catch (err) {
+      if (isCancellation(err) && scope.consideredCancelled && !CancellationScope.current().consideredCancelled)
+        return false;
+      throw err;
+    } finally {
+      this.active = undefined;
+    }
+  }
+
+  /** Brings the cluster to `spec`: the whole sequence for new weights, the engine alone for anything else. */
+  private async reconcile(spec: ServedModel, generation: number): Promise<void> {
+    this.reconciling = spec;
+    const acts = activitiesFor(spec, this.options);
+    const { world } = this;
+    const newWeights = !world.volumeSource || !sameSource(world.volumeSource, spec.spec.source) || !world.rootUid;
+    if (this.status.observedGeneration > 0 || generation > 1) {
+      const how = newWeights ? `new weights ${describeSource(spec.spec.source)}` : 'in place';
+      this.set(beginUpdate(this.status, generation, now(), `generation ${generation}: ${how}`));
+    }
+    const sourceHash = newWeights ? await this.claim(acts, spec, generation) : world.sourceHash!;
+    const objects = { model: spec, rootUid: world.rootUid!, sourceHash };
+    const storage = await this.applyStorage(acts, objects, newWeights, generation);
+    if (newWeights) {
+      await this.pullWeights(acts, objects, storage, generation);
+      world.volumeSource = spec.spec.source;
+      world.sourceHash = sourceHash;
+    }
+    await this.rollOut(acts, objects, generation);
+  }
+
+  /** Claims the name (resuming our own objects); returns the hash of the source. */
+  private async claim(acts: Activities, spec: ServedModel, generation: number): Promise<string> {
+    const claim = await this.step(
+      'claim',
+      generation,
+      () => acts.short.claimName({ model: spec }),
+      (r) => (r.resumed.length > 0 ? `resumed ${r.resumed.join(', ')}` : undefined),
+    );
+    this.world.rootUid = claim.rootUid;
+    if (claim.resumed.some((object) => object.startsWith('Deployment/'))) this.world.engineApplied = true;
+    this.set({ ...this.status, sourceHash: claim.sourceHash });
+    return claim.sourceHash;
+  }
+
+  /** Applies the PVC for new weights, or when the storage part of the spec (or the labels) changed. */
+  private async applyStorage(
+    acts: Activities,
+    objects: { model: ServedModel; rootUid: string; sourceHash: string },
+    newWeights: boolean,
+    generation: number,
+  ): Promise<StorageResult | undefined> {
+    const spec = objects.model;
+    const storageKey = { storage: spec.spec.storage, labels: spec.metadata.labels };
+    if (!newWeights && sameJson(this.world.appliedStorage, storageKey)) return undefined;
+    const storage = await this.step(
+      'storage',
+      generation,
+      () => acts.short.applyStorage(objects),
+      (r) => `${r.pvcName} ${r.phase}${r.holdsSource ? ', holds the weights' : ''}`,
+    );
+    this.world.appliedStorage = storageKey;
+    return storage;
+  }
+
+  /** Abandons a stale puller, then downloads unless the volume already holds the source, and releases the volume. */
+  private async pullWeights(
+    acts: Activities,
+    objects: { model: ServedModel; rootUid: string; sourceHash: string },
+    storage: StorageResult | undefined,
+    generation: number,
+  ): Promise<void> {
+    const { world } = this;
+    const { model: spec, sourceHash } = objects;
+    const pending = world.pendingPull;
+    if (pending && (pending.sourceHash !== sourceHash || pending.failed || storage?.holdsSource)) {
+      // A puller of other weights (or a failed one) must not keep the volume; its download is abandoned.
+      await this.step(
+        'release',
+        generation,
+        () =>
+          acts.short.releaseVolume({
+            model: spec,
+            jobName: pending.jobName,
+            sourceHash: pending.sourceHash,
+            abandon: true,
+          }),
+        () => `abandoned ${pending.jobName}`,
+      );
+      world.pendingPull = undefined;
+    }
+    if (storage?.holdsSource) {
+      const detail = `the volume already holds ${describeSource(spec.spec.source)}`;
+      this.set(skipDownload(this.status, generation, now(), detail));
+      return;
+    }
+    if (world.engineApplied) {
+      // ReadWriteOnce: the engine's pod must let go of the volume before the puller can mount it.
+      await this.step(
+        'stop',
+        generation,
+        () => acts.short.scaleEngine({ model: spec, replicas: 0 }),
+        () => 'scaled to 0',
+      );
+    }
+    const pulled = await this.step(
+      'download',
+      generation,
+      async () => {
+        const { jobName } = await acts.short.startPuller(objects);
+        const pull: PendingPull = { jobName, sourceHash, failed: false };
+        world.pendingPull = pull;
+        try {
+          return await acts.puller.awaitPuller({ model: spec, jobName });
+        } catch (err) {
+          if (!isCancellation(err)) pull.failed = true;
+          throw err;
+        }
+      },
+      (r) => `${r.jobName} in ${Math.round(r.durationMs / 1000)}s`,
+    );
+    await this.step('release', generation, () =>
+      acts.short.releaseVolume({ model: spec, jobName: pulled.jobName, sourceHash }),
+    );
+    world.pendingPull = undefined;
+  }
+
+  /** Applies the engine, waits for its rollout and for a healthy replica of the current revision: Ready. */
+  private async rollOut(
+    acts: Activities,
+    objects: { model: ServedModel; rootUid: string; sourceHash: string },
+    generation: number,
+  ): Promise<void> {
+    const spec = objects.model;
+    // Set before the call: a cancelled applyEngine may still have created the Deployment.
+    this.world.engineApplied = true;
+    const rollout = await this.step(
+      'rollout',
+      generation,
+      async () => {
+        const applied = await acts.short.applyEngine(objects);
+        return await acts.startup.awaitRollout({ model: spec, generation: applied.generation });
+      },
+      (r) => `revision ${r.generation}: ${r.readyReplicas} ready`,
+    );
+    if (spec.spec.replicas === 0) {
+      this.set(skipStep(this.status, 'startup', generation, now(), 'replicas is 0'));
+      this.set(markReady(this.status, { generation, readyReplicas: 0 }, now()));
+      return;
+    }
+    const health = await this.step(
+      'startup',
+      generation,
+      () => acts.startup.awaitHealth({ model: spec }),
+      (r) =>
+        r.models.length
+          ? `${r.endpoint} serves ${r.models.join(', ')}`
+          : `${r.endpoint} answers /health; ${r.note ?? 'no model list'}`,
+    );
+    const ready = { generation, endpoint: health.endpoint, readyReplicas: rollout.readyReplicas };
+    this.set(markReady(this.status, ready, now()));
+  }
+
+  /**
+   * Runs one step: recorded in the timeline and conditions; a transient failure (activity retries exhausted) shows
+   * as lastError and the step is tried again after a backoff; anything else ends the reconcile in phase Failed.
+   */
+  private async step<T>(
+    name: Step,
+    generation: number,
+    run: () => Promise<T>,
+    describe?: (result: T) => string | undefined,
+  ): Promise<T> {
+    this.set(beginStep(this.status, name, generation, now()));
+    const budgets = budgetsOf(this.reconciling ?? this.desired);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const result = await run();
+        this.set(finishStep(this.status, name, generation, now(), describe?.(result)));
+        return result;
+      } catch (err) {
+        // Anything but an activity's failure is a bug in this code: fail the workflow task until it is fixed.
+        if (isCancellation(err) || !(err instanceof ActivityFailure)) throw err;
+        const failed = classifyFailure(err, name, budgets);
+        if (!failed.retryable) {
+          this.set(failStep(this.status, name, failed, generation, now()));
+          throw failure(FAILURE.ReconcileFailed, failed.message);
+        }
+        log.warn(`${name} failed, retrying`, { reason: failed.reason, message: failed.message, attempt });
+        this.set(retryingStep(this.status, name, failed, attempt, generation, now()));
+        await sleep(backoffMs(attempt, this.options));
+      }
+    }
+  }
+
+  /** One look at a Ready or Degraded model. A failed look changes nothing: the model may be fine. */
+  private async watch(): Promise<void> {
+    const acts = activitiesFor(this.desired, this.options);
+    await this.interruptible(async () => {
+      try {
+        this.set(observe(this.status, await acts.short.readStatus({ model: this.desired }), now()));
+      } catch (err) {
+        if (isCancellation(err) || !(err instanceof ActivityFailure)) throw err;
+        log.warn('readStatus failed', { error: String(err.cause ?? err) });
+      }
+    });
+  }
+}
