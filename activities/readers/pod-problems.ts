@@ -1,6 +1,7 @@
 // Turns what Kubernetes says about a pod into one named reason and one line a person can act on. Pure.
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { FAILURE } from '../../workflows/contract';
+import { eventTime } from './time';
 
 export interface PodProblem {
   /** CamelCase: Unschedulable, ImagePullBackOff, CrashLoopBackOff, OOMKilled, MultiAttach, FailedMount, … */
@@ -118,11 +119,6 @@ export function classifyPod(pod: V1Pod, events: CoreV1Event[] = []): PodProblem 
     };
   }
   return undefined;
-}
-
-function eventTime(e: CoreV1Event): number {
-  const t = e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp ?? e.metadata?.creationTimestamp;
-  return t ? new Date(t as unknown as string).getTime() : 0;
 }
 
 /** Warning events about storage that live only in Events: a PVC that cannot be provisioned or bound. */

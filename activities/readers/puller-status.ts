@@ -4,7 +4,8 @@ import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
 import { PULLER_CONTAINER, summarizePullerLog } from '../builders';
 import type { PodProblem } from './pod-problems';
-import { FAILURE, failure, type StepProgress } from '../../workflows/contract';
+import { timeOf } from './time';
+import { FAILURE, failure, formatBytes, type StepProgress } from '../../workflows/contract';
 
 export type JobEnd = { kind: 'complete' } | { kind: 'failed'; reason: string; message: string };
 
@@ -18,8 +19,6 @@ export function jobEnd(job: V1Job): JobEnd | undefined {
 }
 
 /** Timestamps arrive as Date from typed reads and as strings from watches. */
-export const timeOf = (t: Date | string | undefined): number => (t ? new Date(t).getTime() : 0);
-
 /** From the Job's start to its completion (or now). */
 export function jobDurationMs(job: V1Job, now = Date.now()): number {
   const start = timeOf(job.status?.startTime);
@@ -85,17 +84,6 @@ export function pullerProgress(
   const waiting = pod.status?.containerStatuses?.find((c) => c.state?.waiting?.reason)?.state?.waiting?.reason;
   const state = pod.status?.phase === 'Pending' && waiting ? waiting : (pod.status?.phase ?? 'Pending');
   return { step: 'download', state, message: `pod ${pod.metadata?.name} is ${state}`, ...amounts };
-}
-
-export function formatBytes(n: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let value = n;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return unit === 0 ? `${n} B` : `${value.toFixed(1)} ${units[unit]}`;
 }
 
 export function formatSeconds(s: number): string {

@@ -3,6 +3,7 @@
 // ReplicaSet's pods only.
 import type { V1Deployment, V1Pod, V1PodTemplateSpec, V1ReplicaSet } from '@kubernetes/client-node';
 import { canonicalJson } from '../builders';
+import { timeOf } from './time';
 
 export const POD_TEMPLATE_HASH = 'pod-template-hash';
 
@@ -27,7 +28,7 @@ export function newestReplicaSet(deployment: V1Deployment, replicaSets: V1Replic
   return replicaSets
     .filter((rs) => rs.metadata?.ownerReferences?.some((o) => o.uid === uid))
     .filter((rs) => canonicalJson(templateWithoutHash(rs.spec?.template)) === wanted)
-    .sort((a, b) => time(a.metadata?.creationTimestamp) - time(b.metadata?.creationTimestamp))[0];
+    .sort((a, b) => timeOf(a.metadata?.creationTimestamp) - timeOf(b.metadata?.creationTimestamp))[0];
 }
 
 function templateWithoutHash(template: V1PodTemplateSpec | undefined): unknown {
@@ -38,10 +39,6 @@ function templateWithoutHash(template: V1PodTemplateSpec | undefined): unknown {
   if (copy.metadata?.labels && Object.keys(copy.metadata.labels).length === 0) delete copy.metadata.labels;
   if (copy.metadata && 'creationTimestamp' in copy.metadata) delete copy.metadata.creationTimestamp;
   return copy;
-}
-
-function time(t: Date | string | undefined): number {
-  return t ? new Date(t).getTime() : 0;
 }
 
 export const isPodReady = (pod: V1Pod): boolean =>

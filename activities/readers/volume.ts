@@ -2,15 +2,11 @@
 // WaitForFirstConsumer), so both the volume step and the download that waits on the volume read them here.
 import type { CoreV1Event } from '@kubernetes/client-node';
 import { classifyVolumeEvents, type PodProblem } from './pod-problems';
+import { eventTime } from './time';
 
 /** Binding waits for the first pod that uses the claim (a WaitForFirstConsumer StorageClass). */
 export const bindsOnFirstConsumer = (events: CoreV1Event[]): boolean =>
   events.some((e) => e.reason === 'WaitForFirstConsumer');
-
-const eventTime = (e: CoreV1Event): number => {
-  const t = e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp ?? e.metadata?.creationTimestamp;
-  return t ? new Date(t as unknown as string).getTime() : 0;
-};
 
 /** A warning named by `classifyVolumeEvents`, else `VolumePending` with the latest thing said about the claim. */
 export function pendingVolumeProblem(name: string, events: CoreV1Event[]): PodProblem {

@@ -17,19 +17,8 @@ import {
 import { assertOurs, isTerminating } from '../readers/ownership';
 import { classifyPod, type PodProblem } from '../readers/pod-problems';
 import { ProgressReporter } from '../cluster/progress';
-import {
-  backoffFailure,
-  currentPod,
-  deadlineFailure,
-  hasStarted,
-  imagePullFailure,
-  jobDurationMs,
-  jobEnd,
-  lastFailedPod,
-  pullerProgress,
-  timeOf,
-  type JobEnd,
-} from '../readers/puller-status';
+import { backoffFailure, currentPod, deadlineFailure, hasStarted, imagePullFailure, jobDurationMs, jobEnd, lastFailedPod, pullerProgress, type JobEnd } from '../readers/puller-status';
+import { timeOf } from '../readers/time';
 import { volumeProblem } from '../cluster/model-reads';
 import { waitFor } from '../cluster/wait';
 

@@ -1,6 +1,5 @@
 // What `ferry` prints for people: status summaries, tables and progress. Pure functions of the data and `now`.
-import type { ModelStatus, TimelineEntry } from '../../workflows/contract';
-import { formatBytes, formatDuration } from '../../workflows/status/summary';
+import { formatBytes, formatDuration, type ModelStatus, type TimelineEntry } from '../../workflows/contract';
 import { describeRef, InvalidSpecError, ModelFailedError } from '../errors';
 import type { ModelSummary } from '../list-models';
 

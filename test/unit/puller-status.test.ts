@@ -1,16 +1,8 @@
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { classifyPod } from '../../activities/readers/pod-problems';
-import {
-  backoffFailure,
-  currentPod,
-  deadlineFailure,
-  describeProgress,
-  formatBytes,
-  jobEnd,
-  pullerProgress,
-} from '../../activities/readers/puller-status';
-import { FAILURE } from '../../workflows/contract';
+import { backoffFailure, currentPod, deadlineFailure, describeProgress, jobEnd, pullerProgress } from '../../activities/readers/puller-status';
+import { FAILURE, formatBytes } from '../../workflows/contract';
 
 const job = (conditions: { type: string; status: string; reason?: string }[] = [], failed = 0): V1Job => ({
   metadata: { name: 'qwen-pull-1a2b3c4d' },

@@ -1,9 +1,9 @@
 import { ActivityFailure, ApplicationFailure, RetryState, TimeoutFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
-import { modelRefOf, type ModelStatus, parseServedModel, sameJson, searchAttributesFor, specChanges, taskQueueFor, workflowIdFor } from '../../workflows/contract';
+import { formatBytes, formatDuration, modelRefOf, type ModelStatus, parseServedModel, sameJson, searchAttributesFor, specChanges, taskQueueFor, workflowIdFor } from '../../workflows/contract';
 import { setCondition } from '../../workflows/status/conditions';
 import { classifyFailure } from '../../workflows/status/failure';
-import { formatBytes, formatDuration, summarizeStatus } from '../../workflows/status/summary';
+import { summarizeStatus } from '../../workflows/status/summary';
 import { currentStep, trimTimeline } from '../../workflows/status/timeline';
 import {
   acceptSpec,

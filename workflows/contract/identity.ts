@@ -3,6 +3,9 @@ import { defineSearchAttributeKey, SearchAttributeType, type SearchAttributePair
 import type { ServedModel } from './spec';
 import type { Phase } from './status';
 
+/** The cluster a model is served by when its spec names none. */
+export const DEFAULT_CLUSTER = 'default';
+
 /** What names one served model: the parts of its workflow ID. */
 export interface ModelRef {
   cluster: string;

@@ -1,5 +1,6 @@
 export * from './activities';
 export * from './failures';
+export * from './format';
 export * from './identity';
 export * from './messages';
 export * from './spec';

@@ -1,6 +1,7 @@
 // The ServedModel document: the one contract between people, clients, the workflow and the builders.
 // Pure (no Node, no Kubernetes client): it is bundled into workflow code.
 import { z } from 'zod';
+import { DEFAULT_CLUSTER } from '../identity';
 import { parseQuantity } from './quantities';
 import {
   C_IDENTIFIER,
@@ -298,7 +299,7 @@ const pullerSchema = strict({
 // The document
 
 const specSchema = strict({
-  cluster: dnsLabel('cluster name (it picks the worker and task queue)', 'default').default('default'),
+  cluster: dnsLabel('cluster name (it picks the worker and task queue)', 'default').default(DEFAULT_CLUSTER),
   source: sourceSchema,
   engine: engineSchema.prefault({}),
   resources: resourcesSchema.prefault({}),
