@@ -40,48 +40,36 @@ export async function probeEngine(
     return { ready: false, state: 'EndpointUnknown', message: errorText(err) };
   }
   const http = deps.http ?? fetch;
+  type NotReady = Extract<EngineProbe, { ready: false }>;
+  /** The answer to GET `path`, or why the engine is not ready when there is none. */
   const get = async (path: string, headers: Record<string, string> = {}) => {
     const signals = [AbortSignal.timeout(opts.timeoutMs ?? REQUEST_TIMEOUT_MS)];
     if (opts.signal) signals.push(opts.signal);
-    const res = await http(`${endpoint}${path}`, { headers, signal: AbortSignal.any(signals), redirect: 'manual' });
-    const text = await res.text().catch(() => '');
-    return { status: res.status, text };
+    try {
+      const res = await http(`${endpoint}${path}`, { headers, signal: AbortSignal.any(signals), redirect: 'manual' });
+      const text = await res.text().catch(() => '');
+      return { status: res.status, text };
+    } catch (err) {
+      const failed: NotReady = { ready: false, endpoint, state: 'Unreachable', message: `GET ${endpoint}${path} failed: ${errorText(err)}` };
+      return failed;
+    }
+  };
+  /** 503 is vLLM loading the model; any other status but 200 is not serving. */
+  const notServing = (path: string, status: number): NotReady | undefined => {
+    if (status === 503) {
+      return { ready: false, endpoint, state: 'Loading', message: `GET ${path} answers 503: the engine is loading the model` };
+    }
+    if (status !== 200) return { ready: false, endpoint, state: 'Unhealthy', message: `GET ${path} answers ${status}` };
+    return undefined;
   };
 
-  let health: { status: number; text: string };
-  try {
-    health = await get(HEALTH_PATH);
-  } catch (err) {
-    return {
-      ready: false,
-      endpoint,
-      state: 'Unreachable',
-      message: `GET ${endpoint}${HEALTH_PATH} failed: ${errorText(err)}`,
-    };
-  }
-  if (health.status === 503) {
-    return {
-      ready: false,
-      endpoint,
-      state: 'Loading',
-      message: `GET ${HEALTH_PATH} answers 503: the engine is loading the model`,
-    };
-  }
-  if (health.status !== 200) {
-    return { ready: false, endpoint, state: 'Unhealthy', message: `GET ${HEALTH_PATH} answers ${health.status}` };
-  }
+  const health = await get(HEALTH_PATH);
+  if ('ready' in health) return health;
+  const unhealthy = notServing(HEALTH_PATH, health.status);
+  if (unhealthy) return unhealthy;
 
-  let list: { status: number; text: string };
-  try {
-    list = await get(MODELS_PATH, opts.apiKey ? { authorization: `Bearer ${opts.apiKey}` } : {});
-  } catch (err) {
-    return {
-      ready: false,
-      endpoint,
-      state: 'Unreachable',
-      message: `GET ${endpoint}${MODELS_PATH} failed: ${errorText(err)}`,
-    };
-  }
+  const list = await get(MODELS_PATH, opts.apiKey ? { authorization: `Bearer ${opts.apiKey}` } : {});
+  if ('ready' in list) return list;
   const served = model.spec.engine.servedModelName;
   if (list.status === 401 && !opts.apiKey && model.spec.engine.apiKeySecret) {
     return {
@@ -101,17 +89,8 @@ export async function probeEngine(
         : `${MODELS_PATH} requires an API key (401) but the model sets no engine.apiKeySecret`,
     };
   }
-  if (list.status === 503) {
-    return {
-      ready: false,
-      endpoint,
-      state: 'Loading',
-      message: `GET ${MODELS_PATH} answers 503: the engine is loading the model`,
-    };
-  }
-  if (list.status !== 200) {
-    return { ready: false, endpoint, state: 'Unhealthy', message: `GET ${MODELS_PATH} answers ${list.status}` };
-  }
+  const notListing = notServing(MODELS_PATH, list.status);
+  if (notListing) return notListing;
   const models = modelIds(list.text);
   if (!models) {
     return { ready: false, endpoint, state: 'Unhealthy', message: `GET ${MODELS_PATH} did not answer a model list` };

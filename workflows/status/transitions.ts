@@ -1,6 +1,6 @@
 // How the workflow moves a model's status: phases, conditions, timeline, progress and observations.
 // Pure functions from a status to the next one; the workflow holds the only mutable reference.
-import { describeSource, type ModelError, type ModelStatus, type ObservedStatus, type Phase, type ServedModel, type Step, type StepProgress, type TeardownResult } from '../contract';
+import { type Condition, describeSource, type ModelError, type ModelStatus, type ObservedStatus, type Phase, type ServedModel, type Step, type StepProgress, type TeardownResult } from '../contract';
 import { setCondition } from './conditions';
 import { STEPS } from '../steps';
 import { closeOpenSteps, endStep, openEntry, skipStep, startStep } from './timeline';
@@ -61,6 +61,18 @@ function notReady(status: ModelStatus, reason: string, message: string, generati
   return setCondition(status, { type: 'Ready', status: 'False', reason, message, observedGeneration: generation }, now);
 }
 
+/** Sets the condition of `step`, if it has one, for `generation`. */
+function stepCondition(
+  status: ModelStatus,
+  step: Step,
+  change: { status: Condition['status']; reason: string; message: string },
+  generation: number,
+  now: string,
+): ModelStatus {
+  const type = STEPS[step].condition?.type;
+  return type ? setCondition(status, { type, ...change, observedGeneration: generation }, now) : status;
+}
+
 /** A step starts: its phase, an open timeline entry, its condition Unknown, Ready False. */
 export function beginStep(
   status: ModelStatus,
@@ -73,20 +85,7 @@ export function beginStep(
   let next = startStep(withPhase(status, phase, now), step, generation, now, detail);
   next = { ...next, waiting: undefined };
   if (step === 'download') next = { ...next, download: { bytes: 0, state: 'Pending', updatedAt: now } };
-  const condition = STEPS[step].condition;
-  if (condition) {
-    next = setCondition(
-      next,
-      {
-        type: condition.type,
-        status: 'Unknown',
-        reason: 'InProgress',
-        message: `${step} in progress`,
-        observedGeneration: generation,
-      },
-      now,
-    );
-  }
+  next = stepCondition(next, step, { status: 'Unknown', reason: 'InProgress', message: `${step} in progress` }, generation, now);
   if (step !== 'teardown')
     next = notReady(next, phase, `generation ${generation}: ${step} in progress`, generation, now);
   return next;
@@ -105,19 +104,9 @@ export function finishStep(
   if (next.lastError?.step === step) next = { ...next, lastError: undefined };
   if (step === 'download' && next.download)
     next = { ...next, download: { ...next.download, state: 'Complete', updatedAt: now } };
-  const condition = STEPS[step].condition;
-  if (condition) {
-    next = setCondition(
-      next,
-      {
-        type: condition.type,
-        status: 'True',
-        reason: condition.reason,
-        message: detail ?? condition.message,
-        observedGeneration: generation,
-      },
-      now,
-    );
+  const done = STEPS[step].condition;
+  if (done) {
+    next = stepCondition(next, step, { status: 'True', reason: done.reason, message: detail ?? done.message }, generation, now);
   }
   if (step === 'stop') {
     for (const type of ['RolledOut', 'Healthy'] as const) {
@@ -169,21 +158,8 @@ export function retryingStep(
   now: string,
 ): ModelStatus {
   let next: ModelStatus = { ...status, lastError: errorOf(failure, step, generation, now), updatedAt: now };
-  const condition = STEPS[step].condition;
-  if (condition) {
-    next = setCondition(
-      next,
-      {
-        type: condition.type,
-        status: 'False',
-        reason: failure.reason,
-        message: `attempt ${attempt} failed, retrying: ${failure.message}`,
-        observedGeneration: generation,
-      },
-      now,
-    );
-  }
-  return next;
+  const message = `attempt ${attempt} failed, retrying: ${failure.message}`;
+  return stepCondition(next, step, { status: 'False', reason: failure.reason, message }, generation, now);
 }
 
 /** A step failed for good: phase Failed until an update or a delete. */
@@ -197,20 +173,7 @@ export function failStep(
   let next = endStep(status, step, 'Failed', now, `${failure.reason}: ${failure.message}`);
   if (openEntry(next, 'update')) next = endStep(next, 'update', 'Failed', now, `failed at ${step}: ${failure.reason}`);
   next = { ...withPhase(next, 'Failed', now), lastError: errorOf(failure, step, generation, now), waiting: undefined };
-  const condition = STEPS[step].condition;
-  if (condition) {
-    next = setCondition(
-      next,
-      {
-        type: condition.type,
-        status: 'False',
-        reason: failure.reason,
-        message: failure.message,
-        observedGeneration: generation,
-      },
-      now,
-    );
-  }
+  next = stepCondition(next, step, { status: 'False', reason: failure.reason, message: failure.message }, generation, now);
   return notReady(next, failure.reason, failure.message, generation, now);
 }
 
