@@ -2,7 +2,14 @@
 // pipeline that has a new checkpoint to serve. One Update-with-Start: the workflow is started if it is not running,
 // and the spec is sent to it as an `update` either way, atomically, so two appliers cannot race start against update.
 import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
-import { type ModelRef, modelRefOf, type ModelStatus, type ServeModelOptions, updateModelUpdate, type UpdateResult } from '../workflows/contract';
+import {
+  type ModelRef,
+  modelRefOf,
+  type ModelStatus,
+  type ServeModelOptions,
+  updateModelUpdate,
+  type UpdateResult,
+} from '../workflows/contract';
 import type { ServeModelWorkflow } from '../workflows/serve-model';
 import { parseModelDocument } from './document';
 import { modelHandle } from './model-status';

@@ -1,6 +1,12 @@
 // Delete a model: a Workflow Update that cancels whatever runs, tears everything down, and completes the workflow.
 import type { Client } from '@temporalio/client';
-import { deleteModelUpdate, type DeleteResult, type FinalStatus, type ModelRef, type ModelStatus } from '../workflows/contract';
+import {
+  deleteModelUpdate,
+  type DeleteResult,
+  type FinalStatus,
+  type ModelRef,
+  type ModelStatus,
+} from '../workflows/contract';
 import { ModelWorkflowClosedError, WaitTimeoutError } from './errors';
 import { describeModel, modelHandle } from './model-status';
 import { isTimeout, sendUpdate, updateOutcome } from './send-update';

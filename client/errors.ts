@@ -1,6 +1,13 @@
 // What can go wrong when talking to a model, as typed errors: programs branch on the class, the CLI maps each to an
 // exit code, and every message says what to do next.
-import { formatSpecIssues, type ModelError, type ModelRef, type ModelStatus, type Phase, type SpecIssue } from '../workflows/contract';
+import {
+  formatSpecIssues,
+  type ModelError,
+  type ModelRef,
+  type ModelStatus,
+  type Phase,
+  type SpecIssue,
+} from '../workflows/contract';
 
 /** `qwen (namespace models, cluster default)`. */
 export function describeRef(ref: ModelRef): string {

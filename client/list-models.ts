@@ -1,6 +1,14 @@
 // Listing models through Temporal visibility: the search attributes every model's workflow keeps up to date.
 import type { Client } from '@temporalio/client';
-import { ferryClusterKey, ferryModelKey, ferryNamespaceKey, ferryPhaseKey, type ModelRef, type ModelStatus, type Phase } from '../workflows/contract';
+import {
+  ferryClusterKey,
+  ferryModelKey,
+  ferryNamespaceKey,
+  ferryPhaseKey,
+  type ModelRef,
+  type ModelStatus,
+  type Phase,
+} from '../workflows/contract';
 import { queryStatus } from './model-status';
 import { WORKFLOW_TYPE } from './serve-model';
 

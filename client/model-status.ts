@@ -10,13 +10,20 @@ import {
 } from '@temporalio/client';
 import type { QueryDefinition } from '@temporalio/common';
 import type { ServeModelWorkflow } from '../workflows/serve-model';
-import { type FinalStatus, type ModelRef, type ModelStatus, statusQuery, taskQueueFor, workflowIdFor } from '../workflows/contract';
+import {
+  type FinalStatus,
+  type ModelRef,
+  type ModelStatus,
+  statusQuery,
+  taskQueueFor,
+  workflowIdFor,
+} from '../workflows/contract';
 import { ModelNotFoundError, ModelWorkflowClosedError, NoWorkerError } from './errors';
 
 export type ModelHandle = WorkflowHandle<typeof ServeModelWorkflow>;
 
 /** How long one status query may take: a query waits for a worker, and without one it would wait 30 s or more. */
-export const QUERY_TIMEOUT_MS = 10_000;
+const QUERY_TIMEOUT_MS = 10_000;
 
 /** A handle to the model's workflow (its latest run unless `runId` is given). */
 export function modelHandle(client: Client, ref: ModelRef, runId?: string): ModelHandle {
@@ -91,7 +98,7 @@ export async function getModelStatus(client: Client, ref: ModelRef): Promise<Mod
 }
 
 /** The status of the run `execution` describes. */
-export async function statusOfExecution(
+async function statusOfExecution(
   client: Client,
   ref: ModelRef,
   execution: WorkflowExecutionDescription,
@@ -111,10 +118,13 @@ export async function statusOfExecution(
   }
 }
 
+/** gRPC's UNAVAILABLE status code (the enum lives in @grpc/grpc-js, which Ferry does not depend on directly). */
+const GRPC_UNAVAILABLE = 14;
+
 /** True when `err` (or a cause) says the server is unreachable. */
 export function isUnavailable(err: unknown): boolean {
   for (let e = err; e instanceof Error; e = e.cause) {
-    if (isGrpcServiceError(e) && e.code === 14) return true;
+    if (isGrpcServiceError(e) && Number(e.code) === GRPC_UNAVAILABLE) return true;
   }
   return false;
 }

@@ -1,7 +1,21 @@
 // Start serving a model: one ServeModelWorkflow per model, idempotent for the same spec.
 import { WorkflowIdConflictPolicy, type Client } from '@temporalio/client';
 import type { ServeModelWorkflow } from '../workflows/serve-model';
-import { describeSource, type ModelRef, modelRefOf, type ModelStatus, parseDuration, searchAttributesFor, type ServedModel, type ServeModelInput, type ServeModelOptions, specChanges, specQuery, taskQueueFor, workflowIdFor } from '../workflows/contract';
+import {
+  describeSource,
+  type ModelRef,
+  modelRefOf,
+  type ModelStatus,
+  parseDuration,
+  searchAttributesFor,
+  type ServedModel,
+  type ServeModelInput,
+  type ServeModelOptions,
+  specChanges,
+  specQuery,
+  taskQueueFor,
+  workflowIdFor,
+} from '../workflows/contract';
 import { parseModelDocument } from './document';
 import { ModelDeletedError, SpecConflictError } from './errors';
 import { modelHandle, queryModel, queryStatus, type ModelHandle } from './model-status';

@@ -4,13 +4,13 @@
 import { loadClientConfigProfile, toClientOptions, type ClientConfigTLS } from '@temporalio/envconfig';
 import type { TLSConfig } from '@temporalio/client';
 
-export const DEFAULT_TEMPORAL_ADDRESS = 'localhost:7233';
-export const DEFAULT_TEMPORAL_NAMESPACE = 'default';
+const DEFAULT_TEMPORAL_ADDRESS = 'localhost:7233';
+const DEFAULT_TEMPORAL_NAMESPACE = 'default';
 
 export type Env = Record<string, string | undefined>;
 
 /** Where the address came from: error messages say it, and only a local default suggests `npm run local:up`. */
-export type AddressSource = 'flag' | 'environment' | 'config file' | 'local stack' | 'default';
+type AddressSource = 'flag' | 'environment' | 'config file' | 'local stack' | 'default';
 
 export interface TemporalSettings {
   address: string;

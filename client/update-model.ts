@@ -1,6 +1,12 @@
 // Change a running model's spec: a Workflow Update, validated by the workflow with the same schema as at start.
 import type { Client } from '@temporalio/client';
-import { type ModelRef, modelRefOf, type ModelStatus, updateModelUpdate, type UpdateResult } from '../workflows/contract';
+import {
+  type ModelRef,
+  modelRefOf,
+  type ModelStatus,
+  updateModelUpdate,
+  type UpdateResult,
+} from '../workflows/contract';
 import { parseModelDocument } from './document';
 import { defaultReadyTimeoutMs } from './serve-model';
 import { sendUpdate, updateOutcome } from './send-update';

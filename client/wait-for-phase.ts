@@ -44,7 +44,9 @@ export async function waitForPhase(
     signal?.throwIfAborted();
     let status: ModelStatus | undefined;
     try {
-      status = signal ? await abortable(signal, (s) => client.withAbortSignal(s, () => getModelStatus(client, ref))) : await getModelStatus(client, ref);
+      status = signal
+        ? await abortable(signal, (s) => client.withAbortSignal(s, () => getModelStatus(client, ref)))
+        : await getModelStatus(client, ref);
       noWorker = undefined;
     } catch (err) {
       signal?.throwIfAborted();
@@ -78,7 +80,7 @@ export async function waitForPhase(
 }
 
 /** What a status means for a wait for `phases` at `generation`. */
-export function outcomeOf(
+function outcomeOf(
   status: ModelStatus,
   phases: readonly Phase[],
   generation: number,
@@ -130,7 +132,8 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     }
     function abort() {
       clearTimeout(timer);
-      reject(signal!.reason);
+      // `reason` is typed any: it is the caller's abort reason, an AbortError DOMException when none was given.
+      reject(signal!.reason as Error);
     }
     signal?.addEventListener('abort', abort, { once: true });
   });

@@ -19,7 +19,7 @@ export function realActivities(config: WorkerConfig, client: Client, logger: Log
   // loadFromDefault: KUBECONFIG (which may list several files), ~/.kube/config, then the pod's service account.
   if (config.kubeconfig && !config.kubeconfig.includes(':')) kc.loadFromFile(config.kubeconfig);
   else kc.loadFromDefault();
-  const endpoints = endpointResolverFromEnv(config.env as NodeJS.ProcessEnv, kc);
+  const endpoints = endpointResolverFromEnv(config.env, kc);
   if (!config.kubeconfig && !config.env.KUBERNETES_SERVICE_HOST && !existsSync(join(homedir(), '.kube', 'config'))) {
     logger.warn('no kubeconfig and not in a pod: the Kubernetes client falls back to http://localhost:8080', {
       hint: 'set KUBECONFIG or --kubeconfig',
@@ -40,7 +40,7 @@ export function realActivities(config: WorkerConfig, client: Client, logger: Log
 }
 
 /** Signals progress to the run that asked for it (a report for an older run fails, and is only logged). */
-export function progressSink(client: Client): ProgressSink {
+function progressSink(client: Client): ProgressSink {
   return async ({ workflowId, runId }, progress) => {
     await client.workflow.getHandle(workflowId, runId).signal(progressSignal, progress);
   };

@@ -26,9 +26,9 @@ export interface WorkerConfig {
   env: Env;
 }
 
-export const DEFAULT_CLUSTER = 'default';
+const DEFAULT_CLUSTER = 'default';
 /** Below Kubernetes' default terminationGracePeriodSeconds (30 s), so the worker exits before it is killed. */
-export const DEFAULT_SHUTDOWN_GRACE = '25s';
+const DEFAULT_SHUTDOWN_GRACE = '25s';
 const LOG_LEVELS: readonly LogLevel[] = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'];
 const CLUSTER_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 

@@ -3,9 +3,9 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { parseDuration, type Phase, PHASES } from '../../workflows/contract';
 import type { TemporalOverrides } from '../temporal-env';
 
-export const COMMANDS = ['serve', 'update', 'apply', 'status', 'list', 'delete', 'watch'] as const;
+const COMMANDS = ['serve', 'update', 'apply', 'status', 'list', 'delete', 'watch'] as const;
 export type CommandName = (typeof COMMANDS)[number];
-export type OutputFormat = 'text' | 'json';
+type OutputFormat = 'text' | 'json';
 
 /** A model named on the command line; `cluster` unset means "find it" (see `resolveRef`). */
 export interface RefArgs {
@@ -86,7 +86,7 @@ export function parseCommand(argv: readonly string[]): Command {
   let parsed;
   try {
     parsed = parseArgs({
-      args: argv.slice(1) as string[],
+      args: argv.slice(1),
       options: { ...GLOBAL_OPTIONS, ...OPTIONS[command] },
       allowPositionals: true,
       strict: true,

@@ -15,7 +15,7 @@ export interface CliContext {
 }
 
 /** Where an unqualified NAME is looked for when visibility does not find it. */
-export const DEFAULT_CLUSTER = 'default';
+const DEFAULT_CLUSTER = 'default';
 
 /**
  * The model a command names. Without --cluster: the running model of that name and namespace on any cluster, else

@@ -14,13 +14,13 @@ export function table(rows: string[][], indent = ''): string {
 }
 
 /** `3m 05s` between two ISO times (or until `now`). */
-export function age(fromIso: string | Date, now: Date): string {
+function age(fromIso: string | Date, now: Date): string {
   const from = typeof fromIso === 'string' ? new Date(fromIso) : fromIso;
   return formatDuration(Math.max(0, now.getTime() - from.getTime()));
 }
 
 /** `1.2 GiB of 3.4 GiB (35%)`, or `1.2 GiB` without a total. */
-export function downloadAmount(download: NonNullable<ModelStatus['download']>): string {
+function downloadAmount(download: NonNullable<ModelStatus['download']>): string {
   const { bytes, totalBytes } = download;
   if (!totalBytes) return formatBytes(bytes);
   return `${formatBytes(bytes)} of ${formatBytes(totalBytes)} (${Math.floor((100 * bytes) / totalBytes)}%)`;

@@ -124,7 +124,7 @@ export function parseEngineArgs(argv: readonly string[], env: Env = {}): ParsedE
 }
 
 /** vLLM reads VLLM_ALLOW_RUNTIME_LORA_UPDATING as true when it is "1" or "true", in any case. */
-export function isTruthyEnv(value: string | undefined): boolean {
+function isTruthyEnv(value: string | undefined): boolean {
   return value !== undefined && ['1', 'true'].includes(value.trim().toLowerCase());
 }
 

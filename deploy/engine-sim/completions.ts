@@ -109,7 +109,11 @@ async function serveGeneration(
       ? await streamChoices(kind, res, envelope, choices, request.includeUsage ? usage : undefined, ctx.tokenDelayMs)
       : await respondWithChoices(kind, res, envelope, choices, usage, ctx.tokenDelayMs);
     if (finished) {
-      ctx.metrics.recordSuccess(promptTokens, completionTokens, choices.map((choice) => choice.answer.finishReason));
+      ctx.metrics.recordSuccess(
+        promptTokens,
+        completionTokens,
+        choices.map((choice) => choice.answer.finishReason),
+      );
     }
   } finally {
     ctx.metrics.requestEnded();

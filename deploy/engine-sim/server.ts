@@ -8,12 +8,12 @@ import { serveChatCompletion, serveCompletion, type GenerationContext } from './
 import { OpenAiHttpError, readJsonObject, sendDetail, sendJson, sendOpenAiError, sendText } from './http-io';
 import { EngineMetrics, type EngineMetricsView } from './metrics';
 
-export const SIM_VERSION = '0.11.0-ferry-sim';
-export const DEFAULT_MODEL = 'Qwen/Qwen3-0.6B';
+const SIM_VERSION = '0.11.0-ferry-sim';
+const DEFAULT_MODEL = 'Qwen/Qwen3-0.6B';
 // vLLM binds every interface by default; the stand-in binds loopback unless told otherwise, as it guards nothing.
-export const DEFAULT_HOST = '127.0.0.1';
-export const DEFAULT_PORT = 8000;
-export const DEFAULT_MAX_MODEL_LEN = 4096;
+const DEFAULT_HOST = '127.0.0.1';
+const DEFAULT_PORT = 8000;
+const DEFAULT_MAX_MODEL_LEN = 4096;
 export const DEFAULT_LOAD_DELAY_SECONDS = 2;
 
 export interface LoraModule {
@@ -47,9 +47,9 @@ export interface EngineSimOptions {
   readonly tokenDelayMs?: number;
 }
 
-export type EnginePhase = 'idle' | 'loading' | 'ready' | 'failed' | 'stopped';
+type EnginePhase = 'idle' | 'loading' | 'ready' | 'failed' | 'stopped';
 
-export interface EngineSimState {
+interface EngineSimState {
   readonly phase: EnginePhase;
   readonly port: number | undefined;
   readonly host: string;

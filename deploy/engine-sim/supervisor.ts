@@ -20,7 +20,9 @@ interface Running {
 }
 
 export const log = (msg: string, extra: Record<string, unknown> = {}) =>
-  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), component: 'engine-sim-supervisor', msg, ...extra })}\n`);
+  process.stderr.write(
+    `${JSON.stringify({ time: new Date().toISOString(), component: 'engine-sim-supervisor', msg, ...extra })}\n`,
+  );
 
 export class EngineSimSupervisor {
   private readonly sims = new Map<string, Running>();
@@ -91,7 +93,11 @@ export class EngineSimSupervisor {
       createdAt: new Date(pod.metadata?.creationTimestamp ?? 0).getTime(),
     };
     this.sims.set(uid, running);
-    log('stand-in started', { pod: `${running.namespace}/${pod.metadata?.name}`, url: running.url, loadDelaySeconds: loadDelay });
+    log('stand-in started', {
+      pod: `${running.namespace}/${pod.metadata?.name}`,
+      url: running.url,
+      loadDelaySeconds: loadDelay,
+    });
   }
 
   /** The current `<namespace>/<model>` → URL map: each model's newest running pod. */
@@ -102,7 +108,9 @@ export class EngineSimSupervisor {
       const seen = newest.get(key);
       if (!seen || r.createdAt > seen.createdAt) newest.set(key, r);
     }
-    return Object.fromEntries([...newest].map(([k, r]) => [k, r.url]).sort(([a], [b]) => String(a).localeCompare(String(b))));
+    return Object.fromEntries(
+      [...newest].map(([k, r]): [string, string] => [k, r.url]).sort(([a], [b]) => a.localeCompare(b)),
+    );
   }
 
   private writeOverrides(): void {

@@ -2,7 +2,7 @@
 // tokenization so tests and callers can predict usage numbers exactly; a real tokenizer would differ.
 
 /** Every answer starts with this marker so nobody mistakes simulated output for a model's. */
-export const SIM_MARKER = '[ferry engine-sim]';
+const SIM_MARKER = '[ferry engine-sim]';
 
 // Enough of the prompt to show the request arrived intact, short enough to keep responses small.
 const ECHO_WORD_LIMIT = 16;
@@ -15,7 +15,7 @@ export interface SyntheticAnswer {
   readonly finishReason: FinishReason;
 }
 
-export function splitWords(text: string): string[] {
+function splitWords(text: string): string[] {
   const trimmed = text.trim();
   return trimmed === '' ? [] : trimmed.split(/\s+/);
 }

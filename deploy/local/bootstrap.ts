@@ -3,7 +3,13 @@
 // with the Secrets the examples name. Idempotent (server-side apply), then waits until the nodes are Ready and the
 // default ServiceAccounts exist (pods are rejected before they do).
 import { randomBytes } from 'node:crypto';
-import { CoreV1Api, KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  KubeConfig,
+  KubernetesObjectApi,
+  PatchStrategy,
+  type KubernetesObject,
+} from '@kubernetes/client-node';
 
 const FIELD_MANAGER = 'ferry-local-bootstrap';
 
@@ -109,7 +115,9 @@ async function main(): Promise<void> {
   }
   await until('simulated nodes to be Ready', 60, async () => {
     const nodes = await core.listNode();
-    const ready = nodes.items.filter((n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+    const ready = nodes.items.filter((n) =>
+      n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+    );
     return ready.length >= simulatedNodes.length;
   });
   await until('the default ServiceAccount', 60, async () => {
