@@ -31,7 +31,7 @@ export interface ActivityTiming {
   deletionWaitMs: number;
 }
 
-export const DEFAULT_TIMING: ActivityTiming = {
+const DEFAULT_TIMING: ActivityTiming = {
   pollMs: 2_000,
   terminatingPvcWaitMs: 120_000,
   progressIntervalMs: 5_000,

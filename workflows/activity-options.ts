@@ -1,6 +1,12 @@
 // The workflow's knobs with their defaults, and the activities with the timeouts of each kind of step.
 import { proxyActivities, type ActivityOptions, type RetryPolicy } from '@temporalio/workflow';
-import { NON_RETRYABLE, parseDuration, type FerryActivities, type ServedModel, type ServeModelOptions } from './contract';
+import {
+  NON_RETRYABLE,
+  parseDuration,
+  type FerryActivities,
+  type ServedModel,
+  type ServeModelOptions,
+} from './contract';
 
 /** How long any one short step (an apply, a delete, a look) may take. */
 const SHORT_STEP_TIMEOUT_MS = 2 * 60_000;

@@ -24,6 +24,7 @@ import {
   type FinalStatus,
   type ServedModel,
   type ServeModelInput,
+  type UpdateModelInput,
 } from './contract';
 import { ModelLifecycle } from './lifecycle';
 
@@ -34,7 +35,7 @@ export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalS
   setHandler(specQuery, () => model.desired);
   setHandler(progressSignal, (progress) => model.progress(progress));
   setHandler(updateModelUpdate, (update) => model.update(update), {
-    validator: (update) => model.validateUpdate(update),
+    validator: (update: UpdateModelInput) => model.validateUpdate(update),
     description: 'Change the spec; rejected with field-level errors, reconciled afterwards',
   });
   setHandler(deleteModelUpdate, (request) => model.delete(request), {

@@ -10,9 +10,9 @@ import { MODELS_DIR, sourceAnnotations, weightsDir } from './source';
 export const ENGINE_CONTAINER = 'vllm';
 export const HTTP_PORT_NAME = 'http';
 export const HEALTH_PATH = '/health';
-export const STARTUP_PROBE_PERIOD_SECONDS = 10;
+const STARTUP_PROBE_PERIOD_SECONDS = 10;
 /** Time the Deployment controller allows beyond the startup budget before it reports ProgressDeadlineExceeded. */
-export const PROGRESS_DEADLINE_MARGIN_SECONDS = 600;
+const PROGRESS_DEADLINE_MARGIN_SECONDS = 600;
 
 export interface DeploymentOptions extends ChildOptions {
   /** Overrides spec.replicas, e.g. 0 to release a ReadWriteOnce volume before a new pull. */
@@ -20,7 +20,7 @@ export interface DeploymentOptions extends ChildOptions {
 }
 
 /** The engine's startup budget in seconds (`engine.startupTimeout`, 40 minutes by default). */
-export function startupBudgetSeconds(model: ServedModel): number {
+function startupBudgetSeconds(model: ServedModel): number {
   return durationSeconds(model.spec.engine.startupTimeout);
 }
 
@@ -28,7 +28,7 @@ export function startupBudgetSeconds(model: ServedModel): number {
  * Arguments to the image's entrypoint (`vllm serve`). The API key is never among them: vLLM reads it from
  * VLLM_API_KEY, which comes from a Secret.
  */
-export function engineArgs(model: ServedModel): string[] {
+function engineArgs(model: ServedModel): string[] {
   const { engine, source } = model.spec;
   const args = [
     '--model',

@@ -6,7 +6,7 @@ export const LABEL_MANAGED_BY = 'app.kubernetes.io/managed-by';
 export const LABEL_COMPONENT = 'app.kubernetes.io/component';
 export const LABEL_MODEL = 'ferry.dev/model';
 
-export const APP_NAME = 'vllm';
+const APP_NAME = 'vllm';
 export const MANAGED_BY = 'ferry';
 
 // Annotations, not labels: their values contain '/', which label values may not.

@@ -12,7 +12,7 @@ export interface ChildOptions {
  * Points at the root ConfigMap so deleting it garbage-collects the child. Neither `controller` nor
  * `blockOwnerDeletion`: the root is a backstop, not a controller, and blocking would need delete rights on it.
  */
-export function rootOwnerReference(model: ServedModel, rootUid: string): V1OwnerReference {
+function rootOwnerReference(model: ServedModel, rootUid: string): V1OwnerReference {
   return {
     apiVersion: 'v1',
     kind: 'ConfigMap',

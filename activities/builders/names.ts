@@ -6,7 +6,7 @@ export const FIELD_MANAGER = 'ferry';
 export const WEIGHTS_FIELD_MANAGER = 'ferry-weights';
 
 /** Kubernetes names that become label values (Job names, Service names) must fit in 63 characters. */
-export const MAX_NAME_LENGTH = 63;
+const MAX_NAME_LENGTH = 63;
 
 /**
  * `<parent>-<suffix>`, or, when that is longer than 63 characters, Knative-style: a readable prefix of the parent,

@@ -3,8 +3,8 @@ import type { ServedModel } from '../../workflows/contract';
 
 // The vLLM image's own user: `vllm`, uid 2000, gid 0. An arbitrary uid has no passwd entry and torch crashes at
 // start-up (getpwuid); the puller runs as the same user so the engine can read what it wrote.
-export const ENGINE_UID = 2000;
-export const ENGINE_GID = 0;
+const ENGINE_UID = 2000;
+const ENGINE_GID = 0;
 
 /** Pod security for puller and engine alike: passes Pod Security "restricted". */
 export function podSecurityContext(): V1PodSecurityContext {

@@ -156,6 +156,13 @@ export type PullerEvent =
   | { type: 'error'; reason: string; message: string }
   | { type: 'done'; dest: string; bytes: number; skipped: boolean };
 
+/** A field the puller printed, as text; `fallback` when it is missing or not a scalar. */
+function text(value: unknown, fallback: string): string {
+  return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean'
+    ? String(value)
+    : fallback;
+}
+
 export function parsePullerLine(line: string): PullerEvent | undefined {
   const match = /^FERRY_(PROGRESS|ERROR|DONE) (\{.*\})\s*$/.exec(line);
   if (!match) return undefined;
@@ -177,13 +184,13 @@ export function parsePullerLine(line: string): PullerEvent | undefined {
     case 'ERROR':
       return {
         type: 'error',
-        reason: String(payload.reason ?? 'DownloadFailed'),
-        message: String(payload.message ?? ''),
+        reason: text(payload.reason, 'DownloadFailed'),
+        message: text(payload.message, ''),
       };
     default:
       return {
         type: 'done',
-        dest: String(payload.dest ?? ''),
+        dest: text(payload.dest, ''),
         bytes: typeof payload.bytes === 'number' ? payload.bytes : 0,
         skipped: payload.skipped === true,
       };

@@ -38,7 +38,11 @@ export class Cluster {
   }
 
   /** Server-side apply under `fieldManager`; `force` takes over fields other managers own (use only after a claim check). */
-  async apply<T extends KubernetesObject>(obj: T, fieldManager: string, opts: { force?: boolean; dryRun?: boolean } = {}): Promise<T> {
+  async apply<T extends KubernetesObject>(
+    obj: T,
+    fieldManager: string,
+    opts: { force?: boolean; dryRun?: boolean } = {},
+  ): Promise<T> {
     try {
       return await this.objects.patch(
         obj,
@@ -56,11 +60,11 @@ export class Cluster {
   /** The object, or undefined when it does not exist. */
   async get<T extends KubernetesObject>(ref: ObjectRef): Promise<T | undefined> {
     try {
-      return (await this.objects.read({
+      return await this.objects.read<T>({
         apiVersion: ref.apiVersion,
         kind: ref.kind,
         metadata: { name: ref.name, namespace: ref.namespace },
-      })) as T;
+      });
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw kubeFailure(err, `reading ${describeRef(ref)}`);
@@ -196,7 +200,7 @@ export class Cluster {
           clearTimeout(timer);
           opts.signal?.removeEventListener('abort', onAbort);
           controller?.abort();
-          if (err) reject(err);
+          if (err) reject(err instanceof Error ? err : new Error(`watching ${path} failed`, { cause: err }));
           else resolve(v);
         };
         const onAbort = () => finish(false);

@@ -13,7 +13,7 @@ export function authenticatedFetch(kc: KubeConfig): typeof fetch {
   const server = kc.getCurrentCluster()?.server;
   if (!server) throw new Error('the kubeconfig has no current cluster');
   const origin = new URL(server).origin;
-  return (async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+  return async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
     const request = new Request(input, init);
     const url = new URL(request.url);
     if (url.origin !== origin) return fetch(request);
@@ -44,5 +44,5 @@ export function authenticatedFetch(kc: KubeConfig): typeof fetch {
       req.on('error', reject);
       req.end(body);
     });
-  }) as typeof fetch;
+  };
 }

@@ -8,8 +8,8 @@ import { authenticatedFetch } from './authenticated-fetch';
 import type { EndpointResolver } from '../deps';
 import { HTTP_PORT_NAME, serviceName } from '../builders';
 
-export const ENDPOINT_MODES = ['in-cluster', 'service-proxy', 'override'] as const;
-export type EndpointMode = (typeof ENDPOINT_MODES)[number];
+const ENDPOINT_MODES = ['in-cluster', 'service-proxy', 'override'] as const;
+type EndpointMode = (typeof ENDPOINT_MODES)[number];
 
 /** What `endpointResolverFromEnv` wires into `ActivityDeps`: the resolver and, where needed, an HTTP client. */
 export interface EndpointSetup {
@@ -20,7 +20,7 @@ export interface EndpointSetup {
 }
 
 /** `<namespace>/<name>`, the key of a per-model override. */
-export const modelKey = (model: ServedModel): string => `${model.metadata.namespace}/${model.metadata.name}`;
+const modelKey = (model: ServedModel): string => `${model.metadata.namespace}/${model.metadata.name}`;
 
 /** The Service's cluster DNS name: `http://<service>.<namespace>.svc:<port>`. */
 export function inClusterEndpoint(model: ServedModel): string {
@@ -52,7 +52,10 @@ export function overrideEndpoints(overrides: EndpointOverrides, fallback?: Endpo
     const url = map[modelKey(model)];
     if (url !== undefined) return checkedUrl(url, `the endpoint override for ${modelKey(model)}`);
     if (fallback) return fallback(model);
-    throw failure(FAILURE.EndpointUnknown, `no endpoint override names model ${modelKey(model)} (FERRY_ENDPOINT_MODE=override); known: ${Object.keys(map).join(', ') || 'none'}`);
+    throw failure(
+      FAILURE.EndpointUnknown,
+      `no endpoint override names model ${modelKey(model)} (FERRY_ENDPOINT_MODE=override); known: ${Object.keys(map).join(', ') || 'none'}`,
+    );
   };
 }
 
@@ -73,7 +76,7 @@ function checkedUrl(url: string, what: string): string {
  * The overrides in `FERRY_ENDPOINT_OVERRIDES`: a JSON object, or the path of a JSON file that is read again on every
  * resolution (the local supervisor rewrites it while the worker runs). A missing file is an empty map.
  */
-export function overridesFromSetting(setting: string): () => Record<string, string> {
+function overridesFromSetting(setting: string): () => Record<string, string> {
   const text = setting.trim();
   if (text.startsWith('{')) {
     const map = parseOverrides(text, 'FERRY_ENDPOINT_OVERRIDES');

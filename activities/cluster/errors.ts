@@ -12,16 +12,15 @@ interface ApiErrorLike {
 }
 
 /** The HTTP status of a failed Kubernetes call, or undefined for a network error. */
-export function httpStatus(err: unknown): number | undefined {
+function httpStatus(err: unknown): number | undefined {
   const code = (err as ApiErrorLike | undefined)?.code;
   return typeof code === 'number' && code >= 100 && code < 600 ? code : undefined;
 }
 
 export const isNotFound = (err: unknown): boolean => httpStatus(err) === 404;
-export const isConflict = (err: unknown): boolean => httpStatus(err) === 409;
 
 /** The API server's own explanation (`Status.message`), else the error's message. */
-export function apiMessage(err: unknown): string {
+function apiMessage(err: unknown): string {
   const e = err as ApiErrorLike | undefined;
   const body = e?.body;
   if (typeof body === 'string') {

@@ -89,7 +89,11 @@ export async function volumeEvents(cluster: Cluster, namespace: string, name: st
 }
 
 /** Why the claim is still Pending, or undefined when it is bound (or gone). */
-export async function volumeProblem(cluster: Cluster, namespace: string, name: string): Promise<PodProblem | undefined> {
+export async function volumeProblem(
+  cluster: Cluster,
+  namespace: string,
+  name: string,
+): Promise<PodProblem | undefined> {
   const pvc = await cluster.get<V1PersistentVolumeClaim>({
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',

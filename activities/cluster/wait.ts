@@ -9,13 +9,13 @@ import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { Cluster } from './api';
 
 /** A collection whose changes wake the wait, e.g. `/apis/batch/v1/namespaces/ns/jobs` with a field selector. */
-export interface Watched {
+interface Watched {
   path: string;
   query: Record<string, string | undefined>;
 }
 
 /** Why a check runs: the first one, a watched change, or the periodic tick (at most `pollMs` apart). */
-export type WaitTrigger = 'start' | 'change' | 'tick';
+type WaitTrigger = 'start' | 'change' | 'tick';
 
 export interface WaitOptions<T> {
   /** Reads the world; returns the result when the wait is over, undefined to keep waiting. */
@@ -36,7 +36,7 @@ const A_WEEK_MS = 7 * 24 * 3_600_000;
  * Resolves after `ms`, or earlier (without error) when `signal` aborts or the function handed to `onWakeable` is
  * called.
  */
-export function pause(ms: number, signal?: AbortSignal, onWakeable?: (wake: () => void) => void): Promise<void> {
+function pause(ms: number, signal?: AbortSignal, onWakeable?: (wake: () => void) => void): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve();
     const done = () => {
@@ -51,7 +51,7 @@ export function pause(ms: number, signal?: AbortSignal, onWakeable?: (wake: () =
 }
 
 /** Throws the reason of an aborted cancellation signal (a `CancelledFailure` inside an activity). */
-export function throwIfCancelled(signal: AbortSignal): void {
+function throwIfCancelled(signal: AbortSignal): void {
   if (!signal.aborted) return;
   throw signal.reason instanceof Error ? signal.reason : new CancelledFailure('activity cancelled');
 }

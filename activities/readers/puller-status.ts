@@ -1,7 +1,7 @@
 // What a puller Job and its pods say, in Ferry's words: how the Job ended, what the download is doing now, and the
 // one-line failures a person can act on. Pure.
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
-import { ApplicationFailure } from '@temporalio/common';
+import { type ApplicationFailure } from '@temporalio/common';
 import { PULLER_CONTAINER, summarizePullerLog } from '../builders';
 import type { PodProblem } from './pod-problems';
 import { timeOf } from './time';
@@ -40,7 +40,7 @@ export function lastFailedPod(pods: Iterable<V1Pod>): V1Pod | undefined {
 }
 
 /** The puller container's exit code, once it has terminated. */
-export function exitCodeOf(pod: V1Pod): number | undefined {
+function exitCodeOf(pod: V1Pod): number | undefined {
   const statuses = pod.status?.containerStatuses ?? [];
   const s = statuses.find((c) => c.name === PULLER_CONTAINER) ?? statuses[0];
   return s?.state?.terminated?.exitCode ?? s?.lastState?.terminated?.exitCode;
@@ -86,7 +86,7 @@ export function pullerProgress(
   return { step: 'download', state, message: `pod ${pod.metadata?.name} is ${state}`, ...amounts };
 }
 
-export function formatSeconds(s: number): string {
+function formatSeconds(s: number): string {
   if (s % 3600 === 0) return `${s / 3600}h`;
   if (s % 60 === 0) return `${s / 60}m`;
   return `${s}s`;
@@ -117,8 +117,12 @@ function lastLines(text: string, lines: number, maxChars: number): string {
 /** `DeadlineExceeded`: the Job controller ended the download at `activeDeadlineSeconds`. */
 export function deadlineFailure(job: V1Job, last: StepProgress | undefined, note = ''): ApplicationFailure {
   const deadline = job.spec?.activeDeadlineSeconds;
-  return failure(FAILURE.DeadlineExceeded, `download did not finish within ${deadline !== undefined ? formatSeconds(deadline) : 'its deadline'} ` +
-      `(puller.deadline); last state: ${describeProgress(last)}${note}`, { jobName: job.metadata?.name, lastProgress: last ?? null });
+  return failure(
+    FAILURE.DeadlineExceeded,
+    `download did not finish within ${deadline !== undefined ? formatSeconds(deadline) : 'its deadline'} ` +
+      `(puller.deadline); last state: ${describeProgress(last)}${note}`,
+    { jobName: job.metadata?.name, lastProgress: last ?? null },
+  );
 }
 
 /** `BackoffLimitExceeded`: every allowed attempt failed; says how the last one ended and what it printed. */
@@ -142,16 +146,24 @@ export function backoffFailure(
       (terminated?.reason && terminated.reason !== 'Error' ? ` (${terminated.reason})` : '')
     : '';
   const reason = error ? `; ${error.reason}: ${error.message}` : '';
-  return failure(FAILURE.BackoffLimitExceeded, `${how}${last}${reason}; log tail: ${log ? lastLines(log, 5, 600) : 'log unavailable'}`, {
-        jobName: job.metadata?.name,
-        pod: pod?.metadata?.name ?? null,
-        exitCode: exitCode ?? null,
-        errorReason: error?.reason ?? null,
-        logTail,
-      });
+  return failure(
+    FAILURE.BackoffLimitExceeded,
+    `${how}${last}${reason}; log tail: ${log ? lastLines(log, 5, 600) : 'log unavailable'}`,
+    {
+      jobName: job.metadata?.name,
+      pod: pod?.metadata?.name ?? null,
+      exitCode: exitCode ?? null,
+      errorReason: error?.reason ?? null,
+      logTail,
+    },
+  );
 }
 
 /** `ImagePullBackOff`: the puller image cannot be pulled; the Job is kept so its pod's events can be read. */
 export function imagePullFailure(jobName: string, problem: PodProblem): ApplicationFailure {
-  return failure(FAILURE.ImagePullBackOff, `${problem.message} (Job ${jobName} is kept for inspection; fix puller.image or its pull secret)`, { jobName, pod: problem.pod });
+  return failure(
+    FAILURE.ImagePullBackOff,
+    `${problem.message} (Job ${jobName} is kept for inspection; fix puller.image or its pull secret)`,
+    { jobName, pod: problem.pod },
+  );
 }

@@ -6,4 +6,4 @@ export const timeOf = (t: Date | string | undefined): number => (t ? new Date(t)
 
 /** When an Event last happened: its last, own, first or creation time, whichever is set first. */
 export const eventTime = (e: CoreV1Event): number =>
-  timeOf((e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp ?? e.metadata?.creationTimestamp) as Date | undefined);
+  timeOf(e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp ?? e.metadata?.creationTimestamp);

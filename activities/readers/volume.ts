@@ -20,4 +20,3 @@ export function pendingVolumeProblem(name: string, events: CoreV1Event[]): PodPr
     pod: '',
   };
 }
-

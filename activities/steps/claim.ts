@@ -1,6 +1,6 @@
 // Claiming a model's name in the cluster: look at every object the model would own before writing anything, because
 // the forced server-side apply that follows takes fields from anyone.
-import type { KubernetesObject, V1ConfigMap, V1PersistentVolumeClaim } from '@kubernetes/client-node';
+import type { KubernetesObject, V1ConfigMap } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
 import { type ClaimResult, FAILURE, failure, type ModelInput, type ServedModel } from '../../workflows/contract';
 import { describeRef, refOf, type ObjectRef } from '../cluster/api';
@@ -12,7 +12,7 @@ import { releaseTerminatingPvc } from './terminating-pvc';
 import { waitFor } from '../cluster/wait';
 
 /** Every object the model would own now: root, PVC, the current source's puller Job, Deployment, Service. */
-export function ownedRefs(model: ServedModel): ObjectRef[] {
+function ownedRefs(model: ServedModel): ObjectRef[] {
   return objectList(buildAll(model, { rootUid: '' })).map(refOf);
 }
 
@@ -52,7 +52,7 @@ export async function claimName(deps: ActivityDeps, { model }: ModelInput): Prom
       const released: string[] = [];
       for (const obj of now.terminating) {
         if (obj.kind === 'PersistentVolumeClaim' && isOurs(obj, model)) {
-          released.push(...(await releaseTerminatingPvc(cluster, model, obj as V1PersistentVolumeClaim)));
+          released.push(...(await releaseTerminatingPvc(cluster, model, obj)));
         }
       }
       await reporter.report({
@@ -67,8 +67,11 @@ export async function claimName(deps: ActivityDeps, { model }: ModelInput): Prom
   });
   const settled = waited ?? (await look());
   if (settled.terminating.length > 0) {
-    throw failure(FAILURE.ObjectsTerminating, `cannot serve model ${model.metadata.namespace}/${model.metadata.name} yet: ` +
-        settled.terminating.map((o) => `${describeRef(refOf(o))} is still being deleted${finalizers(o)}`).join('; '));
+    throw failure(
+      FAILURE.ObjectsTerminating,
+      `cannot serve model ${model.metadata.namespace}/${model.metadata.name} yet: ` +
+        settled.terminating.map((o) => `${describeRef(refOf(o))} is still being deleted${finalizers(o)}`).join('; '),
+    );
   }
 
   const root = await cluster.apply<V1ConfigMap>(buildRoot(model), FIELD_MANAGER);

@@ -1,5 +1,5 @@
 // A confirmed problem of an engine pod, as the typed, non-retryable failure that ends the step.
-import { ApplicationFailure } from '@temporalio/common';
+import { type ApplicationFailure } from '@temporalio/common';
 import type { Cluster } from '../cluster/api';
 import { ENGINE_CONTAINER } from '../builders';
 import { FATAL_POD_REASONS, type PodProblem } from '../readers/pod-problems';

@@ -78,13 +78,16 @@ export async function scaleEngine(
       SCALE_FIELD_MANAGER,
     );
   } else if (replicas > 0) {
-    throw failure(FAILURE.KubernetesRejected, `cannot scale Deployment ${model.metadata.namespace}/${model.metadata.name} to ${replicas}: it does not exist`);
+    throw failure(
+      FAILURE.KubernetesRejected,
+      `cannot scale Deployment ${model.metadata.namespace}/${model.metadata.name} to ${replicas}: it does not exist`,
+    );
   }
   if (replicas === 0) await waitForNoEnginePods(deps, model);
 }
 
 /** Waits until no pod of the model's engine is left, terminating ones included. */
-export async function waitForNoEnginePods(deps: ActivityDeps, model: ServedModel): Promise<void> {
+async function waitForNoEnginePods(deps: ActivityDeps, model: ServedModel): Promise<void> {
   const ctx = Context.current();
   const timing = timingOf(deps);
   const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
@@ -105,7 +108,7 @@ export async function waitForNoEnginePods(deps: ActivityDeps, model: ServedModel
   });
 }
 
-export function enginePods(cluster: Cluster, model: ServedModel): Promise<V1Pod[]> {
+function enginePods(cluster: Cluster, model: ServedModel): Promise<V1Pod[]> {
   return cluster.list<V1Pod>('v1', 'Pod', model.metadata.namespace, {
     labelSelector: labelSelectorOf(selectorLabels(model.metadata.name)),
   });

@@ -2,7 +2,14 @@
 // polls that for the whole startup budget in one heartbeating activity, and only once a replica of the current
 // revision is ready, so an old revision's replica never makes a spec change look Ready.
 import { Context } from '@temporalio/activity';
-import { FAILURE, failure, type HealthResult, type ModelInput, parseDuration, type ServedModel } from '../../workflows/contract';
+import {
+  FAILURE,
+  failure,
+  type HealthResult,
+  type ModelInput,
+  parseDuration,
+  type ServedModel,
+} from '../../workflows/contract';
 import { timingOf, type ActivityDeps } from '../deps';
 import { fatalProblems, podFailure } from './engine-failure';
 import { waitFor } from '../cluster/wait';
@@ -22,7 +29,7 @@ export type EngineProbe =
   | { ready: false; endpoint?: string; state: string; message: string };
 
 const REQUEST_TIMEOUT_MS = 5_000;
-export const MODELS_PATH = '/v1/models';
+const MODELS_PATH = '/v1/models';
 
 /**
  * GET /health, then GET /v1/models with the API key as a bearer token when the worker has it. A 401 on /v1/models
@@ -50,14 +57,24 @@ export async function probeEngine(
       const text = await res.text().catch(() => '');
       return { status: res.status, text };
     } catch (err) {
-      const failed: NotReady = { ready: false, endpoint, state: 'Unreachable', message: `GET ${endpoint}${path} failed: ${errorText(err)}` };
+      const failed: NotReady = {
+        ready: false,
+        endpoint,
+        state: 'Unreachable',
+        message: `GET ${endpoint}${path} failed: ${errorText(err)}`,
+      };
       return failed;
     }
   };
   /** 503 is vLLM loading the model; any other status but 200 is not serving. */
   const notServing = (path: string, status: number): NotReady | undefined => {
     if (status === 503) {
-      return { ready: false, endpoint, state: 'Loading', message: `GET ${path} answers 503: the engine is loading the model` };
+      return {
+        ready: false,
+        endpoint,
+        state: 'Loading',
+        message: `GET ${path} answers 503: the engine is loading the model`,
+      };
     }
     if (status !== 200) return { ready: false, endpoint, state: 'Unhealthy', message: `GET ${path} answers ${status}` };
     return undefined;
@@ -153,38 +170,42 @@ export async function awaitHealth(
   const result = await waitFor(deps.cluster, {
     ...watch,
     check: async (): Promise<HealthResult | undefined> => {
-    const snapshot = await readEngine(deps.cluster, model);
-    const deployment = assertOurs(model, snapshot.deployment);
-    const readyReplicas = snapshot.currentPods.filter(isPodReady).length;
-    if (!deployment) {
-      last = { state: 'EngineMissing', message: `Deployment ${ns}/${model.metadata.name} does not exist` };
-    } else {
-      const problems = await currentPodProblems(deps.cluster, snapshot);
-      const fatal = confirmer.confirmed(fatalProblems(problems));
-      if (fatal) throw await podFailure(deps.cluster, ns, fatal);
-      if (readyReplicas === 0) {
-        const top = problems[0];
-        last = top
-          ? { state: top.reason, message: top.message }
-          : {
-              state: 'WaitingForReplica',
-              message: `no replica of the current revision is ready yet (${podsState(snapshot)})`,
-            };
+      const snapshot = await readEngine(deps.cluster, model);
+      const deployment = assertOurs(model, snapshot.deployment);
+      const readyReplicas = snapshot.currentPods.filter(isPodReady).length;
+      if (!deployment) {
+        last = { state: 'EngineMissing', message: `Deployment ${ns}/${model.metadata.name} does not exist` };
       } else {
-        const probe = await probeEngine(deps, model, { signal: ctx.cancellationSignal, apiKey });
-        if (probe.ready) {
-          const { endpoint, models, note } = probe;
-          return note ? { endpoint, models, note } : { endpoint, models };
+        const problems = await currentPodProblems(deps.cluster, snapshot);
+        const fatal = confirmer.confirmed(fatalProblems(problems));
+        if (fatal) throw await podFailure(deps.cluster, ns, fatal);
+        if (readyReplicas === 0) {
+          const top = problems[0];
+          last = top
+            ? { state: top.reason, message: top.message }
+            : {
+                state: 'WaitingForReplica',
+                message: `no replica of the current revision is ready yet (${podsState(snapshot)})`,
+              };
+        } else {
+          const probe = await probeEngine(deps, model, { signal: ctx.cancellationSignal, apiKey });
+          if (probe.ready) {
+            const { endpoint, models, note } = probe;
+            return note ? { endpoint, models, note } : { endpoint, models };
+          }
+          last = { state: probe.state, message: probe.message };
         }
-        last = { state: probe.state, message: probe.message };
       }
-    }
-    await reporter.report({ step: 'startup', state: last.state, message: last.message, readyReplicas });
-    return undefined;
+      await reporter.report({ step: 'startup', state: last.state, message: last.message, readyReplicas });
+      return undefined;
     },
   });
   if (result) return result;
-  throw failure(FAILURE.StartupTimeout, `the engine did not become ready within engine.startupTimeout (${budget}); last seen: ${last.state}: ${last.message}`, { lastState: last.state, lastMessage: last.message });
+  throw failure(
+    FAILURE.StartupTimeout,
+    `the engine did not become ready within engine.startupTimeout (${budget}); last seen: ${last.state}: ${last.message}`,
+    { lastState: last.state, lastMessage: last.message },
+  );
 }
 
 /**

@@ -1,7 +1,16 @@
 // The puller Job: started once per source, then watched until the Job controller says how it ended.
 import type { CoreV1Event, V1Job, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
-import { FAILURE, failure, type ModelInput, type ObjectsInput, parseDuration, type PullerResult, type ServedModel, type StepProgress } from '../../workflows/contract';
+import {
+  FAILURE,
+  failure,
+  type ModelInput,
+  type ObjectsInput,
+  parseDuration,
+  type PullerResult,
+  type ServedModel,
+  type StepProgress,
+} from '../../workflows/contract';
 import { refOf, type Cluster, type ObjectRef } from '../cluster/api';
 import { timingOf, type ActivityDeps } from '../deps';
 import {
@@ -17,15 +26,26 @@ import {
 import { assertOurs, isTerminating } from '../readers/ownership';
 import { classifyPod, type PodProblem } from '../readers/pod-problems';
 import { ProgressReporter } from '../cluster/progress';
-import { backoffFailure, currentPod, deadlineFailure, hasStarted, imagePullFailure, jobDurationMs, jobEnd, lastFailedPod, pullerProgress, type JobEnd } from '../readers/puller-status';
+import {
+  backoffFailure,
+  currentPod,
+  deadlineFailure,
+  hasStarted,
+  imagePullFailure,
+  jobDurationMs,
+  jobEnd,
+  lastFailedPod,
+  pullerProgress,
+  type JobEnd,
+} from '../readers/puller-status';
 import { timeOf } from '../readers/time';
 import { volumeProblem } from '../cluster/model-reads';
 import { waitFor } from '../cluster/wait';
 
 /** Consecutive looks (one per `pollMs`) at a pod in ImagePullBackOff before the download fails: a blip may recover. */
-export const IMAGE_PULL_OBSERVATIONS = 2;
+const IMAGE_PULL_OBSERVATIONS = 2;
 /** How long after the Job's deadline awaitPuller gives the Job controller to mark it failed before failing itself. */
-export const DEADLINE_GRACE_MS = 120_000;
+const DEADLINE_GRACE_MS = 120_000;
 const LOG_TAIL_LINES = 50;
 
 export const jobRef = (model: ServedModel, jobName: string): ObjectRef => ({
@@ -89,7 +109,10 @@ export async function startPuller(deps: ActivityDeps, { model, rootUid }: Object
       },
     });
     if (!gone) {
-      throw failure(FAILURE.ObjectsTerminating, `the previous puller Job ${ref.namespace}/${ref.name} is still being deleted`);
+      throw failure(
+        FAILURE.ObjectsTerminating,
+        `the previous puller Job ${ref.namespace}/${ref.name} is still being deleted`,
+      );
     }
   }
   await cluster.apply(desired, FIELD_MANAGER);
@@ -191,7 +214,10 @@ export async function awaitPuller(
     return finish(cluster, model, job, end, state.last);
   }
   if (outcome.kind === 'deleted') {
-    throw failure(FAILURE.KubernetesRejected, `puller Job ${namespace}/${jobName} was deleted before it finished; start the download again`);
+    throw failure(
+      FAILURE.KubernetesRejected,
+      `puller Job ${namespace}/${jobName} was deleted before it finished; start the download again`,
+    );
   }
   if (outcome.kind === 'image') throw imagePullFailure(jobName, outcome.problem);
   return finish(cluster, model, state.job, outcome, state.last);
@@ -228,8 +254,11 @@ async function missingJob(cluster: Cluster, model: ServedModel, jobName: string)
     namespace: model.metadata.namespace,
   });
   if (pvc && holdsWeightsFor(pvc, model)) return { jobName, durationMs: 0 };
-  throw failure(FAILURE.KubernetesRejected, `puller Job ${model.metadata.namespace}/${jobName} does not exist and the volume does not hold the weights; ` +
-      'start the download again');
+  throw failure(
+    FAILURE.KubernetesRejected,
+    `puller Job ${model.metadata.namespace}/${jobName} does not exist and the volume does not hold the weights; ` +
+      'start the download again',
+  );
 }
 
 function lastHeartbeat(): StepProgress | undefined {

@@ -26,8 +26,11 @@ export async function releaseVolume(deps: ActivityDeps, input: ReleaseInput): Pr
   const timing = timingOf(deps);
   const ctx = Context.current();
   if (!abandon && input.sourceHash !== sourceHash(model.spec.source)) {
-    throw failure(FAILURE.InvalidInput, `releaseVolume: the pulled source ${input.sourceHash.slice(0, 8)} is not the model's source ` +
-        sourceHash(model.spec.source).slice(0, 8));
+    throw failure(
+      FAILURE.InvalidInput,
+      `releaseVolume: the pulled source ${input.sourceHash.slice(0, 8)} is not the model's source ` +
+        sourceHash(model.spec.source).slice(0, 8),
+    );
   }
   const ref = jobRef(model, jobName);
   const job = assertOurs(model, await cluster.get<V1Job>(ref));
@@ -63,9 +66,12 @@ export async function releaseVolume(deps: ActivityDeps, input: ReleaseInput): Pr
     },
   });
   if (!released) {
-    throw failure(FAILURE.VolumeNotReleased, `puller pod ${left.map((p) => `${namespace}/${p.metadata?.name}`).join(', ')} still exists ` +
+    throw failure(
+      FAILURE.VolumeNotReleased,
+      `puller pod ${left.map((p) => `${namespace}/${p.metadata?.name}`).join(', ')} still exists ` +
         `${Math.round(timing.deletionWaitMs / 1000)} s after its deletion (is its node unreachable?); ` +
-        'the volume may still be attached');
+        'the volume may still be attached',
+    );
   }
 
   if (abandon) return;

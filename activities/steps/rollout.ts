@@ -1,7 +1,7 @@
 // awaitRollout: waits, watching, until the Deployment has rolled out the awaited generation by kubectl's rule, and
 // turns what its current revision's pods show into named waiting states (progress) or typed failures.
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
+import { type ApplicationFailure } from '@temporalio/common';
 import { FAILURE, failure, type ModelInput, type RolloutResult, type ServedModel } from '../../workflows/contract';
 import { timingOf, type ActivityDeps } from '../deps';
 import { fatalProblems, podFailure } from './engine-failure';
@@ -16,8 +16,11 @@ import { currentPodProblems, engineWatches, readEngine } from '../cluster/model-
 const POD_BOUND_REASONS = new Set(['UpdatingReplicas', 'WaitingForAvailable']);
 
 /** The failure for a Deployment that is not there (deleted behind Ferry's back): retryable, the step re-applies it. */
-export function engineMissing(model: ServedModel, what = 'does not exist'): ApplicationFailure {
-  return failure(FAILURE.EngineMissing, `Deployment ${model.metadata.namespace}/${model.metadata.name} ${what}: the engine must be applied again`);
+function engineMissing(model: ServedModel, what = 'does not exist'): ApplicationFailure {
+  return failure(
+    FAILURE.EngineMissing,
+    `Deployment ${model.metadata.namespace}/${model.metadata.name} ${what}: the engine must be applied again`,
+  );
 }
 
 /**
@@ -40,44 +43,47 @@ export async function awaitRollout(
   const result = await waitFor(deps.cluster, {
     ...watch,
     check: async (): Promise<RolloutResult | undefined> => {
-    const snapshot = await readEngine(deps.cluster, model);
-    const deployment = assertOurs(model, snapshot.deployment);
-    if (!deployment) throw engineMissing(model);
-    const state = rolloutState(deployment, generation);
-    const readyReplicas = deployment.status?.readyReplicas ?? 0;
-    if (state.done) {
-      if (state.replicas > 0 || snapshot.pods.length === 0) {
-        return {
-          generation: deployment.metadata?.generation ?? generation,
-          readyReplicas: state.readyReplicas,
-          updatedReplicas: state.updatedReplicas,
-        };
+      const snapshot = await readEngine(deps.cluster, model);
+      const deployment = assertOurs(model, snapshot.deployment);
+      if (!deployment) throw engineMissing(model);
+      const state = rolloutState(deployment, generation);
+      const readyReplicas = deployment.status?.readyReplicas ?? 0;
+      if (state.done) {
+        if (state.replicas > 0 || snapshot.pods.length === 0) {
+          return {
+            generation: deployment.metadata?.generation ?? generation,
+            readyReplicas: state.readyReplicas,
+            updatedReplicas: state.updatedReplicas,
+          };
+        }
+        // Scaled to 0: the volume is free only once the last pod is gone.
+        await reporter.report({
+          step: 'rollout',
+          state: 'TerminatingPods',
+          message: `${snapshot.pods.length} engine pod(s) still terminating`,
+          readyReplicas,
+        });
+        return undefined;
       }
-      // Scaled to 0: the volume is free only once the last pod is gone.
+      if (state.reason === 'DeploymentReplaced') throw engineMissing(model, 'was deleted and created again');
+
+      const problems = await currentPodProblems(deps.cluster, snapshot);
+      const fatal = confirmer.confirmed(fatalProblems(problems));
+      if (fatal) throw await podFailure(deps.cluster, ns, fatal);
+      const top = problems[0];
+      if (state.deadlineExceeded) {
+        throw failure(FAILURE.ProgressDeadlineExceeded, top ? `${state.message}; ${top.message}` : state.message, {
+          generation,
+          podProblem: top ? { reason: top.reason, message: top.message } : null,
+        });
+      }
       await reporter.report({
         step: 'rollout',
-        state: 'TerminatingPods',
-        message: `${snapshot.pods.length} engine pod(s) still terminating`,
+        state: top?.reason ?? (POD_BOUND_REASONS.has(state.reason) ? podsState(snapshot) : state.reason),
+        message: top?.message ?? state.message,
         readyReplicas,
       });
       return undefined;
-    }
-    if (state.reason === 'DeploymentReplaced') throw engineMissing(model, 'was deleted and created again');
-
-    const problems = await currentPodProblems(deps.cluster, snapshot);
-    const fatal = confirmer.confirmed(fatalProblems(problems));
-    if (fatal) throw await podFailure(deps.cluster, ns, fatal);
-    const top = problems[0];
-    if (state.deadlineExceeded) {
-      throw failure(FAILURE.ProgressDeadlineExceeded, top ? `${state.message}; ${top.message}` : state.message, { generation, podProblem: top ? { reason: top.reason, message: top.message } : null });
-    }
-    await reporter.report({
-      step: 'rollout',
-      state: top?.reason ?? (POD_BOUND_REASONS.has(state.reason) ? podsState(snapshot) : state.reason),
-      message: top?.message ?? state.message,
-      readyReplicas,
-    });
-    return undefined;
     },
   });
   // Without a deadline the wait ends only with a result or by throwing.

@@ -24,15 +24,21 @@ export async function applyStorage(deps: ActivityDeps, { model, rootUid }: Objec
   const existing = assertOurs(model, await cluster.get<V1PersistentVolumeClaim>(ref));
   if (existing && isTerminating(existing)) {
     // claimName waits such a volume out; seeing one here means it was deleted since. Applying would revive nothing.
-    throw failure(FAILURE.VolumeBeingDeleted, `volume ${ref.namespace}/${ref.name} is being deleted; it is created again once it is gone`);
+    throw failure(
+      FAILURE.VolumeBeingDeleted,
+      `volume ${ref.namespace}/${ref.name} is being deleted; it is created again once it is gone`,
+    );
   }
   let pvc = await cluster.apply(desired, FIELD_MANAGER);
   if (phaseOf(pvc) === 'Pending') pvc = await awaitBinding(deps, pvc);
   if (phaseOf(pvc) === 'Lost') {
     // The PV controller's verdict when a bound claim's volume was deleted. No retry brings the data back, and no pod
     // can mount the claim: only deleting it (a teardown, or by hand for a retained volume) makes room for a new one.
-    throw failure(FAILURE.VolumeLost, `volume ${ref.namespace}/${ref.name} is Lost: its PersistentVolume ${pvc.spec?.volumeName ?? '(unnamed)'} ` +
-        'no longer exists. Delete the model (or the claim) and serve it again to provision a new volume');
+    throw failure(
+      FAILURE.VolumeLost,
+      `volume ${ref.namespace}/${ref.name} is Lost: its PersistentVolume ${pvc.spec?.volumeName ?? '(unnamed)'} ` +
+        'no longer exists. Delete the model (or the claim) and serve it again to provision a new volume',
+    );
   }
   return { pvcName: ref.name, phase: phaseOf(pvc), holdsSource: holdsWeightsFor(pvc, model) };
 }

@@ -12,7 +12,7 @@ import { deploymentName, LABEL_COMPONENT, modelLabelSelector, pvcName, rootName,
 import { isOurs, isTerminating } from '../readers/ownership';
 
 /** One object that could not be deleted, and why. */
-export interface TeardownFailure {
+interface TeardownFailure {
   object: string;
   error: string;
 }
@@ -113,7 +113,11 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
   }
 
   if (failures.length > 0) {
-    throw failure(FAILURE.TeardownIncomplete, `teardown of ${model.metadata.namespace}/${name} is incomplete: ${failures.map((f) => `${f.object}: ${f.error}`).join('; ')}`, { deleted, retained, failures });
+    throw failure(
+      FAILURE.TeardownIncomplete,
+      `teardown of ${model.metadata.namespace}/${name} is incomplete: ${failures.map((f) => `${f.object}: ${f.error}`).join('; ')}`,
+      { deleted, retained, failures },
+    );
   }
   return { deleted, retained };
 }

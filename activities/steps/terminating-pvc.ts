@@ -19,7 +19,7 @@ const JOB_NAME_LABELS = ['batch.kubernetes.io/job-name', 'job-name'];
  * The pods that keep the pvc-protection finalizer on `pvc`: scheduled pods that mount it (the controller ignores
  * pods that are not scheduled, since no kubelet will start them on a terminating claim).
  */
-export async function podsHolding(cluster: Cluster, pvc: V1PersistentVolumeClaim): Promise<V1Pod[]> {
+async function podsHolding(cluster: Cluster, pvc: V1PersistentVolumeClaim): Promise<V1Pod[]> {
   const namespace = pvc.metadata!.namespace!;
   const name = pvc.metadata!.name!;
   const pods = await cluster.list<V1Pod>('v1', 'Pod', namespace);
@@ -42,9 +42,13 @@ export async function releaseTerminatingPvc(
   const foreign = holders.filter((p) => !isOurs(p, model));
   if (foreign.length > 0) {
     const names = foreign.map((p) => `${namespace}/${p.metadata?.name}`).join(', ');
-    throw failure(FAILURE.VolumeTerminating, `volume ${namespace}/${pvc.metadata?.name} of model ${model.metadata.name} is being deleted but cannot go ` +
+    throw failure(
+      FAILURE.VolumeTerminating,
+      `volume ${namespace}/${pvc.metadata?.name} of model ${model.metadata.name} is being deleted but cannot go ` +
         `while pod ${names} (not Ferry's) mounts it (kubernetes.io/pvc-protection); stop that pod, then start the ` +
-        'model again', { pvc: pvc.metadata?.name, pods: foreign.map((p) => p.metadata?.name) });
+        'model again',
+      { pvc: pvc.metadata?.name, pods: foreign.map((p) => p.metadata?.name) },
+    );
   }
   if (holders.length === 0) return [];
 
@@ -65,11 +69,9 @@ export async function releaseTerminatingPvc(
   }
   for (const pod of holders) {
     if (pod.metadata?.deletionTimestamp) continue;
-    await cluster.delete(
-      { apiVersion: 'v1', kind: 'Pod', name: pod.metadata!.name!, namespace },
-      'Background',
-      { uid: pod.metadata?.uid },
-    );
+    await cluster.delete({ apiVersion: 'v1', kind: 'Pod', name: pod.metadata!.name!, namespace }, 'Background', {
+      uid: pod.metadata?.uid,
+    });
   }
   return holders.map((p) => p.metadata!.name!);
 }

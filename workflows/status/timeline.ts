@@ -5,7 +5,7 @@ import { STEPS } from '../steps';
 export type Outcome = NonNullable<TimelineEntry['outcome']>;
 
 /** How many entries a run carries over when it continues as new. */
-export const CARRIED_TIMELINE_ENTRIES = 50;
+const CARRIED_TIMELINE_ENTRIES = 50;
 
 function durationMs(from: string, to: string): number {
   return Math.max(0, Date.parse(to) - Date.parse(from));

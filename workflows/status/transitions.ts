@@ -1,6 +1,17 @@
 // How the workflow moves a model's status: phases, conditions, timeline, progress and observations.
 // Pure functions from a status to the next one; the workflow holds the only mutable reference.
-import { type Condition, describeSource, type ModelError, type ModelStatus, type ObservedStatus, type Phase, type ServedModel, type Step, type StepProgress, type TeardownResult } from '../contract';
+import {
+  type Condition,
+  describeSource,
+  type ModelError,
+  type ModelStatus,
+  type ObservedStatus,
+  type Phase,
+  type ServedModel,
+  type Step,
+  type StepProgress,
+  type TeardownResult,
+} from '../contract';
 import { setCondition } from './conditions';
 import { STEPS } from '../steps';
 import { closeOpenSteps, endStep, openEntry, skipStep, startStep } from './timeline';
@@ -85,7 +96,13 @@ export function beginStep(
   let next = startStep(withPhase(status, phase, now), step, generation, now, detail);
   next = { ...next, waiting: undefined };
   if (step === 'download') next = { ...next, download: { bytes: 0, state: 'Pending', updatedAt: now } };
-  next = stepCondition(next, step, { status: 'Unknown', reason: 'InProgress', message: `${step} in progress` }, generation, now);
+  next = stepCondition(
+    next,
+    step,
+    { status: 'Unknown', reason: 'InProgress', message: `${step} in progress` },
+    generation,
+    now,
+  );
   if (step !== 'teardown')
     next = notReady(next, phase, `generation ${generation}: ${step} in progress`, generation, now);
   return next;
@@ -106,7 +123,13 @@ export function finishStep(
     next = { ...next, download: { ...next.download, state: 'Complete', updatedAt: now } };
   const done = STEPS[step].condition;
   if (done) {
-    next = stepCondition(next, step, { status: 'True', reason: done.reason, message: detail ?? done.message }, generation, now);
+    next = stepCondition(
+      next,
+      step,
+      { status: 'True', reason: done.reason, message: detail ?? done.message },
+      generation,
+      now,
+    );
   }
   if (step === 'stop') {
     for (const type of ['RolledOut', 'Healthy'] as const) {
@@ -157,7 +180,7 @@ export function retryingStep(
   generation: number,
   now: string,
 ): ModelStatus {
-  let next: ModelStatus = { ...status, lastError: errorOf(failure, step, generation, now), updatedAt: now };
+  const next: ModelStatus = { ...status, lastError: errorOf(failure, step, generation, now), updatedAt: now };
   const message = `attempt ${attempt} failed, retrying: ${failure.message}`;
   return stepCondition(next, step, { status: 'False', reason: failure.reason, message }, generation, now);
 }
@@ -173,7 +196,13 @@ export function failStep(
   let next = endStep(status, step, 'Failed', now, `${failure.reason}: ${failure.message}`);
   if (openEntry(next, 'update')) next = endStep(next, 'update', 'Failed', now, `failed at ${step}: ${failure.reason}`);
   next = { ...withPhase(next, 'Failed', now), lastError: errorOf(failure, step, generation, now), waiting: undefined };
-  next = stepCondition(next, step, { status: 'False', reason: failure.reason, message: failure.message }, generation, now);
+  next = stepCondition(
+    next,
+    step,
+    { status: 'False', reason: failure.reason, message: failure.message },
+    generation,
+    now,
+  );
   return notReady(next, failure.reason, failure.message, generation, now);
 }
 
@@ -280,7 +309,7 @@ export function foldProgress(
   now: string,
 ): ModelStatus {
   if (!current || !STEPS[current].progress.includes(progress.step)) return status;
-  let next: ModelStatus = { ...status, updatedAt: now };
+  const next: ModelStatus = { ...status, updatedAt: now };
   if (progress.step === 'download') {
     const previous = status.download;
     next.download = {

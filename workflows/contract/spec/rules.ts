@@ -23,7 +23,16 @@ export function describeValue(value: unknown): string {
   if (Array.isArray(value)) return 'a list';
   if (typeof value === 'object') return 'an object';
   if (typeof value === 'string') return quote(value.length > 40 ? `${value.slice(0, 40)}…` : value);
-  return String(value);
+  switch (typeof value) {
+    case 'number':
+    case 'boolean':
+    case 'bigint':
+      return String(value);
+    case 'undefined':
+      return 'undefined';
+    default:
+      return `a ${typeof value}`;
+  }
 }
 
 /** An error function for literals and enums: `must be one of A, B, got "C"`, or `is required (A)`. */
@@ -68,12 +77,12 @@ function editDistance(a: string, b: string): number {
   return row[b.length]!;
 }
 
-export const DNS1035_LABEL = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
+const DNS1035_LABEL = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
 export const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-export const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-export const LABEL_NAME_PART = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const LABEL_NAME_PART = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
 export const C_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
-export const SECRET_KEY = /^[-._a-zA-Z0-9]+$/;
+const SECRET_KEY = /^[-._a-zA-Z0-9]+$/;
 export const HF_REPO = /^(?:[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?\/)?[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?$/;
 
 export function isSubdomain(value: string): boolean {
@@ -180,6 +189,5 @@ export const duration = (example: string) =>
     }
     return ms > 0 ? undefined : `must be a positive duration like ${example}, got ${quote(v)}`;
   });
-
 
 export const int = (what: string) => z.number({ error: `must be ${what}` }).int(`must be ${what}`);

@@ -28,4 +28,3 @@ export function describeSource(source: SourceSpec): string {
     ? `huggingface:${identity.repo}@${identity.revision}`
     : `pvc:${identity.claimName}${identity.path ? `/${identity.path}` : ''}`;
 }
-
