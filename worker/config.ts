@@ -8,7 +8,7 @@ import {
   type Env,
   type TemporalSettings,
 } from '../client/temporal-env';
-import { parseDuration, taskQueueFor } from '../workflows/contract';
+import { DEFAULT_CLUSTER, DNS1123_LABEL, parseDuration, taskQueueFor } from '../workflows/contract';
 
 export interface WorkerConfig {
   temporal: TemporalSettings;
@@ -26,11 +26,9 @@ export interface WorkerConfig {
   env: Env;
 }
 
-const DEFAULT_CLUSTER = 'default';
 /** Below Kubernetes' default terminationGracePeriodSeconds (30 s), so the worker exits before it is killed. */
 const DEFAULT_SHUTDOWN_GRACE = '25s';
 const LOG_LEVELS: readonly LogLevel[] = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'];
-const CLUSTER_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 export const WORKER_USAGE = `Usage: node --import tsx worker/main.ts [options]
 
@@ -84,7 +82,7 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'hel
 
   const problems: string[] = [];
   const cluster = values.cluster ?? env.FERRY_CLUSTER ?? DEFAULT_CLUSTER;
-  if (cluster.length > 63 || !CLUSTER_NAME.test(cluster)) {
+  if (cluster.length > 63 || !DNS1123_LABEL.test(cluster)) {
     problems.push(`cluster ${JSON.stringify(cluster)} must be a DNS label (lowercase letters, digits and "-")`);
   }
   const graceText = values['shutdown-grace'] ?? env.FERRY_SHUTDOWN_GRACE ?? DEFAULT_SHUTDOWN_GRACE;

@@ -1,6 +1,6 @@
 // `ferry` command lines, parsed into commands (pure: no I/O, so every rule is unit-tested).
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { parseDuration, type Phase, PHASES } from '../../workflows/contract';
+import { DNS1123_LABEL, parseDuration, type Phase, PHASES } from '../../workflows/contract';
 import type { TemporalOverrides } from '../temporal-env';
 
 const COMMANDS = ['serve', 'update', 'apply', 'status', 'list', 'delete', 'watch'] as const;
@@ -63,8 +63,6 @@ const OPTIONS = {
   delete: { ...REF_OPTIONS, wait: { type: 'boolean' }, timeout: { type: 'string' }, reason: { type: 'string' } },
   watch: { ...REF_OPTIONS, timeout: { type: 'string' } },
 } as const satisfies Record<CommandName, ParseArgsConfig['options']>;
-
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 /** Parses `argv` (without `node` and the script); throws `UsageError`. */
 export function parseCommand(argv: readonly string[]): Command {
@@ -197,7 +195,7 @@ function refArgs(
 
 function label(value: string | undefined, what: string, command: CommandName): string | undefined {
   if (value === undefined) return undefined;
-  if (value.length > 63 || !DNS_LABEL.test(value)) {
+  if (value.length > 63 || !DNS1123_LABEL.test(value)) {
     throw new UsageError(
       `${what} must be a DNS label (lowercase letters, digits and "-"), got ${JSON.stringify(value)}`,
       command,

@@ -2,7 +2,7 @@
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Client } from '@temporalio/client';
-import type { ModelRef } from '../../workflows/contract';
+import { DEFAULT_CLUSTER, type ModelRef } from '../../workflows/contract';
 import { parseModelYaml } from '../document';
 import { InvalidSpecError } from '../errors';
 import { listModels } from '../list-models';
@@ -13,9 +13,6 @@ export interface CliContext {
   client: Client;
   io: CliIO;
 }
-
-/** Where an unqualified NAME is looked for when visibility does not find it. */
-const DEFAULT_CLUSTER = 'default';
 
 /**
  * The model a command names. Without --cluster: the running model of that name and namespace on any cluster, else
