@@ -1,55 +1,28 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import {
-  bundleWorkflowCode,
-  DefaultLogger,
-  NativeConnection,
-  Runtime,
-  Worker,
-  type WorkflowBundleWithSourceMap,
-} from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { repoRoot } from '../support/local-env';
+import { privateTemporal } from '../support/temporal-server';
+import { workflowBundle } from '../support/workflow-harness';
 import { counterWorkflow, countQuery, incrementSignal } from './fixtures/counter-workflow';
 
-// A second dev server, started and stopped by the same scripts as the main one but with its own run directory
-// and ports, so restarting it does not disturb the other test files.
-const runDir = mkdtempSync(join(tmpdir(), 'ferry-temporal-restart-'));
-const port = 17233;
-const env = {
-  ...process.env,
-  FERRY_RUN_DIR: runDir,
-  FERRY_TEMPORAL_PORT: String(port),
-  FERRY_TEMPORAL_UI_PORT: String(port + 1),
-  FERRY_TEMPORAL_HTTP_PORT: String(port + 2),
-  FERRY_TEMPORAL_METRICS_PORT: String(port + 3),
-};
-const script = (name: string, ...args: string[]): string =>
-  execFileSync('bash', [join(repoRoot, 'deploy/local', name), ...args], { env, encoding: 'utf8', stdio: 'pipe' });
+// A second dev server, so that restarting it does not disturb the other test files.
+const temporal = privateTemporal(17233);
 
 let bundle: WorkflowBundleWithSourceMap;
 
 beforeAll(async () => {
   // Only errors: the SDK's worker-state lines would bury the test report.
   Runtime.install({ logger: new DefaultLogger('ERROR') });
-  script('up.sh', 'temporal');
-  bundle = await bundleWorkflowCode({
-    workflowsPath: join(__dirname, 'fixtures/counter-workflow.ts'),
-    logger: new DefaultLogger('ERROR'),
-  });
+  temporal.up();
+  bundle = await workflowBundle(join(__dirname, 'fixtures/counter-workflow.ts'));
 }, 180_000);
 
-afterAll(() => {
-  script('down.sh', 'temporal');
-  rmSync(runDir, { recursive: true, force: true });
-});
+afterAll(() => temporal.remove());
 
 async function withWorker<T>(taskQueue: string, fn: (client: Client) => Promise<T>): Promise<T> {
-  const nativeConnection = await NativeConnection.connect({ address: `127.0.0.1:${port}` });
-  const connection = await Connection.connect({ address: `127.0.0.1:${port}` });
+  const nativeConnection = await NativeConnection.connect({ address: temporal.address });
+  const connection = await Connection.connect({ address: temporal.address });
   try {
     const worker = await Worker.create({ connection: nativeConnection, taskQueue, workflowBundle: bundle });
     return await worker.runUntil(fn(new Client({ connection })));
@@ -70,8 +43,8 @@ describe('the Temporal dev server started by local:up', () => {
       return handle.firstExecutionRunId;
     });
 
-    script('down.sh', 'temporal');
-    script('up.sh', 'temporal');
+    temporal.down();
+    temporal.up();
 
     const result = await withWorker(taskQueue, async (client) => {
       const handle = client.workflow.getHandle(workflowId);

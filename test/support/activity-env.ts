@@ -31,12 +31,20 @@ export interface ActivityRun<R> {
   result: Promise<R>;
 }
 
+/** An activity run scheduled now, as a first attempt would be (budgets such as awaitHealth's start there). */
 export function runActivity<A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A): ActivityRun<R> {
-  // Failing activities are the point of many tests: log only errors. Scheduled now, as a first attempt would be
-  // (budgets such as awaitHealth's start at the first schedule).
-  const now = Date.now();
+  return runScheduled(0, fn, ...args);
+}
+
+/** An activity run whose first attempt was scheduled `scheduledAgoMs` ago; this attempt starts now. */
+export function runScheduled<A extends unknown[], R>(
+  scheduledAgoMs: number,
+  fn: (...args: A) => Promise<R>,
+  ...args: A
+): ActivityRun<R> {
+  // Failing activities are the point of many tests: log only errors.
   const env = new MockActivityEnvironment(
-    { scheduledTimestampMs: now, currentAttemptScheduledTimestampMs: now },
+    { scheduledTimestampMs: Date.now() - scheduledAgoMs, currentAttemptScheduledTimestampMs: Date.now() },
     { logger: new DefaultLogger('ERROR') },
   );
   const heartbeats: StepProgress[] = [];

@@ -45,8 +45,8 @@ export async function startWorkerProcess(
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
-  child.stdout!.on('data', (d) => (output += d));
-  child.stderr!.on('data', (d) => (output += d));
+  child.stdout.on('data', (d) => (output += d));
+  child.stderr.on('data', (d) => (output += d));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const deadline = Date.now() + 120_000;
   while (!/"msg":"polling"/.test(output)) {
@@ -96,7 +96,8 @@ export async function modelObjects(c: Clients, namespace: string, name: string):
     c.core.listNamespacedPersistentVolumeClaim({ namespace, labelSelector }),
     c.core.listNamespacedPod({ namespace, labelSelector }),
   ]);
-  const named = (kind: string, items: { metadata?: { name?: string } }[]) => items.map((o) => `${kind}/${o.metadata?.name}`);
+  const named = (kind: string, items: { metadata?: { name?: string } }[]) =>
+    items.map((o) => `${kind}/${o.metadata?.name}`);
   return [
     ...named('Deployment', deps.items),
     ...named('Service', svcs.items),
@@ -111,7 +112,10 @@ export async function modelObjects(c: Clients, namespace: string, name: string):
  * Terminates every running model workflow of `cluster`: a test that failed half-way must not leave workflows behind
  * (their worker is gone with the test, so nothing else would ever end them).
  */
-export async function terminateModelsOf(cluster: string, temporalAddress = readLocalEnv().TEMPORAL_ADDRESS): Promise<void> {
+export async function terminateModelsOf(
+  cluster: string,
+  temporalAddress = readLocalEnv().TEMPORAL_ADDRESS,
+): Promise<void> {
   const connection = await Connection.connect({ address: temporalAddress });
   try {
     const client = new Client({ connection });

@@ -1,7 +1,4 @@
-// Shared by the engine activity tests: a model's root and volume as the claim and storage steps would leave them,
-// and activity runs with a real first-attempt schedule time (awaitHealth's budget starts there).
-import { MockActivityEnvironment } from '@temporalio/testing';
-import { DefaultLogger } from '@temporalio/worker';
+// Shared by the engine activity tests: a model's root and volume as the claim and storage steps would leave them.
 import type { V1Pod } from '@kubernetes/client-node';
 import { Cluster } from '../../activities/cluster/api';
 import { buildPvc, buildRoot, FIELD_MANAGER, selectorLabels } from '../../activities/builders';
@@ -15,24 +12,6 @@ export async function prepareModel(model: ServedModel, cluster = new Cluster(adm
   const rootUid = root.metadata!.uid!;
   await cluster.apply(buildPvc(model, { rootUid }), FIELD_MANAGER);
   return rootUid;
-}
-
-/** An activity run whose first attempt was scheduled `scheduledAgoMs` ago. */
-export function runScheduled<A extends unknown[], R>(
-  scheduledAgoMs: number,
-  fn: (...args: A) => Promise<R>,
-  ...args: A
-): ActivityRun<R> {
-  const scheduled = Date.now() - scheduledAgoMs;
-  const env = new MockActivityEnvironment(
-    { scheduledTimestampMs: scheduled, currentAttemptScheduledTimestampMs: Date.now() },
-    { logger: new DefaultLogger('ERROR') },
-  );
-  const heartbeats: StepProgress[] = [];
-  env.on('heartbeat', (details: StepProgress) => heartbeats.push(details));
-  const result = env.run<A, R, typeof fn>(fn, ...args);
-  result.catch(() => undefined);
-  return { env, heartbeats, result };
 }
 
 /** Resolves once a heartbeat satisfies `test`. */

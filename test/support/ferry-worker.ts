@@ -104,7 +104,7 @@ export function runFerry(args: string[], env?: Record<string, string>): Promise<
       [join(repoRoot, 'bin', 'ferry.js'), ...args],
       { cwd: repoRoot, env: cliEnv(env), timeout: 300_000 },
       (err, stdout, stderr) => {
-        if (err && typeof err.code !== 'number') reject(err);
+        if (err && typeof err.code !== 'number') reject(err instanceof Error ? err : new Error(err.message));
         else resolve({ code: err ? (err.code as number) : 0, stdout, stderr });
       },
     );

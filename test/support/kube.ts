@@ -6,8 +6,10 @@ import {
   DiscoveryV1Api,
   KubeConfig,
   RbacAuthorizationV1Api,
+  type V1PolicyRule,
   type V1Pod,
 } from '@kubernetes/client-node';
+import { kubeConfigForServiceAccount } from '../../deploy/local/service-account-kubeconfig';
 import { readLocalEnv } from './local-env';
 
 /** The local cluster's admin credentials, from `.ferry/local.env`. */
@@ -57,8 +59,36 @@ export async function deleteNamespace(c: Clients, name: string): Promise<void> {
   await c.core.deleteNamespace({ name }).catch(() => undefined);
 }
 
+/**
+ * Creates ServiceAccount `account` in `namespace`, bound to a new Role `role` there with `rules`, and returns a
+ * kubeconfig that authenticates as it: what a worker with namespaced rights would hold.
+ */
+export async function serviceAccountWithRole(
+  c: Clients,
+  namespace: string,
+  account: string,
+  role: string,
+  rules: V1PolicyRule[],
+): Promise<KubeConfig> {
+  await c.core.createNamespacedServiceAccount({ namespace, body: { metadata: { name: account } } });
+  await c.rbac.createNamespacedRole({ namespace, body: { metadata: { name: role }, rules } });
+  await c.rbac.createNamespacedRoleBinding({
+    namespace,
+    body: {
+      metadata: { name: role },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: role },
+      subjects: [{ kind: 'ServiceAccount', name: account, namespace }],
+    },
+  });
+  return kubeConfigForServiceAccount(c.kc, namespace, account);
+}
+
 /** Polls `probe` until it returns a truthy value, which is returned; throws with `what` after `timeoutMs`. */
-export async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined | false>): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  timeoutMs: number,
+  probe: () => Promise<T | undefined | false>,
+): Promise<T> {
   const end = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -69,7 +99,9 @@ export async function waitFor<T>(what: string, timeoutMs: number, probe: () => P
       last = err;
     }
     if (Date.now() > end) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${String(last)})` : ''}`);
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${last instanceof Error ? last.message : JSON.stringify(last)})` : ''}`,
+      );
     }
     await new Promise((r) => setTimeout(r, 250));
   }
@@ -77,7 +109,7 @@ export async function waitFor<T>(what: string, timeoutMs: number, probe: () => P
 
 /** The HTTP status of a failed client-node call, or undefined when it did not fail that way. */
 export function statusOf(err: unknown): number | undefined {
-  return typeof err === 'object' && err !== null && 'code' in err ? Number((err as { code: unknown }).code) : undefined;
+  return typeof err === 'object' && err !== null && 'code' in err ? Number(err.code) : undefined;
 }
 
 /** A pod spec that passes Pod Security "restricted". */
@@ -85,7 +117,12 @@ export function restrictedPod(name: string, extra: Partial<V1Pod['spec']> = {}):
   return {
     metadata: { name },
     spec: {
-      securityContext: { runAsNonRoot: true, runAsUser: 2000, runAsGroup: 0, seccompProfile: { type: 'RuntimeDefault' } },
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: 2000,
+        runAsGroup: 0,
+        seccompProfile: { type: 'RuntimeDefault' },
+      },
       containers: [
         {
           name: 'main',

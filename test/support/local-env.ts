@@ -25,5 +25,9 @@ export function readLocalEnv(): LocalEnv {
     if (!v) throw new Error(`${k} is not set and ${file} does not name it: run \`npm run local:up\` first`);
     return v;
   };
-  return { KUBECONFIG: pick('KUBECONFIG'), TEMPORAL_ADDRESS: pick('TEMPORAL_ADDRESS'), TEMPORAL_UI_URL: pick('TEMPORAL_UI_URL') };
+  return {
+    KUBECONFIG: pick('KUBECONFIG'),
+    TEMPORAL_ADDRESS: pick('TEMPORAL_ADDRESS'),
+    TEMPORAL_UI_URL: pick('TEMPORAL_UI_URL'),
+  };
 }

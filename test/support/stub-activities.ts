@@ -2,7 +2,13 @@
 // released or cancelled, throw a typed failure). Without a script a call succeeds the way the real one would.
 import { activityInfo, getClient, heartbeat, sleep } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { describeSource, type FerryActivities, progressSignal, type ServedModel, type StepProgress } from '../../workflows/contract';
+import {
+  describeSource,
+  type FerryActivities,
+  progressSignal,
+  type ServedModel,
+  type StepProgress,
+} from '../../workflows/contract';
 
 export type ActivityName = keyof FerryActivities;
 export type ActivityInput<K extends ActivityName> = Parameters<FerryActivities[K]>[0];
@@ -80,6 +86,21 @@ export function fakeSourceHash(model: ServedModel): string {
   return hash.toString(16).padStart(8, '0').repeat(8);
 }
 
+// Every activity of the contract: the record fails to compile when one is missing or unknown.
+const ACTIVITY_NAMES = Object.keys({
+  claimName: true,
+  applyStorage: true,
+  startPuller: true,
+  awaitPuller: true,
+  releaseVolume: true,
+  applyEngine: true,
+  awaitRollout: true,
+  awaitHealth: true,
+  scaleEngine: true,
+  readStatus: true,
+  tearDown: true,
+} satisfies Record<ActivityName, true>) as ActivityName[];
+
 export class StubActivities {
   readonly calls: StubCall[] = [];
   private readonly scripted = new Map<ActivityName, Behaviour<ActivityName>>();
@@ -88,14 +109,14 @@ export class StubActivities {
 
   /** What every later call of `name` does. */
   on<K extends ActivityName>(name: K, behaviour: Behaviour<K>): this {
-    this.scripted.set(name, behaviour as unknown as Behaviour<ActivityName>);
+    this.scripted.set(name, behaviour);
     return this;
   }
 
   /** What the next call of `name` does (several queue up in order); later calls fall back to `on` or the default. */
   once<K extends ActivityName>(name: K, behaviour: Behaviour<K>): this {
     const queue = this.queued.get(name) ?? [];
-    queue.push(behaviour as unknown as Behaviour<ActivityName>);
+    queue.push(behaviour);
     this.queued.set(name, queue);
     return this;
   }
@@ -108,6 +129,13 @@ export class StubActivities {
       return await gate.wait(call, () => this.fallback(name, input));
     });
     return gate;
+  }
+
+  /** Every later call of `name` for a model named `prefix…` throws what `error` makes; others run as unscripted. */
+  failForModels(name: ActivityName, prefix: string, error: () => Error): this {
+    return this.on(name, (input) =>
+      input.model.metadata.name.startsWith(prefix) ? Promise.reject(error()) : this.fallback(name, input),
+    );
   }
 
   /** Every later call of `name` waits until it is cancelled. */
@@ -131,21 +159,8 @@ export class StubActivities {
 
   /** The activity object to give a Worker. */
   activities(): FerryActivities {
-    const names: ActivityName[] = [
-      'claimName',
-      'applyStorage',
-      'startPuller',
-      'awaitPuller',
-      'releaseVolume',
-      'applyEngine',
-      'awaitRollout',
-      'awaitHealth',
-      'scaleEngine',
-      'readStatus',
-      'tearDown',
-    ];
     return Object.fromEntries(
-      names.map((name) => [name, (input: unknown) => this.invoke(name, input)]),
+      ACTIVITY_NAMES.map((name) => [name, (input: unknown) => this.invoke(name, input)]),
     ) as unknown as FerryActivities;
   }
 
@@ -165,7 +180,7 @@ export class StubActivities {
 
   /** What the real activity returns when all goes well. */
   fallback<K extends ActivityName>(name: K, input: ActivityInput<K>): Promise<ActivityOutput<K>> {
-    const model = (input as { model: ServedModel }).model;
+    const model = input.model;
     const { name: modelName, namespace } = model.metadata;
     const results: { [N in ActivityName]: () => ActivityOutput<N> } = {
       claimName: () => ({ rootUid: `uid-${modelName}`, sourceHash: fakeSourceHash(model), resumed: [] }),
@@ -194,6 +209,6 @@ export class StubActivities {
         };
       },
     };
-    return Promise.resolve(results[name]() as ActivityOutput<K>);
+    return Promise.resolve(results[name]());
   }
 }

@@ -18,7 +18,17 @@ import {
   Worker,
   type WorkflowBundleWithSourceMap,
 } from '@temporalio/worker';
-import { modelRefOf, type ModelStatus, parseServedModel, searchAttributesFor, type ServedModel, type ServeModelOptions, statusQuery, taskQueueFor, workflowIdFor } from '../../workflows/contract';
+import {
+  modelRefOf,
+  type ModelStatus,
+  parseServedModel,
+  searchAttributesFor,
+  type ServedModel,
+  type ServeModelOptions,
+  statusQuery,
+  taskQueueFor,
+  workflowIdFor,
+} from '../../workflows/contract';
 import { ServeModelWorkflow } from '../../workflows/serve-model';
 import { readLocalEnv, repoRoot } from './local-env';
 import type { StubActivities } from './stub-activities';
@@ -115,7 +125,7 @@ export function modelDoc(patch?: (doc: Doc) => void, name = uniqueName()): Doc {
 }
 
 // Tests edit documents freely, including into invalid shapes.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+
 export type Doc = Record<string, any>;
 
 export function uniqueName(): string {
@@ -164,6 +174,27 @@ export async function withWorker<T>(
       await handle.terminate('test finished').catch(() => undefined);
     }
   }
+}
+
+export interface ReadyModel extends TestContext {
+  doc: Doc;
+  handle: StartedModel;
+  /** The status once Ready at generation 1. */
+  ready: ModelStatus;
+}
+
+/** `withWorker`, with a model of `modelDoc()` started and Ready at generation 1 before `fn` runs. */
+export function withReadyModel<T>(
+  harness: WorkflowHarness,
+  stub: StubActivities,
+  fn: (model: ReadyModel) => Promise<T>,
+): Promise<T> {
+  return withWorker(harness, stub, async (ctx) => {
+    const doc = modelDoc();
+    const handle = await ctx.start(doc);
+    const ready = await waitForStatus(handle, readyAt(1));
+    return fn({ ...ctx, doc, handle, ready });
+  });
 }
 
 export async function startModel(

@@ -94,7 +94,8 @@ describe.skipIf(!python)('puller script', () => {
     mkdirSync(source, { recursive: true });
     writeFileSync(join(source, 'config.json'), '{}');
     const models = join(work, 'prune-models');
-    for (const dir of ['abcd0000', 'abcd0001.partial', 'lost+found', 'notes']) mkdirSync(join(models, dir), { recursive: true });
+    for (const dir of ['abcd0000', 'abcd0001.partial', 'lost+found', 'notes'])
+      mkdirSync(join(models, dir), { recursive: true });
     const dest = join(models, 'cccc3333');
     const env = { FERRY_SOURCE_KIND: 'pvc', FERRY_SOURCE_PATH: source, FERRY_DEST: dest };
 

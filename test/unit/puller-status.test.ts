@@ -1,13 +1,20 @@
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { classifyPod } from '../../activities/readers/pod-problems';
-import { backoffFailure, currentPod, deadlineFailure, describeProgress, jobEnd, pullerProgress } from '../../activities/readers/puller-status';
+import {
+  backoffFailure,
+  currentPod,
+  deadlineFailure,
+  describeProgress,
+  jobEnd,
+  pullerProgress,
+} from '../../activities/readers/puller-status';
 import { FAILURE, formatBytes } from '../../workflows/contract';
 
 const job = (conditions: { type: string; status: string; reason?: string }[] = [], failed = 0): V1Job => ({
   metadata: { name: 'qwen-pull-1a2b3c4d' },
   spec: { activeDeadlineSeconds: 7200, backoffLimit: 2, template: {} },
-  status: { conditions: conditions as never, failed },
+  status: { conditions: conditions, failed },
 });
 
 const pod = (name: string, created: string, status: V1Pod['status']): V1Pod => ({

@@ -19,7 +19,7 @@ import { FIXTURE_NAMES, fixtures, fullHf, minimalHf, pvcSource } from './fixture
 
 const clone = <T>(value: T): T => structuredClone(value);
 // Documents are untyped on purpose here: the tests feed in what a person might write, mistakes included.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+
 type Doc = any;
 
 function issuesOf(doc: unknown) {

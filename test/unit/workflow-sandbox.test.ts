@@ -6,7 +6,12 @@ import { repoRoot } from '../support/local-env';
 
 // Workflow code runs in Temporal's deterministic sandbox: nothing with Node or Kubernetes dependencies may reach
 // the bundle. Walks every import (values and types) reachable from the bundle's entry point.
-const FORBIDDEN_PACKAGES = ['@kubernetes/client-node', '@temporalio/activity', '@temporalio/worker', '@temporalio/client'];
+const FORBIDDEN_PACKAGES = [
+  '@kubernetes/client-node',
+  '@temporalio/activity',
+  '@temporalio/worker',
+  '@temporalio/client',
+];
 
 function importsOf(file: string): { spec: string; typeOnly: boolean }[] {
   const text = readFileSync(file, 'utf8');
@@ -27,7 +32,9 @@ function reachable(entry: string): { files: Set<string>; packages: Map<string, s
     files.add(file);
     for (const { spec } of importsOf(file)) {
       if (spec.startsWith('.')) {
-        const target = [`${resolve(dirname(file), spec)}.ts`, join(resolve(dirname(file), spec), 'index.ts')].find(existsSync);
+        const target = [`${resolve(dirname(file), spec)}.ts`, join(resolve(dirname(file), spec), 'index.ts')].find(
+          existsSync,
+        );
         if (!target) throw new Error(`${relative(repoRoot, file)} imports ${spec}, which does not resolve`);
         queue.push(target);
       } else {

@@ -1,6 +1,17 @@
 import { ActivityFailure, ApplicationFailure, RetryState, TimeoutFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
-import { formatBytes, formatDuration, modelRefOf, type ModelStatus, parseServedModel, sameJson, searchAttributesFor, specChanges, taskQueueFor, workflowIdFor } from '../../workflows/contract';
+import {
+  formatBytes,
+  formatDuration,
+  modelRefOf,
+  type ModelStatus,
+  parseServedModel,
+  sameJson,
+  searchAttributesFor,
+  specChanges,
+  taskQueueFor,
+  workflowIdFor,
+} from '../../workflows/contract';
 import { setCondition } from '../../workflows/status/conditions';
 import { classifyFailure } from '../../workflows/status/failure';
 import { summarizeStatus } from '../../workflows/status/summary';

@@ -1,27 +1,17 @@
-import type { KubernetesObject, V1Deployment, V1Job, V1PodTemplateSpec } from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Cluster } from '../../../activities/cluster/api';
+import type { KubernetesObject, V1PodTemplateSpec } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
 import { FIELD_MANAGER } from '../../../activities/builders';
 import { FIXTURE_NAMES, fixtureObjectList, fixtureObjects } from '../../unit/fixtures';
-import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, type Clients } from '../../support/kube';
+import { RESTRICTED, useNamespace } from '../../support/fixtures';
 
 // Every object Ferry builds, for every example document, as the real API server sees it: schema validation,
 // defaulting and admission (a server-side dry run persists nothing). Pod Security admission enforces only on pods, not
 // on Jobs or Deployments, so the pod templates are also dry-run as pods in a namespace that enforces "restricted".
-let c: Clients;
-let ns: string;
-let cluster: Cluster;
-
-beforeAll(async () => {
-  c = clientsFor(adminKubeConfig());
-  ns = await createNamespace(c, 'act-dry-run', { 'pod-security.kubernetes.io/enforce': 'restricted' });
-  cluster = new Cluster(c.kc);
-});
-afterAll(async () => deleteNamespace(c, ns));
+const env = useNamespace('act-dry-run', RESTRICTED);
 
 async function dryRunPod(name: string, template: V1PodTemplateSpec): Promise<void> {
-  await c.core.createNamespacedPod({
-    namespace: ns,
+  await env.core.createNamespacedPod({
+    namespace: env.ns,
     dryRun: 'All',
     body: { metadata: { ...template.metadata, name }, spec: template.spec },
   });
@@ -29,28 +19,28 @@ async function dryRunPod(name: string, template: V1PodTemplateSpec): Promise<voi
 
 describe.each(FIXTURE_NAMES)('fixture %s', (fixture) => {
   it('every object is accepted by a server-side apply dry run', async () => {
-    const objects = fixtureObjectList(fixture, { namespace: ns });
+    const objects = fixtureObjectList(fixture, { namespace: env.ns });
     expect(objects.map((o) => o.kind)).toEqual(['ConfigMap', 'PersistentVolumeClaim', 'Job', 'Deployment', 'Service']);
     for (const obj of objects) {
-      const applied = await cluster.apply<KubernetesObject>(obj, FIELD_MANAGER, { dryRun: true });
+      const applied = await env.cluster.apply<KubernetesObject>(obj, FIELD_MANAGER, { dryRun: true });
       expect(applied.metadata?.name).toBe(obj.metadata?.name);
       expect(applied.metadata?.labels).toEqual(obj.metadata?.labels);
     }
     // Nothing was persisted.
-    const configMaps = await c.core.listNamespacedConfigMap({ namespace: ns, labelSelector: 'ferry.dev/model' });
+    const configMaps = await env.core.listNamespacedConfigMap({ namespace: env.ns, labelSelector: 'ferry.dev/model' });
     expect(configMaps.items).toEqual([]);
   });
 
   it('the puller and engine pods pass Pod Security "restricted"', async () => {
-    const objects = fixtureObjects(fixture, { namespace: ns });
-    await dryRunPod(`${fixture}-puller`, (objects.pullerJob as V1Job).spec!.template);
-    await dryRunPod(`${fixture}-engine`, (objects.deployment as V1Deployment).spec!.template);
+    const objects = fixtureObjects(fixture, { namespace: env.ns });
+    await dryRunPod(`${fixture}-puller`, objects.pullerJob.spec!.template);
+    await dryRunPod(`${fixture}-engine`, objects.deployment.spec!.template);
   });
 });
 
 it('the same pod dry run refuses a pod that violates "restricted" (the check has teeth)', async () => {
-  const { pullerJob } = fixtureObjects('minimal-hf', { namespace: ns });
-  const template = structuredClone((pullerJob as V1Job).spec!.template);
+  const { pullerJob } = fixtureObjects('minimal-hf', { namespace: env.ns });
+  const template = structuredClone(pullerJob.spec!.template);
   template.spec!.securityContext = { ...template.spec!.securityContext, runAsNonRoot: false, runAsUser: 0 };
   await expect(dryRunPod('root-puller', template)).rejects.toMatchObject({ code: 403 });
 });

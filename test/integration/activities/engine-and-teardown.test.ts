@@ -1,11 +1,9 @@
-import type { V1Deployment } from '@kubernetes/client-node';
 import { CancelledFailure } from '@temporalio/common';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kubeConfigForServiceAccount } from '../../../deploy/local/service-account-kubeconfig';
+import { describe, expect, it } from 'vitest';
 import { Cluster } from '../../../activities/cluster/api';
 import { SCALE_FIELD_MANAGER } from '../../../activities/steps/engine';
 import { createActivities } from '../../../activities/create-activities';
-import { FAILURE, type FerryActivities, type ServedModel } from '../../../workflows/contract';
+import { FAILURE, type ServedModel } from '../../../workflows/contract';
 import {
   buildDeployment,
   buildPullerJob,
@@ -18,32 +16,14 @@ import {
 } from '../../../activities/builders';
 import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
 import { enginePodsOf, prepareModel } from '../../support/engine-env';
-import {
-  adminKubeConfig,
-  clientsFor,
-  createNamespace,
-  deleteNamespace,
-  statusOf,
-  waitFor,
-  type Clients,
-} from '../../support/kube';
+import { RESTRICTED, useActivityEnv } from '../../support/fixtures';
+import { serviceAccountWithRole, statusOf, waitFor } from '../../support/kube';
 
 // The engine's objects against the real API server, controllers and scheduler, in a namespace that enforces Pod
 // Security "restricted": engine pods that were not admitted would never become ready.
-let c: Clients;
-let ns: string;
-let acts: FerryActivities;
-let cluster: Cluster;
+const env = useActivityEnv('act-engine', { labels: RESTRICTED, timing: { pollMs: 250 } });
 
-beforeAll(async () => {
-  c = clientsFor(adminKubeConfig());
-  ns = await createNamespace(c, 'act-engine', { 'pod-security.kubernetes.io/enforce': 'restricted' });
-  acts = createActivities(testDeps({ pollMs: 250 }));
-  cluster = new Cluster(c.kc);
-});
-afterAll(async () => deleteNamespace(c, ns));
-
-const readDeployment = (name: string) => c.apps.readNamespacedDeployment({ name, namespace: ns });
+const readDeployment = (name: string) => env.apps.readNamespacedDeployment({ name, namespace: env.ns });
 const gone = async (read: () => Promise<unknown>) => {
   try {
     await read();
@@ -55,28 +35,28 @@ const gone = async (read: () => Promise<unknown>) => {
 
 /** A model with its root and volume in place, as claimName and applyStorage leave them. */
 async function prepared(name: string, options: Parameters<typeof testModel>[2] = {}) {
-  const model = testModel(name, ns, options);
-  const rootUid = await prepareModel(model, cluster);
+  const model = testModel(name, env.ns, options);
+  const rootUid = await prepareModel(model, env.cluster);
   return { model, rootUid, sourceHash: 'unused' };
 }
 
 describe('applyEngine and awaitRollout', () => {
   it('rolls out engine pods admitted under "restricted"; applying the same spec again changes nothing', async () => {
     const input = await prepared('steady', { spec: { resources: { gpus: 1 } } });
-    const first = await activity(acts.applyEngine, input);
-    const rollout = await activity(acts.awaitRollout, { model: input.model, generation: first.generation });
+    const first = await activity(env.acts.applyEngine, input);
+    const rollout = await activity(env.acts.awaitRollout, { model: input.model, generation: first.generation });
     expect(rollout).toEqual({ generation: first.generation, readyReplicas: 1, updatedReplicas: 1 });
 
     // Once the controllers are done writing status, a second apply of the same spec writes nothing.
     const before = await settled(() => readDeployment('steady'));
-    const service = await c.core.readNamespacedService({ name: 'steady', namespace: ns });
-    const again = await activity(acts.applyEngine, input);
+    const service = await env.core.readNamespacedService({ name: 'steady', namespace: env.ns });
+    const again = await activity(env.acts.applyEngine, input);
     expect(again.generation).toBe(first.generation);
     expect((await readDeployment('steady')).metadata?.resourceVersion).toBe(before.metadata?.resourceVersion);
-    const serviceAgain = await c.core.readNamespacedService({ name: 'steady', namespace: ns });
+    const serviceAgain = await env.core.readNamespacedService({ name: 'steady', namespace: env.ns });
     expect(serviceAgain.metadata?.resourceVersion).toBe(service.metadata?.resourceVersion);
 
-    const pods = await enginePodsOf(c, input.model);
+    const pods = await enginePodsOf(env, input.model);
     expect(pods).toHaveLength(1);
     expect(pods[0]!.spec?.securityContext?.runAsUser).toBe(2000);
     expect(pods[0]!.spec?.nodeName).toMatch(/^gpu-node-/);
@@ -84,30 +64,30 @@ describe('applyEngine and awaitRollout', () => {
 
   it('a spec change is rolled out only once the new ReplicaSet has ready pods', async () => {
     const input = await prepared('change');
-    const v1 = await activity(acts.applyEngine, input);
-    await activity(acts.awaitRollout, { model: input.model, generation: v1.generation });
-    const [oldPod] = await enginePodsOf(c, input.model);
+    const v1 = await activity(env.acts.applyEngine, input);
+    await activity(env.acts.awaitRollout, { model: input.model, generation: v1.generation });
+    const [oldPod] = await enginePodsOf(env, input.model);
     const oldHash = oldPod!.metadata!.labels!['pod-template-hash'];
 
     const changed = withSpec(input.model, (m) =>
       m.spec.engine.env.push({ name: 'VLLM_LOGGING_LEVEL', value: 'DEBUG' }),
     );
-    const v2 = await activity(acts.applyEngine, { ...input, model: changed });
+    const v2 = await activity(env.acts.applyEngine, { ...input, model: changed });
     expect(v2.generation).toBe(v1.generation + 1);
-    const run = runActivity(acts.awaitRollout, { model: changed, generation: v2.generation });
+    const run = runActivity(env.acts.awaitRollout, { model: changed, generation: v2.generation });
     const rollout = await run.result;
     expect(rollout.generation).toBe(v2.generation);
     // Right after the apply the old revision's replica was still ready: the rollout waited for the new one.
     expect(run.heartbeats.length).toBeGreaterThan(0);
-    const pods = (await enginePodsOf(c, changed)).filter((p) => !p.metadata?.deletionTimestamp);
+    const pods = (await enginePodsOf(env, changed)).filter((p) => !p.metadata?.deletionTimestamp);
     expect(pods).toHaveLength(1);
     expect(pods[0]!.metadata!.labels!['pod-template-hash']).not.toBe(oldHash);
     expect(pods[0]!.status?.conditions?.find((x) => x.type === 'Ready')?.status).toBe('True');
 
     // A revision whose pods never become ready is never rolled out: the wait reports where it stands until cancelled.
-    const broken = testModel('change', ns, { labels: { 'sim.ferry.dev/engine-scenario': 'never-ready' } });
-    const v3 = await activity(acts.applyEngine, { ...input, model: broken });
-    const waiting = runActivity(acts.awaitRollout, { model: broken, generation: v3.generation });
+    const broken = testModel('change', env.ns, { labels: { 'sim.ferry.dev/engine-scenario': 'never-ready' } });
+    const v3 = await activity(env.acts.applyEngine, { ...input, model: broken });
+    const waiting = runActivity(env.acts.awaitRollout, { model: broken, generation: v3.generation });
     await waitFor('a heartbeat about the not-ready revision', 20_000, async () =>
       waiting.heartbeats.some((h) => h.step === 'rollout' && ['Starting', 'Running'].includes(h.state)),
     );
@@ -118,15 +98,15 @@ describe('applyEngine and awaitRollout', () => {
 
   it('replicas 0 is rolled out once no engine pod is left; the next apply takes the replica count back', async () => {
     const input = await prepared('zero');
-    const v1 = await activity(acts.applyEngine, input);
-    await activity(acts.awaitRollout, { model: input.model, generation: v1.generation });
+    const v1 = await activity(env.acts.applyEngine, input);
+    await activity(env.acts.awaitRollout, { model: input.model, generation: v1.generation });
 
-    const v2 = await activity(acts.applyEngine, { ...input, replicas: 0 });
-    await activity(acts.awaitRollout, { model: input.model, generation: v2.generation });
-    expect(await enginePodsOf(c, input.model)).toHaveLength(0);
+    const v2 = await activity(env.acts.applyEngine, { ...input, replicas: 0 });
+    await activity(env.acts.awaitRollout, { model: input.model, generation: v2.generation });
+    expect(await enginePodsOf(env, input.model)).toHaveLength(0);
 
-    const v3 = await activity(acts.applyEngine, input);
-    const rollout = await activity(acts.awaitRollout, { model: input.model, generation: v3.generation });
+    const v3 = await activity(env.acts.applyEngine, input);
+    const rollout = await activity(env.acts.awaitRollout, { model: input.model, generation: v3.generation });
     expect(rollout.readyReplicas).toBe(1);
   });
 });
@@ -134,34 +114,34 @@ describe('applyEngine and awaitRollout', () => {
 describe('scaleEngine', () => {
   it('scales to 0 and returns only when no engine pod remains; applyEngine restores the spec', async () => {
     const input = await prepared('scaled');
-    const v1 = await activity(acts.applyEngine, input);
-    await activity(acts.awaitRollout, { model: input.model, generation: v1.generation });
-    expect(await enginePodsOf(c, input.model)).toHaveLength(1);
+    const v1 = await activity(env.acts.applyEngine, input);
+    await activity(env.acts.awaitRollout, { model: input.model, generation: v1.generation });
+    expect(await enginePodsOf(env, input.model)).toHaveLength(1);
 
-    await activity(acts.scaleEngine, { model: input.model, replicas: 0 });
-    expect(await enginePodsOf(c, input.model)).toHaveLength(0);
+    await activity(env.acts.scaleEngine, { model: input.model, replicas: 0 });
+    expect(await enginePodsOf(env, input.model)).toHaveLength(0);
     const scaled = await readDeployment('scaled');
     expect(scaled.spec?.replicas).toBe(0);
     expect(scaled.metadata?.managedFields?.some((f) => f.manager === SCALE_FIELD_MANAGER)).toBe(true);
     // Scaling to 0 again, or a model whose Deployment is gone, is a no-op.
-    await activity(acts.scaleEngine, { model: input.model, replicas: 0 });
-    await activity(acts.scaleEngine, { model: testModel('never-applied', ns), replicas: 0 });
+    await activity(env.acts.scaleEngine, { model: input.model, replicas: 0 });
+    await activity(env.acts.scaleEngine, { model: testModel('never-applied', env.ns), replicas: 0 });
 
-    const v2 = await activity(acts.applyEngine, input);
-    await activity(acts.awaitRollout, { model: input.model, generation: v2.generation });
+    const v2 = await activity(env.acts.applyEngine, input);
+    await activity(env.acts.awaitRollout, { model: input.model, generation: v2.generation });
     const restored = await readDeployment('scaled');
     expect(restored.spec?.replicas).toBe(1);
     expect(restored.metadata?.managedFields?.some((f) => f.manager === SCALE_FIELD_MANAGER)).toBe(false);
   });
 
   it('never touches a Deployment of the same name without our labels', async () => {
-    const model = testModel('foreign-deploy', ns);
-    const foreign = buildDeployment(model, { rootUid: 'x' }) as V1Deployment;
-    foreign.metadata = { name: 'foreign-deploy', namespace: ns, labels: { app: 'someone-else' } };
-    await cluster.apply(foreign, 'someone-else');
-    const err = await rejectionOf(activity(acts.scaleEngine, { model, replicas: 0 }));
+    const model = testModel('foreign-deploy', env.ns);
+    const foreign = buildDeployment(model, { rootUid: 'x' });
+    foreign.metadata = { name: 'foreign-deploy', namespace: env.ns, labels: { app: 'someone-else' } };
+    await env.cluster.apply(foreign, 'someone-else');
+    const err = await rejectionOf(activity(env.acts.scaleEngine, { model, replicas: 0 }));
     expect(err).toMatchObject({ type: FAILURE.NameConflict });
-    const applyErr = await rejectionOf(activity(acts.applyEngine, { model, rootUid: 'x', sourceHash: 'x' }));
+    const applyErr = await rejectionOf(activity(env.acts.applyEngine, { model, rootUid: 'x', sourceHash: 'x' }));
     expect(applyErr).toMatchObject({ type: FAILURE.NameConflict });
     expect((await readDeployment('foreign-deploy')).spec?.replicas).toBe(1);
   });
@@ -170,14 +150,14 @@ describe('scaleEngine', () => {
 describe('garbage collection backstop', () => {
   it('deleting the root ConfigMap removes the Deployment and the Service', async () => {
     const input = await prepared('orphaned');
-    await activity(acts.applyEngine, input);
-    await c.core.deleteNamespacedConfigMap({ name: rootName('orphaned'), namespace: ns });
+    await activity(env.acts.applyEngine, input);
+    await env.core.deleteNamespacedConfigMap({ name: rootName('orphaned'), namespace: env.ns });
     await waitFor(
       'the garbage collector to delete the Deployment and Service',
       30_000,
       async () =>
         (await gone(() => readDeployment('orphaned'))) &&
-        (await gone(() => c.core.readNamespacedService({ name: 'orphaned', namespace: ns }))),
+        (await gone(() => env.core.readNamespacedService({ name: 'orphaned', namespace: env.ns }))),
     );
   });
 });
@@ -185,16 +165,16 @@ describe('garbage collection backstop', () => {
 describe('tearDown', () => {
   it('deletes every object of the model, puller Jobs included; a second teardown finds nothing left', async () => {
     const input = await prepared('bye');
-    await cluster.apply(buildPullerJob(input.model, { rootUid: input.rootUid }), FIELD_MANAGER);
-    const { generation } = await activity(acts.applyEngine, input);
-    await activity(acts.awaitRollout, { model: input.model, generation });
+    await env.cluster.apply(buildPullerJob(input.model, { rootUid: input.rootUid }), FIELD_MANAGER);
+    const { generation } = await activity(env.acts.applyEngine, input);
+    await activity(env.acts.awaitRollout, { model: input.model, generation });
     // A Service of another model's name nearby is not ours to delete.
-    await c.core.createNamespacedService({
-      namespace: ns,
+    await env.core.createNamespacedService({
+      namespace: env.ns,
       body: { metadata: { name: 'bye-other' }, spec: { ports: [{ port: 80 }] } },
     });
 
-    const result = await activity(acts.tearDown, { model: input.model });
+    const result = await activity(env.acts.tearDown, { model: input.model });
     expect(result.retained).toEqual([]);
     expect(result.deleted).toEqual(
       expect.arrayContaining([
@@ -206,96 +186,82 @@ describe('tearDown', () => {
       ]),
     );
     await waitFor('the engine, Service, Jobs and root to be gone', 30_000, async () => {
-      const jobs = await c.batch.listNamespacedJob({ namespace: ns, labelSelector: `${LABEL_MODEL}=bye` });
+      const jobs = await env.batch.listNamespacedJob({ namespace: env.ns, labelSelector: `${LABEL_MODEL}=bye` });
       return (
         jobs.items.length === 0 &&
         (await gone(() => readDeployment('bye'))) &&
-        (await gone(() => c.core.readNamespacedService({ name: 'bye', namespace: ns }))) &&
-        (await gone(() => c.core.readNamespacedConfigMap({ name: rootName('bye'), namespace: ns })))
+        (await gone(() => env.core.readNamespacedService({ name: 'bye', namespace: env.ns }))) &&
+        (await gone(() => env.core.readNamespacedConfigMap({ name: rootName('bye'), namespace: env.ns })))
       );
     });
     await waitFor('no pod of the model left', 30_000, async () => {
-      const pods = await c.core.listNamespacedPod({ namespace: ns, labelSelector: `${LABEL_MODEL}=bye` });
+      const pods = await env.core.listNamespacedPod({ namespace: env.ns, labelSelector: `${LABEL_MODEL}=bye` });
       return pods.items.length === 0;
     });
 
-    const second = await activity(acts.tearDown, { model: input.model });
+    const second = await activity(env.acts.tearDown, { model: input.model });
     expect(second.deleted).toEqual(
       expect.arrayContaining([`ConfigMap/${rootName('bye')}`, 'Deployment/bye', 'Service/bye']),
     );
     expect(second.deleted.some((d) => d.startsWith('Job/'))).toBe(false);
-    await c.core.readNamespacedService({ name: 'bye-other', namespace: ns });
+    await env.core.readNamespacedService({ name: 'bye-other', namespace: env.ns });
   });
 
   it('leaves an object of the same name without our labels alone', async () => {
-    const model = testModel('squatter', ns);
-    await c.core.createNamespacedService({
-      namespace: ns,
+    const model = testModel('squatter', env.ns);
+    await env.core.createNamespacedService({
+      namespace: env.ns,
       body: { metadata: { name: 'squatter', labels: { app: 'theirs' } }, spec: { ports: [{ port: 80 }] } },
     });
-    const result = await activity(acts.tearDown, { model });
+    const result = await activity(env.acts.tearDown, { model });
     expect(result.deleted).not.toContain('Service/squatter');
-    expect((await c.core.readNamespacedService({ name: 'squatter', namespace: ns })).metadata?.labels).toEqual({
+    expect((await env.core.readNamespacedService({ name: 'squatter', namespace: env.ns })).metadata?.labels).toEqual({
       app: 'theirs',
     });
   });
 
   it('keeps a retained volume, labelled and without the owner reference that would let the GC take it', async () => {
-    const model = testModel('keep', ns, { spec: { storage: { retainOnDelete: true } } });
-    const rootUid = await prepareModel(model, cluster);
+    const model = testModel('keep', env.ns, { spec: { storage: { retainOnDelete: true } } });
+    const rootUid = await prepareModel(model, env.cluster);
     // Created while retention was off: the volume still names the root as owner.
-    const owned = testModel('keep', ns);
-    await cluster.apply(buildPvc(owned, { rootUid }), FIELD_MANAGER);
-    const pvcBefore = await c.core.readNamespacedPersistentVolumeClaim({ name: pvcName('keep'), namespace: ns });
+    const owned = testModel('keep', env.ns);
+    await env.cluster.apply(buildPvc(owned, { rootUid }), FIELD_MANAGER);
+    const pvcBefore = await env.core.readNamespacedPersistentVolumeClaim({ name: pvcName('keep'), namespace: env.ns });
     expect(pvcBefore.metadata?.ownerReferences?.[0]?.uid).toBe(rootUid);
-    await activity(acts.applyEngine, { model, rootUid, sourceHash: 'x' });
+    await activity(env.acts.applyEngine, { model, rootUid, sourceHash: 'x' });
 
-    const result = await activity(acts.tearDown, { model });
+    const result = await activity(env.acts.tearDown, { model });
     expect(result.retained).toEqual([`PersistentVolumeClaim/${pvcName('keep')}`]);
     expect(result.deleted).not.toContain(`PersistentVolumeClaim/${pvcName('keep')}`);
     await waitFor('the root to be gone', 30_000, () =>
-      gone(() => c.core.readNamespacedConfigMap({ name: rootName('keep'), namespace: ns })),
+      gone(() => env.core.readNamespacedConfigMap({ name: rootName('keep'), namespace: env.ns })),
     );
     // Give the garbage collector time to act on anything that still named the root.
     await waitFor('the Deployment to be collected', 30_000, () => gone(() => readDeployment('keep')));
-    const pvc = await c.core.readNamespacedPersistentVolumeClaim({ name: pvcName('keep'), namespace: ns });
+    const pvc = await env.core.readNamespacedPersistentVolumeClaim({ name: pvcName('keep'), namespace: env.ns });
     expect(pvc.metadata?.deletionTimestamp).toBeUndefined();
     expect(pvc.metadata?.ownerReferences ?? []).toEqual([]);
     expect(pvc.metadata?.labels).toMatchObject({ [LABEL_MANAGED_BY]: 'ferry', [LABEL_MODEL]: 'keep' });
 
     // Teardown again: still retained, nothing fails.
-    expect((await activity(acts.tearDown, { model })).retained).toEqual([`PersistentVolumeClaim/${pvcName('keep')}`]);
+    const again = await activity(env.acts.tearDown, { model });
+    expect(again.retained).toEqual([`PersistentVolumeClaim/${pvcName('keep')}`]);
   });
 
   it('aggregates what it could not delete: a Role without delete on Services', async () => {
     const input = await prepared('partial');
-    await activity(acts.applyEngine, input);
-    await c.core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: 'worker' } } });
-    await c.rbac.createNamespacedRole({
-      namespace: ns,
-      body: {
-        metadata: { name: 'teardown-but-services' },
-        rules: [
-          {
-            apiGroups: [''],
-            resources: ['configmaps', 'persistentvolumeclaims', 'pods'],
-            verbs: ['get', 'list', 'delete', 'patch'],
-          },
-          { apiGroups: [''], resources: ['services'], verbs: ['get', 'list'] },
-          { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'list', 'delete'] },
-          { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get', 'list', 'delete'] },
-        ],
+    await activity(env.acts.applyEngine, input);
+    const kc = await serviceAccountWithRole(env, env.ns, 'worker', 'teardown-but-services', [
+      {
+        apiGroups: [''],
+        resources: ['configmaps', 'persistentvolumeclaims', 'pods'],
+        verbs: ['get', 'list', 'delete', 'patch'],
       },
-    });
-    await c.rbac.createNamespacedRoleBinding({
-      namespace: ns,
-      body: {
-        metadata: { name: 'worker-teardown' },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'teardown-but-services' },
-        subjects: [{ kind: 'ServiceAccount', name: 'worker', namespace: ns }],
-      },
-    });
-    const worker = new Cluster(await kubeConfigForServiceAccount(c.kc, ns, 'worker'));
+      { apiGroups: [''], resources: ['services'], verbs: ['get', 'list'] },
+      { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'list', 'delete'] },
+      { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get', 'list', 'delete'] },
+    ]);
+    const worker = new Cluster(kc);
     const asWorker = createActivities({ ...testDeps(), cluster: worker });
 
     const err = await rejectionOf(activity(asWorker.tearDown, { model: input.model }));
@@ -310,7 +276,8 @@ describe('tearDown', () => {
         `PersistentVolumeClaim/${pvcName('partial')}`,
       ]),
     );
-    expect(await gone(() => c.core.readNamespacedConfigMap({ name: rootName('partial'), namespace: ns }))).toBe(true);
+    const root = () => env.core.readNamespacedConfigMap({ name: rootName('partial'), namespace: env.ns });
+    expect(await gone(root)).toBe(true);
     // The Service is still there: no false "deleted" (the GC removes it later, since it names the deleted root).
     expect(details.deleted).not.toContain('Service/partial');
   });

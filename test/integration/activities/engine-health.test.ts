@@ -1,45 +1,33 @@
 import { CancelledFailure } from '@temporalio/common';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { createEngineSim, type EngineSim } from '../../../deploy/engine-sim/server';
-import { Cluster } from '../../../activities/cluster/api';
-import type { ActivityDeps } from '../../../activities/deps';
 import { createActivities } from '../../../activities/create-activities';
-import { FAILURE, type FerryActivities, type ServedModelInput } from '../../../workflows/contract';
+import { FAILURE, type ServedModelInput } from '../../../workflows/contract';
 import { overrideEndpoints } from '../../../activities/cluster/endpoints';
 import { apiKeyFromSecret } from '../../../activities/steps/health';
-import { activity, rejectionOf, testDeps, testModel } from '../../support/activity-env';
-import { annotateEnginePods, heartbeatWhere, prepareModel, runScheduled } from '../../support/engine-env';
-import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, type Clients } from '../../support/kube';
+import { activity, rejectionOf, runScheduled, testModel } from '../../support/activity-env';
+import { annotateEnginePods, heartbeatWhere, prepareModel } from '../../support/engine-env';
+import { useActivityEnv } from '../../support/fixtures';
 
 // Readiness over HTTP. Simulated pods have no process behind their IPs, so each model's endpoint is overridden to
 // an engine stand-in on 127.0.0.1 (what the local supervisor publishes); nothing is sent to a pod address. The
 // Kubernetes half is real: only a ready replica of the current revision lets the HTTP check count.
-let c: Clients;
-let ns: string;
-let cluster: Cluster;
-let deps: ActivityDeps;
-let acts: FerryActivities;
 const overrides: Record<string, string> = {};
 const sims: EngineSim[] = [];
-
-beforeAll(async () => {
-  c = clientsFor(adminKubeConfig());
-  ns = await createNamespace(c, 'act-health');
-  cluster = new Cluster(c.kc);
-  deps = { ...testDeps({ pollMs: 250 }), endpoints: overrideEndpoints(() => overrides) };
-  acts = createActivities(deps);
+const env = useActivityEnv('act-health', {
+  timing: { pollMs: 250 },
+  deps: () => ({ endpoints: overrideEndpoints(() => overrides) }),
 });
 afterEach(async () => {
   await Promise.all(sims.splice(0).map((s) => s.stop()));
 });
-afterAll(async () => deleteNamespace(c, ns));
 
 /** A stand-in engine on loopback, published as the model's endpoint override. */
 async function standIn(model: string, options: Parameters<typeof createEngineSim>[0]): Promise<EngineSim> {
   const sim = createEngineSim({ port: 0, ...options });
   const { port } = await sim.start();
   sims.push(sim);
-  overrides[`${ns}/${model}`] = `http://127.0.0.1:${port}`;
+  overrides[`${env.ns}/${model}`] = `http://127.0.0.1:${port}`;
   return sim;
 }
 
@@ -49,20 +37,24 @@ async function rolledOut(
   spec: Partial<ServedModelInput['spec']> = {},
   labels: Record<string, string> = {},
 ) {
-  const model = testModel(name, ns, { labels, spec: { resources: { gpus: 0 }, ...spec } });
-  const rootUid = await prepareModel(model, cluster);
-  const { generation } = await activity(acts.applyEngine, { model, rootUid, sourceHash: 'x' });
-  await activity(acts.awaitRollout, { model, generation });
+  const model = testModel(name, env.ns, { labels, spec: { resources: { gpus: 0 }, ...spec } });
+  const rootUid = await prepareModel(model, env.cluster);
+  const { generation } = await activity(env.acts.applyEngine, { model, rootUid, sourceHash: 'x' });
+  await activity(env.acts.awaitRollout, { model, generation });
   return { model, rootUid };
 }
+
+/** The model `name` as `rolledOut` made it, with its engine pods in the KWOK scenario `scenario`. */
+const inScenario = (name: string, scenario: string) =>
+  testModel(name, env.ns, { labels: { 'sim.ferry.dev/engine-scenario': scenario }, spec: { resources: { gpus: 0 } } });
 
 describe('awaitHealth', () => {
   it('reports Loading while /health answers 503, then is ready when /v1/models lists the served name', async () => {
     const { model } = await rolledOut('loader');
     await standIn('loader', { servedModelNames: ['loader'], loadDelaySeconds: 1.5 });
-    const run = runScheduled(0, acts.awaitHealth, { model });
+    const run = runScheduled(0, env.acts.awaitHealth, { model });
     const result = await run.result;
-    expect(result).toEqual({ endpoint: overrides[`${ns}/loader`], models: ['loader'] });
+    expect(result).toEqual({ endpoint: overrides[`${env.ns}/loader`], models: ['loader'] });
     expect(run.heartbeats.some((h) => h.step === 'startup' && h.state === 'Loading' && h.readyReplicas === 1)).toBe(
       true,
     );
@@ -71,7 +63,7 @@ describe('awaitHealth', () => {
   it('is not ready while /v1/models does not list the served name, and ends with StartupTimeout', async () => {
     const { model } = await rolledOut('misnamed', { engine: { startupTimeout: '3s' } });
     await standIn('misnamed', { servedModelNames: ['someone-else'], loadDelaySeconds: 0 });
-    const run = runScheduled(0, acts.awaitHealth, { model });
+    const run = runScheduled(0, env.acts.awaitHealth, { model });
     const err = await rejectionOf(run.result);
     expect(err).toMatchObject({ type: FAILURE.StartupTimeout, nonRetryable: true });
     expect(err.message).toMatch(
@@ -84,41 +76,41 @@ describe('awaitHealth', () => {
     const { model } = await rolledOut('late', { engine: { startupTimeout: '5m' } });
     await standIn('late', { servedModelNames: ['late'], loadDelaySeconds: 600 });
     const started = Date.now();
-    const err = await rejectionOf(runScheduled(6 * 60_000, acts.awaitHealth, { model }).result);
+    const err = await rejectionOf(runScheduled(6 * 60_000, env.acts.awaitHealth, { model }).result);
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(err).toMatchObject({ type: FAILURE.StartupTimeout });
     expect(err.message).toContain('last seen: Loading');
   });
 
   it('settles for /health when /v1/models needs an API key the worker does not hold, and says so', async () => {
-    await c.core.createNamespacedSecret({
-      namespace: ns,
+    await env.core.createNamespacedSecret({
+      namespace: env.ns,
       body: { metadata: { name: 'keyed-key' }, stringData: { token: 's3cret' } },
     });
     const { model } = await rolledOut('keyed', { engine: { apiKeySecret: { name: 'keyed-key', key: 'token' } } });
     await standIn('keyed', { servedModelNames: ['keyed'], loadDelaySeconds: 0, apiKey: 's3cret' });
 
-    const withoutKey = await runScheduled(0, acts.awaitHealth, { model }).result;
+    const withoutKey = await runScheduled(0, env.acts.awaitHealth, { model }).result;
     expect(withoutKey.models).toEqual([]);
     expect(withoutKey.note).toMatch(/requires the API key .* \/health alone/);
     expect(JSON.stringify(withoutKey)).not.toContain('s3cret');
 
-    const withKey = createActivities(deps, { apiKeys: apiKeyFromSecret(deps) });
+    const withKey = createActivities(env.deps, { apiKeys: apiKeyFromSecret(env.deps) });
     const result = await runScheduled(0, withKey.awaitHealth, { model }).result;
-    expect(result).toEqual({ endpoint: overrides[`${ns}/keyed`], models: ['keyed'] });
+    expect(result).toEqual({ endpoint: overrides[`${env.ns}/keyed`], models: ['keyed'] });
   });
 
   it('a spec change is not Ready on the old revision’s replica, however healthy the endpoint', async () => {
     const { model, rootUid } = await rolledOut('revised');
     await standIn('revised', { servedModelNames: ['revised'], loadDelaySeconds: 0 });
-    await runScheduled(0, acts.awaitHealth, { model }).result;
+    await runScheduled(0, env.acts.awaitHealth, { model }).result;
 
-    const next = testModel('revised', ns, {
+    const next = testModel('revised', env.ns, {
       labels: { 'sim.ferry.dev/engine-scenario': 'never-ready' },
       spec: { resources: { gpus: 0 } },
     });
-    await activity(acts.applyEngine, { model: next, rootUid, sourceHash: 'x' });
-    const run = runScheduled(0, acts.awaitHealth, { model: next });
+    await activity(env.acts.applyEngine, { model: next, rootUid, sourceHash: 'x' });
+    const run = runScheduled(0, env.acts.awaitHealth, { model: next });
     const beat = await heartbeatWhere(run, (h) => h.state === 'WaitingForReplica');
     expect(beat.message).toMatch(/no replica of the current revision is ready/);
     await new Promise((r) => setTimeout(r, 1_500));
@@ -132,10 +124,10 @@ describe('readStatus', () => {
   it('a healthy model: replicas, ready replicas, the endpoint and no problem', async () => {
     const { model } = await rolledOut('fine');
     await standIn('fine', { servedModelNames: ['fine'], loadDelaySeconds: 0 });
-    expect(await activity(acts.readStatus, { model })).toEqual({
+    expect(await activity(env.acts.readStatus, { model })).toEqual({
       replicas: 1,
       readyReplicas: 1,
-      endpoint: overrides[`${ns}/fine`],
+      endpoint: overrides[`${env.ns}/fine`],
     });
   });
 
@@ -143,37 +135,31 @@ describe('readStatus', () => {
     const { model } = await rolledOut('silent');
     const sim = await standIn('silent', { servedModelNames: ['silent'], loadDelaySeconds: 0 });
     await sim.stop();
-    const status = await activity(acts.readStatus, { model });
+    const status = await activity(env.acts.readStatus, { model });
     expect(status.problem).toMatchObject({ reason: 'Unhealthy' });
     expect(status.problem!.message).toMatch(/^Unreachable: GET http:\/\/127\.0\.0\.1:\d+\/health failed/);
   });
 
   it('a revision that never becomes ready leaves replicas unavailable', async () => {
-    const { model, rootUid } = await rolledOut('unready');
+    const { rootUid } = await rolledOut('unready');
     await standIn('unready', { servedModelNames: ['unready'], loadDelaySeconds: 0 });
-    const next = testModel('unready', ns, {
-      labels: { 'sim.ferry.dev/engine-scenario': 'never-ready' },
-      spec: { resources: { gpus: 0 } },
-    });
-    await activity(acts.applyEngine, { model: next, rootUid, sourceHash: 'x' });
+    const next = inScenario('unready', 'never-ready');
+    await activity(env.acts.applyEngine, { model: next, rootUid, sourceHash: 'x' });
     await new Promise((r) => setTimeout(r, 2_500));
-    const status = await activity(acts.readStatus, { model: next });
+    const status = await activity(env.acts.readStatus, { model: next });
     expect(status).toMatchObject({ replicas: 1, readyReplicas: 0, problem: { reason: 'ReplicasUnavailable' } });
   });
 
   it('a crash-looping replica of the current revision is named as such', async () => {
-    const { model, rootUid } = await rolledOut('relapse');
+    const { rootUid } = await rolledOut('relapse');
     await standIn('relapse', { servedModelNames: ['relapse'], loadDelaySeconds: 0 });
-    const next = testModel('relapse', ns, {
-      labels: { 'sim.ferry.dev/engine-scenario': 'crash-loop' },
-      spec: { resources: { gpus: 0 } },
-    });
-    await activity(acts.applyEngine, { model: next, rootUid, sourceHash: 'x', replicas: 0 });
-    await annotateEnginePods(cluster, next, { 'sim.ferry.dev/exit-code': '2' });
-    const { generation } = await activity(acts.applyEngine, { model: next, rootUid, sourceHash: 'x' });
-    const err = await rejectionOf(activity(acts.awaitRollout, { model: next, generation }));
+    const next = inScenario('relapse', 'crash-loop');
+    await activity(env.acts.applyEngine, { model: next, rootUid, sourceHash: 'x', replicas: 0 });
+    await annotateEnginePods(env.cluster, next, { 'sim.ferry.dev/exit-code': '2' });
+    const { generation } = await activity(env.acts.applyEngine, { model: next, rootUid, sourceHash: 'x' });
+    const err = await rejectionOf(activity(env.acts.awaitRollout, { model: next, generation }));
     expect(err).toMatchObject({ type: FAILURE.CrashLoopBackOff });
-    const status = await activity(acts.readStatus, { model: next });
+    const status = await activity(env.acts.readStatus, { model: next });
     expect(status.problem).toMatchObject({ reason: FAILURE.CrashLoopBackOff });
     expect(status.problem!.message).toMatch(/keeps crashing with exit code 2/);
   });

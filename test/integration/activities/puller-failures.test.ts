@@ -1,51 +1,31 @@
 import { type ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Cluster } from '../../../activities/cluster/api';
+import { describe, expect, it } from 'vitest';
 import { FIELD_MANAGER } from '../../../activities/builders';
 import { desiredPullerJob } from '../../../activities/steps/puller';
-import { createActivities } from '../../../activities/create-activities';
-import { FAILURE, type FerryActivities, type ServedModel, type StepProgress } from '../../../workflows/contract';
-import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
-import {
-  adminKubeConfig,
-  clientsFor,
-  createNamespace,
-  deleteNamespace,
-  waitFor,
-  type Clients,
-} from '../../support/kube';
+import { FAILURE, type ServedModel, type StepProgress } from '../../../workflows/contract';
+import { activity, rejectionOf, runActivity, testModel } from '../../support/activity-env';
+import { RESTRICTED, useActivityEnv } from '../../support/fixtures';
+import { waitFor } from '../../support/kube';
 
 // How a download ends when it does not succeed: each failure is named by the Job controller's verdict or the pod's
 // state (chosen per pod by the simulated nodes' scenarios), never by a raw Kubernetes message alone.
-let c: Clients;
-let ns: string;
-let acts: FerryActivities;
-let cluster: Cluster;
-
-beforeAll(async () => {
-  c = clientsFor(adminKubeConfig());
-  ns = await createNamespace(c, 'act-puller', { 'pod-security.kubernetes.io/enforce': 'restricted' });
-  const deps = testDeps();
-  acts = createActivities(deps);
-  cluster = deps.cluster;
-});
-afterAll(async () => deleteNamespace(c, ns));
+const env = useActivityEnv('act-puller', { labels: RESTRICTED });
 
 /** Claims, provisions and starts the puller of `model`; returns the Job's name. */
 async function started(model: ServedModel): Promise<string> {
-  const claim = await activity(acts.claimName, { model });
+  const claim = await activity(env.acts.claimName, { model });
   const input = { model, rootUid: claim.rootUid, sourceHash: claim.sourceHash };
-  await activity(acts.applyStorage, input);
-  return (await activity(acts.startPuller, input)).jobName;
+  await activity(env.acts.applyStorage, input);
+  return (await activity(env.acts.startPuller, input)).jobName;
 }
 
 const puller = (scenario: string) => ({ labels: { 'sim.ferry.dev/puller-scenario': scenario } });
 
 describe.concurrent('a download that does not succeed', () => {
   it('runs past its deadline: DeadlineExceeded with the last state', async () => {
-    const model = testModel('slow', ns, { ...puller('run-forever'), spec: { puller: { deadline: '3s' } } });
+    const model = testModel('slow', env.ns, { ...puller('run-forever'), spec: { puller: { deadline: '3s' } } });
     const jobName = await started(model);
-    const run = runActivity(acts.awaitPuller, { model, jobName });
+    const run = runActivity(env.acts.awaitPuller, { model, jobName });
     const err = (await rejectionOf(run.result)) as unknown as ApplicationFailure;
     expect(err.type).toBe(FAILURE.DeadlineExceeded);
     expect(err.nonRetryable).toBe(true);
@@ -53,22 +33,22 @@ describe.concurrent('a download that does not succeed', () => {
     expect(run.heartbeats.map((h) => h.state)).toContain('Running');
     // The activity ends on the controller's verdict (FailureTarget); Failed follows once the pod has stopped.
     await waitFor('the Job Failed with DeadlineExceeded', 30_000, async () => {
-      const job = await c.batch.readNamespacedJob({ name: jobName, namespace: ns });
+      const job = await env.batch.readNamespacedJob({ name: jobName, namespace: env.ns });
       return job.status?.conditions?.some((x) => x.type === 'Failed' && x.reason === 'DeadlineExceeded');
     });
   });
 
   it('fails every attempt: BackoffLimitExceeded with the exit code and what the log says', async () => {
-    const model = testModel('broken', ns, { ...puller('fail'), spec: { puller: { backoffLimit: 0 } } });
-    const claim = await activity(acts.claimName, { model });
-    await activity(acts.applyStorage, { model, rootUid: claim.rootUid, sourceHash: claim.sourceHash });
+    const model = testModel('broken', env.ns, { ...puller('fail'), spec: { puller: { backoffLimit: 0 } } });
+    const claim = await activity(env.acts.claimName, { model });
+    await activity(env.acts.applyStorage, { model, rootUid: claim.rootUid, sourceHash: claim.sourceHash });
     // Ferry's own Job, with an exit code for the simulated kubelet to report (it reads it from the pod's annotations).
     const job = desiredPullerJob(model, claim.rootUid);
     job.spec!.template.metadata!.annotations!['sim.ferry.dev/exit-code'] = '3';
-    await cluster.apply(job, FIELD_MANAGER);
+    await env.cluster.apply(job, FIELD_MANAGER);
     const jobName = job.metadata!.name!;
 
-    const run = runActivity(acts.awaitPuller, { model, jobName });
+    const run = runActivity(env.acts.awaitPuller, { model, jobName });
     const err = (await rejectionOf(run.result)) as unknown as ApplicationFailure;
     expect(err.type).toBe(FAILURE.BackoffLimitExceeded);
     expect(err.nonRetryable).toBe(true);
@@ -80,51 +60,53 @@ describe.concurrent('a download that does not succeed', () => {
     expect(err.details?.[0]).toMatchObject({ jobName, exitCode: 3, logTail: 'log unavailable' });
     expect(run.heartbeats.map((h) => h.state)).toContain('Running');
     // The failed Job and its pod stay for inspection.
-    const pods = await c.core.listNamespacedPod({ namespace: ns, labelSelector: `job-name=${jobName}` });
+    const pods = await env.core.listNamespacedPod({ namespace: env.ns, labelSelector: `job-name=${jobName}` });
     expect(pods.items.map((p) => p.status?.phase)).toEqual(['Failed']);
   });
 
   it('cannot pull its image: ImagePullBackOff, and the Job is kept for inspection', async () => {
-    const model = testModel('unpullable', ns, puller('image-pull-backoff'));
+    const model = testModel('unpullable', env.ns, puller('image-pull-backoff'));
     const jobName = await started(model);
-    const err = (await rejectionOf(activity(acts.awaitPuller, { model, jobName }))) as unknown as ApplicationFailure;
+    const err = (await rejectionOf(
+      activity(env.acts.awaitPuller, { model, jobName }),
+    )) as unknown as ApplicationFailure;
     expect(err.type).toBe(FAILURE.ImagePullBackOff);
     expect(err.nonRetryable).toBe(true);
     expect(err.message).toContain(`image ${model.spec.engine.image} of container puller cannot be pulled`);
     expect(err.message).toContain(`Job ${jobName} is kept for inspection`);
-    const job = await c.batch.readNamespacedJob({ name: jobName, namespace: ns });
+    const job = await env.batch.readNamespacedJob({ name: jobName, namespace: env.ns });
     expect(job.metadata?.deletionTimestamp).toBeUndefined();
   });
 
   it('keeps a failed Job of the same spec for its logs, and replaces one whose spec changed', async () => {
     const labels = puller('run-forever').labels;
-    const model = testModel('redo', ns, { labels, spec: { puller: { deadline: '2s' } } });
-    const claim = await activity(acts.claimName, { model });
+    const model = testModel('redo', env.ns, { labels, spec: { puller: { deadline: '2s' } } });
+    const claim = await activity(env.acts.claimName, { model });
     const input = { model, rootUid: claim.rootUid, sourceHash: claim.sourceHash };
-    await activity(acts.applyStorage, input);
-    const { jobName } = await activity(acts.startPuller, input);
-    await rejectionOf(activity(acts.awaitPuller, { model, jobName }));
-    const failed = await c.batch.readNamespacedJob({ name: jobName, namespace: ns });
+    await activity(env.acts.applyStorage, input);
+    const { jobName } = await activity(env.acts.startPuller, input);
+    await rejectionOf(activity(env.acts.awaitPuller, { model, jobName }));
+    const failed = await env.batch.readNamespacedJob({ name: jobName, namespace: env.ns });
 
-    expect(await activity(acts.startPuller, input)).toEqual({ jobName });
-    const kept = await c.batch.readNamespacedJob({ name: jobName, namespace: ns });
+    expect(await activity(env.acts.startPuller, input)).toEqual({ jobName });
+    const kept = await env.batch.readNamespacedJob({ name: jobName, namespace: env.ns });
     expect(kept.metadata?.uid).toBe(failed.metadata?.uid);
 
     // A longer deadline is a new spec for the same source: same name, a new Job.
-    const longer = testModel('redo', ns, { labels, spec: { puller: { deadline: '1h' } } });
-    expect(await activity(acts.startPuller, { ...input, model: longer })).toEqual({ jobName });
-    const replaced = await c.batch.readNamespacedJob({ name: jobName, namespace: ns });
+    const longer = testModel('redo', env.ns, { labels, spec: { puller: { deadline: '1h' } } });
+    expect(await activity(env.acts.startPuller, { ...input, model: longer })).toEqual({ jobName });
+    const replaced = await env.batch.readNamespacedJob({ name: jobName, namespace: env.ns });
     expect(replaced.metadata?.uid).not.toBe(failed.metadata?.uid);
     expect(replaced.spec?.activeDeadlineSeconds).toBe(3600);
     expect(replaced.status?.conditions ?? []).toEqual([]);
   });
 
   it('waits while no node fits, reports Unschedulable, and ends promptly when cancelled', async () => {
-    const model = testModel('homeless', ns, {
+    const model = testModel('homeless', env.ns, {
       spec: { scheduling: { nodeSelector: { 'ferry.dev/test-no-such-node': 'true' } } },
     });
     const jobName = await started(model);
-    const run = runActivity(acts.awaitPuller, { model, jobName });
+    const run = runActivity(env.acts.awaitPuller, { model, jobName });
     const seen = await waitFor('an Unschedulable heartbeat', 30_000, async () =>
       run.heartbeats.find((h: StepProgress) => h.state === 'Unschedulable'),
     );
@@ -146,7 +128,7 @@ describe.concurrent('a download that does not succeed', () => {
     expect(err).toBeInstanceOf(CancelledFailure);
     expect(Date.now() - cancelledAt).toBeLessThan(1_000);
     // Cancelling the wait leaves the Job to the workflow (releaseVolume with abandon).
-    const job = await c.batch.readNamespacedJob({ name: jobName, namespace: ns });
+    const job = await env.batch.readNamespacedJob({ name: jobName, namespace: env.ns });
     expect(job.status?.conditions ?? []).toEqual([]);
   });
 });

@@ -6,25 +6,16 @@ import { pvcName } from '../../../activities/builders';
 import { createActivities } from '../../../activities/create-activities';
 import { FAILURE } from '../../../workflows/contract';
 import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
-import {
-  adminKubeConfig,
-  clientsFor,
-  createNamespace,
-  deleteNamespace,
-  waitFor,
-  type Clients,
-} from '../../support/kube';
+import { useNamespace } from '../../support/fixtures';
+import { waitFor } from '../../support/kube';
 
 // A volume that does not bind at once: applyStorage never blocks on it, and says why it is pending.
-let c: Clients;
-let ns: string;
+const env = useNamespace('act-binding');
 let storage: StorageV1Api;
 const lateClass = `ferry-test-late-${randomBytes(3).toString('hex')}`;
 
 beforeAll(async () => {
-  c = clientsFor(adminKubeConfig());
-  ns = await createNamespace(c, 'act-binding');
-  storage = c.kc.makeApiClient(StorageV1Api);
+  storage = env.kc.makeApiClient(StorageV1Api);
   await storage.createStorageClass({
     body: {
       metadata: { name: lateClass },
@@ -34,14 +25,13 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => {
-  await deleteNamespace(c, ns);
   await storage.deleteStorageClass({ name: lateClass }).catch(() => undefined);
 });
 
 describe.concurrent('a volume that is not bound yet', () => {
   it('WaitForFirstConsumer: Pending at once; the puller then reports what the volume waits for', async () => {
     const acts = createActivities(testDeps({ volumeBindGraceMs: 20_000 }));
-    const model = testModel('late', ns, { spec: { storage: { storageClassName: lateClass } } });
+    const model = testModel('late', env.ns, { spec: { storage: { storageClassName: lateClass } } });
     const claim = await activity(acts.claimName, { model });
     const input = { model, rootUid: claim.rootUid, sourceHash: claim.sourceHash };
 
@@ -67,7 +57,9 @@ describe.concurrent('a volume that is not bound yet', () => {
 
   it('a class that does not exist: Pending, and the ProvisioningFailed warning reaches progress', async () => {
     const acts = createActivities(testDeps({ volumeBindGraceMs: 3_000 }));
-    const model = testModel('classless', ns, { spec: { storage: { storageClassName: 'ferry-test-no-such-class' } } });
+    const model = testModel('classless', env.ns, {
+      spec: { storage: { storageClassName: 'ferry-test-no-such-class' } },
+    });
     const claim = await activity(acts.claimName, { model });
     const run = runActivity(acts.applyStorage, { model, rootUid: claim.rootUid, sourceHash: claim.sourceHash });
     expect(await run.result).toMatchObject({ phase: 'Pending', holdsSource: false });
@@ -80,26 +72,28 @@ describe.concurrent('a volume that is not bound yet', () => {
 
   it('a bound volume whose PV was forced away: Lost, a non-retryable VolumeLost naming the PV', async () => {
     const acts = createActivities(testDeps());
-    const model = testModel('lost', ns);
+    const model = testModel('lost', env.ns);
     const claim = await activity(acts.claimName, { model });
     const input = { model, rootUid: claim.rootUid, sourceHash: claim.sourceHash };
     expect(await activity(acts.applyStorage, input)).toMatchObject({ phase: 'Bound' });
-    const bound = await c.core.readNamespacedPersistentVolumeClaim({ name: pvcName('lost'), namespace: ns });
+    const bound = await env.core.readNamespacedPersistentVolumeClaim({ name: pvcName('lost'), namespace: env.ns });
     const volume = bound.spec!.volumeName!;
 
     // pv-protection holds a bound PV; someone forcing it away (or a restore that lacks it) leaves the claim Lost.
-    await c.core.deletePersistentVolume({ name: volume });
-    await c.core.patchPersistentVolume(
+    await env.core.deletePersistentVolume({ name: volume });
+    await env.core.patchPersistentVolume(
       { name: volume, body: { metadata: { finalizers: null } } },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     );
     await waitFor('the claim Lost', 60_000, async () => {
-      const p = await c.core.readNamespacedPersistentVolumeClaim({ name: pvcName('lost'), namespace: ns });
+      const p = await env.core.readNamespacedPersistentVolumeClaim({ name: pvcName('lost'), namespace: env.ns });
       return p.status?.phase === 'Lost';
     });
     const err = (await rejectionOf(activity(acts.applyStorage, input))) as unknown as ApplicationFailure;
     expect(err.type).toBe(FAILURE.VolumeLost);
     expect(err.nonRetryable).toBe(true);
-    expect(err.message).toContain(`volume ${ns}/${pvcName('lost')} is Lost: its PersistentVolume ${volume} no longer`);
+    expect(err.message).toContain(
+      `volume ${env.ns}/${pvcName('lost')} is Lost: its PersistentVolume ${volume} no longer`,
+    );
   });
 });

@@ -1,18 +1,11 @@
 import type { V1PolicyRule } from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kubeConfigForServiceAccount } from '../../../deploy/local/service-account-kubeconfig';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { Cluster } from '../../../activities/cluster/api';
 import { pvcName } from '../../../activities/builders';
 import { createActivities } from '../../../activities/create-activities';
 import { activity, testDeps, testModel } from '../../support/activity-env';
-import {
-  adminKubeConfig,
-  clientsFor,
-  createNamespace,
-  deleteNamespace,
-  waitFor,
-  type Clients,
-} from '../../support/kube';
+import { RESTRICTED, useNamespace } from '../../support/fixtures';
+import { serviceAccountWithRole, waitFor } from '../../support/kube';
 
 // The storage activities need no cluster-wide rights: a namespaced Role with these rules is enough for a whole download
 // (claim, volume, puller, release) and for handling our own volume stuck terminating.
@@ -26,34 +19,19 @@ const STORAGE_ACTIVITY_RULES: V1PolicyRule[] = [
   { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'patch'] },
 ];
 
-let admin: Clients;
-let ns: string;
+const admin = useNamespace('act-rbac', RESTRICTED);
 let cluster: Cluster;
 
 beforeAll(async () => {
-  admin = clientsFor(adminKubeConfig());
-  ns = await createNamespace(admin, 'act-rbac', { 'pod-security.kubernetes.io/enforce': 'restricted' });
-  await admin.core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: 'ferry-worker' } } });
-  await admin.rbac.createNamespacedRole({
-    namespace: ns,
-    body: { metadata: { name: 'ferry-storage' }, rules: STORAGE_ACTIVITY_RULES },
-  });
-  await admin.rbac.createNamespacedRoleBinding({
-    namespace: ns,
-    body: {
-      metadata: { name: 'ferry-storage' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'ferry-storage' },
-      subjects: [{ kind: 'ServiceAccount', name: 'ferry-worker', namespace: ns }],
-    },
-  });
-  cluster = new Cluster(await kubeConfigForServiceAccount(admin.kc, ns, 'ferry-worker'));
+  cluster = new Cluster(
+    await serviceAccountWithRole(admin, admin.ns, 'ferry-worker', 'ferry-storage', STORAGE_ACTIVITY_RULES),
+  );
 });
-afterAll(async () => deleteNamespace(admin, ns));
 
 describe('as a ServiceAccount with a namespaced Role', () => {
   it('downloads from claim to released volume', async () => {
     const acts = createActivities({ ...testDeps(), cluster });
-    const model = testModel('scoped', ns);
+    const model = testModel('scoped', admin.ns);
     const claim = await activity(acts.claimName, { model });
     const input = { model, rootUid: claim.rootUid, sourceHash: claim.sourceHash };
     expect(await activity(acts.applyStorage, input)).toMatchObject({ phase: 'Bound', holdsSource: false });
@@ -65,16 +43,16 @@ describe('as a ServiceAccount with a namespaced Role', () => {
 
   it('lets go of its own volume stuck terminating', async () => {
     const acts = createActivities({ ...testDeps(), cluster });
-    const model = testModel('scoped-stuck', ns, { labels: { 'sim.ferry.dev/puller-scenario': 'run-forever' } });
+    const model = testModel('scoped-stuck', admin.ns, { labels: { 'sim.ferry.dev/puller-scenario': 'run-forever' } });
     const claim = await activity(acts.claimName, { model });
     const input = { model, rootUid: claim.rootUid, sourceHash: claim.sourceHash };
     await activity(acts.applyStorage, input);
     const { jobName } = await activity(acts.startPuller, input);
     await waitFor('the puller running', 30_000, async () => {
-      const pods = await admin.core.listNamespacedPod({ namespace: ns, labelSelector: `job-name=${jobName}` });
+      const pods = await admin.core.listNamespacedPod({ namespace: admin.ns, labelSelector: `job-name=${jobName}` });
       return pods.items.some((p) => p.status?.phase === 'Running');
     });
-    await admin.core.deleteNamespacedPersistentVolumeClaim({ name: pvcName('scoped-stuck'), namespace: ns });
+    await admin.core.deleteNamespacedPersistentVolumeClaim({ name: pvcName('scoped-stuck'), namespace: admin.ns });
     expect((await activity(acts.claimName, { model })).rootUid).toBe(claim.rootUid);
   });
 });

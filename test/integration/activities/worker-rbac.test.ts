@@ -2,31 +2,20 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { kubeConfigForServiceAccount } from '../../../deploy/local/service-account-kubeconfig';
 import { createActivities } from '../../../activities';
 import { Cluster } from '../../../activities/cluster/api';
 import { overrideEndpoints } from '../../../activities/cluster/endpoints';
 import { activity, testDeps, testModel } from '../../support/activity-env';
-import {
-  adminKubeConfig,
-  clientsFor,
-  createNamespace,
-  deleteNamespace,
-  waitFor,
-  type Clients,
-} from '../../support/kube';
+import { RESTRICTED, useNamespace } from '../../support/fixtures';
+import { waitFor } from '../../support/kube';
 import { repoRoot } from '../../support/local-env';
 
 // The manifests Ferry ships, applied to the local cluster: deploy/kubernetes/worker.yaml (the worker's namespace,
 // ServiceAccount and Deployment) in a namespace of its own, and deploy/kubernetes/worker-rbac.yaml in the models'
 // namespace. The Role is enough for a model's whole life: every activity runs here as the worker's ServiceAccount,
 // and the health check reaches the stand-in that the local supervisor started for the model's simulated engine pod.
-let admin: Clients;
-let ns: string;
-let workerNs: string;
-let cluster: Cluster;
-
 /** A shipped manifest's documents, with its namespaces renamed to this run's. */
 function manifest(file: string, names: Record<string, string>): KubernetesObject[] {
   let text = readFileSync(join(repoRoot, 'deploy/kubernetes', file), 'utf8');
@@ -34,22 +23,23 @@ function manifest(file: string, names: Record<string, string>): KubernetesObject
   return parseAllDocuments(text).map((doc) => doc.toJS() as KubernetesObject);
 }
 
+const admin = useNamespace('act-role', RESTRICTED);
+// The worker's own namespace, with the labels its manifest gives it.
+const system = useNamespace(
+  'act-ferry-system',
+  manifest('worker.yaml', {}).find((o) => o.kind === 'Namespace')!.metadata?.labels,
+);
+let cluster: Cluster;
+
 beforeAll(async () => {
-  admin = clientsFor(adminKubeConfig());
   const objects = admin.kc.makeApiClient(KubernetesObjectApi);
-  ns = await createNamespace(admin, 'act-role', { 'pod-security.kubernetes.io/enforce': 'restricted' });
-  const worker = manifest('worker.yaml', {});
-  const namespace = worker.find((o) => o.kind === 'Namespace')!;
-  workerNs = await createNamespace(admin, 'act-ferry-system', namespace.metadata?.labels);
-  for (const o of manifest('worker.yaml', { 'ferry-system': workerNs })) {
+  for (const o of manifest('worker.yaml', { 'ferry-system': system.ns })) {
     if (o.kind !== 'Namespace') await objects.create(o);
   }
-  for (const o of manifest('worker-rbac.yaml', { NAMESPACE: ns, 'ferry-system': workerNs })) await objects.create(o);
-  cluster = new Cluster(await kubeConfigForServiceAccount(admin.kc, workerNs, 'ferry-worker'));
-});
-afterAll(async () => {
-  await deleteNamespace(admin, ns);
-  await deleteNamespace(admin, workerNs);
+  for (const o of manifest('worker-rbac.yaml', { NAMESPACE: admin.ns, 'ferry-system': system.ns })) {
+    await objects.create(o);
+  }
+  cluster = new Cluster(await kubeConfigForServiceAccount(admin.kc, system.ns, 'ferry-worker'));
 });
 
 describe('the shipped worker manifest', () => {
@@ -59,14 +49,14 @@ describe('the shipped worker manifest', () => {
     });
     // The pods are simulated (KWOK): that they exist at all means admission accepted the pod template.
     const deployment = await waitFor('the worker Deployment Available', 60_000, async () => {
-      const d = await admin.apps.readNamespacedDeployment({ name: 'ferry-worker', namespace: workerNs });
+      const d = await admin.apps.readNamespacedDeployment({ name: 'ferry-worker', namespace: system.ns });
       const refused = d.status?.conditions?.find((c) => c.type === 'ReplicaFailure' && c.status === 'True');
       if (refused) throw new Error(`the worker's pods are refused: ${refused.message}`);
       return d.status?.conditions?.some((c) => c.type === 'Available' && c.status === 'True') ? d : undefined;
     });
     expect(deployment.spec?.template.spec?.serviceAccountName).toBe('ferry-worker');
     const pods = await admin.core.listNamespacedPod({
-      namespace: workerNs,
+      namespace: system.ns,
       labelSelector: 'app.kubernetes.io/name=ferry-worker',
     });
     expect(pods.items.map((p) => p.spec?.serviceAccountName)).toEqual(['ferry-worker']);
@@ -74,7 +64,7 @@ describe('the shipped worker manifest', () => {
 
   it('grants nothing outside the namespaces bound by worker-rbac.yaml, not even its own', async () => {
     const own = await cluster
-      .apply({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'probe', namespace: workerNs } }, 'ferry')
+      .apply({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'probe', namespace: system.ns } }, 'ferry')
       .catch((err: unknown) => err);
     expect(own).toMatchObject({ type: 'Forbidden' });
   });
@@ -88,7 +78,7 @@ describe('the shipped namespaced Role', () => {
       cluster,
       endpoints: overrideEndpoints(() => JSON.parse(readFileSync(overrides, 'utf8')) as Record<string, string>),
     });
-    const model = testModel('scoped', ns, {
+    const model = testModel('scoped', admin.ns, {
       labels: { 'sim.ferry.dev/load-delay-seconds': '1', 'sim.ferry.dev/complete-delay': '1s' },
       spec: { engine: { startupTimeout: '2m' } },
     });

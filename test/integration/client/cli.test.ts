@@ -1,38 +1,18 @@
 // The `ferry` CLI as a script uses it: spawned as `node bin/ferry.js`, against the local Temporal dev server and a
 // Ferry worker (createWorker) with stub activities on a cluster of its own.
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { modelHandle } from '../../../client/model-status';
 import type { ModelStatus } from '../../../workflows/contract';
-import {
-  eventually,
-  runFerry,
-  spawnFerry,
-  startFerryWorker,
-  writeDoc,
-  type FerryTestWorker,
-} from '../../support/ferry-worker';
+import { eventually, runFerry, spawnFerry, writeDoc } from '../../support/ferry-worker';
+import { useFerryWorker } from '../../support/fixtures';
 import { failure, reportProgress, StubActivities } from '../../support/stub-activities';
-import { startHarness, type WorkflowHarness } from '../../support/workflow-harness';
 
-let harness: WorkflowHarness;
-let ferry: FerryTestWorker;
-const stub = new StubActivities();
 // Models named crash-* never become healthy: the engine crash-loops.
-stub.on('awaitHealth', (input) =>
-  input.model.metadata.name.startsWith('crash-')
-    ? Promise.reject(failure('CrashLoopBackOff', 'the engine exited with code 1: CUDA out of memory'))
-    : stub.fallback('awaitHealth', input),
+const stub = new StubActivities().failForModels('awaitHealth', 'crash-', () =>
+  failure('CrashLoopBackOff', 'the engine exited with code 1: CUDA out of memory'),
 );
-
-beforeAll(async () => {
-  harness = await startHarness();
-  ferry = await startFerryWorker(harness, stub);
-});
-afterAll(async () => {
-  await ferry?.close();
-  await harness?.close();
-});
+const { harness, ferry } = useFerryWorker(stub);
 
 const json = <T>(text: string): T => JSON.parse(text) as T;
 
@@ -131,7 +111,9 @@ describe('ferry CLI', () => {
 
     const created = await runFerry(['apply', '-f', writeDoc(doc), '--wait', '--timeout', '1m']);
     expect(created.code).toBe(0);
-    expect(created.stdout).toMatch(new RegExp(`^serving ${name} \\(namespace models, cluster ${ferry.cluster}\\): started`));
+    expect(created.stdout).toMatch(
+      new RegExp(`^serving ${name} \\(namespace models, cluster ${ferry.cluster}\\): started`),
+    );
     expect(created.stdout).toMatch(/^ {2}phase: +Ready$/m);
     const runId = (await modelHandle(harness.client, ref).describe()).runId;
 

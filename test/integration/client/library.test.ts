@@ -1,7 +1,7 @@
 // The typed client library against the local Temporal dev server and a Ferry worker with stub activities.
 import { randomBytes } from 'node:crypto';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   applyModel,
   ConnectError,
@@ -21,28 +21,16 @@ import {
 } from '../../../client';
 import { modelHandle, queryStatus } from '../../../client/model-status';
 import type { ModelStatus } from '../../../workflows/contract';
-import { eventually, startFerryWorker, type FerryTestWorker } from '../../support/ferry-worker';
+import { eventually } from '../../support/ferry-worker';
+import { useFerryWorker } from '../../support/fixtures';
 import { readLocalEnv } from '../../support/local-env';
 import { failure, StubActivities } from '../../support/stub-activities';
-import { startHarness, type Doc, type WorkflowHarness } from '../../support/workflow-harness';
+import type { Doc } from '../../support/workflow-harness';
 
-let harness: WorkflowHarness;
-let ferry: FerryTestWorker;
-const stub = new StubActivities();
-stub.on('awaitPuller', (input) =>
-  input.model.metadata.name.startsWith('slow-')
-    ? Promise.reject(failure('DeadlineExceeded', 'the download did not finish within puller.deadline (10m)'))
-    : stub.fallback('awaitPuller', input),
+const stub = new StubActivities().failForModels('awaitPuller', 'slow-', () =>
+  failure('DeadlineExceeded', 'the download did not finish within puller.deadline (10m)'),
 );
-
-beforeAll(async () => {
-  harness = await startHarness();
-  ferry = await startFerryWorker(harness, stub);
-});
-afterAll(async () => {
-  await ferry?.close();
-  await harness?.close();
-});
+const { harness, ferry } = useFerryWorker(stub);
 
 const refOf = (doc: Doc) => ({ cluster: ferry.cluster, namespace: 'models', name: doc.metadata.name as string });
 

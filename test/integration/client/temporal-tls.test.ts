@@ -54,16 +54,45 @@ function issue(ca: string, cn: string, ext: string): void {
   openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${cn}.key`, '-subj', `/CN=${cn}`, '-out', `${cn}.csr`);
   writeFileSync(file(`${cn}.ext`), ext);
   openssl(
-    'x509', '-req', '-in', `${cn}.csr`, '-CA', `${ca}.crt`, '-CAkey', `${ca}.key`, '-CAcreateserial',
-    '-days', '1', '-sha256', '-extfile', `${cn}.ext`, '-out', `${cn}.crt`,
+    'x509',
+    '-req',
+    '-in',
+    `${cn}.csr`,
+    '-CA',
+    `${ca}.crt`,
+    '-CAkey',
+    `${ca}.key`,
+    '-CAcreateserial',
+    '-days',
+    '1',
+    '-sha256',
+    '-extfile',
+    `${cn}.ext`,
+    '-out',
+    `${cn}.crt`,
   );
 }
 
 function newCa(name: string): void {
   openssl(
-    'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-subj', `/CN=${name}`,
-    '-days', '1', '-sha256', '-addext', 'basicConstraints=critical,CA:TRUE',
-    '-addext', 'keyUsage=critical,keyCertSign,cRLSign', '-out', `${name}.crt`,
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    `${name}.key`,
+    '-subj',
+    `/CN=${name}`,
+    '-days',
+    '1',
+    '-sha256',
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
+    '-out',
+    `${name}.crt`,
   );
 }
 
@@ -120,7 +149,12 @@ function apiKeyGate(upstreamUrl: string): Http2SecureServer {
     if (headers.authorization !== `Bearer ${apiKey}`) {
       calls.refused++;
       stream.respond(
-        { ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '16', 'grpc-message': 'Request unauthorized.' },
+        {
+          ':status': 200,
+          'content-type': 'application/grpc',
+          'grpc-status': '16',
+          'grpc-message': 'Request unauthorized.',
+        },
         { endStream: true },
       );
       return;
@@ -165,7 +199,10 @@ async function polls(cluster: string): Promise<boolean> {
   const connection = await Connection.connect({ address: readLocalEnv().TEMPORAL_ADDRESS });
   try {
     const client = new Client({ connection });
-    return await eventually(() => hasWorker(client, `ferry-${cluster}`), (seen) => seen);
+    return await eventually(
+      () => hasWorker(client, `ferry-${cluster}`),
+      (seen) => seen,
+    );
   } finally {
     await connection.close();
   }

@@ -8,10 +8,8 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client, Connection } from '@temporalio/client';
 import { afterAll, expect, it } from 'vitest';
-import { hasWorker } from '../../../client/model-status';
-import { eventually } from '../../support/ferry-worker';
+import { expectPollingWorker, type ChildOutput } from '../../support/child-output';
 import { readLocalEnv, repoRoot } from '../../support/local-env';
 
 interface Image {
@@ -36,7 +34,10 @@ const npmCache = join(process.env.FERRY_CACHE ?? join(process.env.HOME ?? tmpdir
 function replay(dockerfile: string): Image {
   const image: Image = { workdir: '/', env: {}, entrypoint: [] };
   const lines = readFileSync(dockerfile, 'utf8').split('\n');
-  expect(lines.some((l) => l.trimEnd().endsWith('\\')), 'line continuations are not replayed').toBe(false);
+  expect(
+    lines.some((l) => l.trimEnd().endsWith('\\')),
+    'line continuations are not replayed',
+  ).toBe(false);
   for (const line of lines.map((l) => l.trim()).filter((l) => l && !l.startsWith('#'))) {
     const [instruction, ...words] = line.split(/\s+/);
     const rest = line.slice(instruction!.length).trim();
@@ -113,30 +114,15 @@ it('the Dockerfile yields a worker that runs as uid 2000 on production dependenc
       // Outside a pod and without a kubeconfig: the worker starts and says so (activities would fail, none run).
     },
   });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk) => (stdout += chunk));
-  child.stderr.on('data', (chunk) => (stderr += chunk));
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
-
-  const connection = await Connection.connect({ address: env.TEMPORAL_ADDRESS });
-  const client = new Client({ connection });
+  let output: ChildOutput;
   try {
-    const deadline = Date.now() + 60_000;
-    while (!stdout.includes('"msg":"polling"') && Date.now() < deadline && child.exitCode === null) {
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    expect(stdout, stderr).toContain('"msg":"polling"');
-    const uid = /^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1];
-    expect(Number(uid)).toBe(asImageUser ? 2000 : process.getuid?.());
-    expect(await eventually(() => hasWorker(client, `ferry-${cluster}`), (seen) => seen)).toBe(true);
-    child.kill('SIGTERM');
-    expect(await exited).toBe(0);
+    output = await expectPollingWorker(child, cluster, 60_000, () => {
+      const uid = /^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1];
+      expect(Number(uid)).toBe(asImageUser ? 2000 : process.getuid?.());
+    });
   } finally {
-    if (child.exitCode === null) child.kill('SIGKILL');
-    await connection.close();
     rmSync(home, { recursive: true, force: true });
   }
   // The bundle built at image build time was loaded; nothing was bundled at start.
-  expect(stdout).not.toContain('Workflow bundle created');
+  expect(output.stdout()).not.toContain('Workflow bundle created');
 }, 420_000);

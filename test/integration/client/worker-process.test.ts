@@ -5,9 +5,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client, Connection } from '@temporalio/client';
 import { expect, it } from 'vitest';
-import { hasWorker } from '../../../client/model-status';
+import { expectPollingWorker } from '../../support/child-output';
 import { readLocalEnv, repoRoot } from '../../support/local-env';
 
 it('polls its task queue, logs JSON without secrets, and stops cleanly on SIGTERM', async () => {
@@ -27,35 +26,9 @@ it('polls its task queue, logs JSON without secrets, and stops cleanly on SIGTER
       TEMPORAL_GRPC_META_AUTHORIZATION: `Bearer ${secret}`,
     },
   });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk) => (stdout += chunk));
-  child.stderr.on('data', (chunk) => (stderr += chunk));
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  const output = await expectPollingWorker(child, cluster, 90_000);
 
-  const connection = await Connection.connect({ address: env.TEMPORAL_ADDRESS });
-  const client = new Client({ connection });
-  try {
-    const deadline = Date.now() + 90_000;
-    while (!stdout.includes('"msg":"polling"') && Date.now() < deadline && child.exitCode === null) {
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    expect(stdout, stderr).toContain('"msg":"polling"');
-    // The server sees the poller a moment after the worker starts polling.
-    let polled = false;
-    for (let i = 0; i < 50 && !polled; i++) {
-      polled = await hasWorker(client, `ferry-${cluster}`);
-      if (!polled) await new Promise((r) => setTimeout(r, 200));
-    }
-    expect(polled).toBe(true);
-
-    child.kill('SIGTERM');
-    expect(await exited).toBe(0);
-  } finally {
-    if (child.exitCode === null) child.kill('SIGKILL');
-    await connection.close();
-  }
-
+  const stdout = output.stdout();
   const lines = stdout.trimEnd().split('\n');
   const entries = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
   expect(entries[0]).toMatchObject({
@@ -65,5 +38,5 @@ it('polls its task queue, logs JSON without secrets, and stops cleanly on SIGTER
   });
   expect(entries.map((e) => e.msg)).toEqual(expect.arrayContaining(['kubernetes', 'polling', 'stopped']));
   expect(entries.find((e) => e.msg === 'kubernetes')).toMatchObject({ server: expect.stringMatching(/^https:\/\//) });
-  expect(stdout + stderr).not.toContain(secret);
+  expect(stdout + output.stderr()).not.toContain(secret);
 }, 120_000);

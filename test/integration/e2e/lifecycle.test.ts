@@ -1,38 +1,22 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { Watch, type V1Pod } from '@kubernetes/client-node';
 import { pvcName, sourceHash8 } from '../../../activities/builders';
 import { type ModelStatus, parseServedModel } from '../../../workflows/contract';
 import { runFerry, writeDoc } from '../../support/ferry-worker';
 import type { Doc } from '../../support/workflow-harness';
-import {
-  expectOk,
-  ferryJson,
-  modelObjects,
-  startWorkerProcess,
-  terminateModelsOf,
-  uniqueCluster,
-  type WorkerProcess,
-} from '../../support/e2e';
-import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, waitFor, type Clients } from '../../support/kube';
+import { expectOk, ferryJson, modelObjects, uniqueCluster } from '../../support/e2e';
+import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures';
+import { waitFor } from '../../support/kube';
 
 // The whole path, through the CLI, a real worker process with the real activities, the real control plane (KWOK
 // nodes) and the vLLM stand-in that the local supervisor starts for each simulated engine pod.
-let c: Clients;
-let ns: string;
-let worker: WorkerProcess;
+const kube = useNamespace('e2e', RESTRICTED);
+const startWorkerProcess = useWorkerProcesses();
 const cluster = uniqueCluster('e2e');
 
 beforeAll(async () => {
-  c = clientsFor(adminKubeConfig());
-  ns = await createNamespace(c, 'e2e', { 'pod-security.kubernetes.io/enforce': 'restricted' });
-  worker = await startWorkerProcess(cluster);
+  await startWorkerProcess(cluster);
 }, 180_000);
-
-afterAll(async () => {
-  await terminateModelsOf(cluster);
-  await worker?.stop();
-  await deleteNamespace(c, ns);
-});
 
 function modelDoc(name: string, patch: (d: Doc) => void = () => undefined): Doc {
   const doc: Doc = {
@@ -40,7 +24,7 @@ function modelDoc(name: string, patch: (d: Doc) => void = () => undefined): Doc 
     kind: 'ServedModel',
     metadata: {
       name,
-      namespace: ns,
+      namespace: kube.ns,
       // The stand-in "loads" for 1 s; the simulated download takes 2 s.
       labels: { 'sim.ferry.dev/load-delay-seconds': '1', 'sim.ferry.dev/complete-delay': '2s' },
     },
@@ -55,7 +39,7 @@ function modelDoc(name: string, patch: (d: Doc) => void = () => undefined): Doc 
   return doc;
 }
 
-const ref = (name: string) => [name, '-n', ns, '--cluster', cluster];
+const ref = (name: string) => [name, '-n', kube.ns, '--cluster', cluster];
 const status = (name: string) => ferryJson<ModelStatus>(['status', ...ref(name)]);
 const downloads = (s: ModelStatus) => s.timeline.filter((t) => t.step === 'download');
 
@@ -67,15 +51,16 @@ async function watchHandOff(name: string) {
   const live = new Map<string, string>();
   const overlaps: string[] = [];
   const seen: string[] = [];
-  const abort = await new Watch(c.kc).watch(
-    `/api/v1/namespaces/${ns}/pods`,
+  const abort = await new Watch(kube.kc).watch(
+    `/api/v1/namespaces/${kube.ns}/pods`,
     { labelSelector: `ferry.dev/model=${name}` },
     (type: string, pod: V1Pod) => {
       const uid = pod.metadata!.uid!;
       const component = pod.metadata?.labels?.['app.kubernetes.io/component'] ?? '?';
       if (type === 'ADDED') {
         const other = component === 'engine' ? 'puller' : 'engine';
-        if ([...live.values()].includes(other)) overlaps.push(`${component} ${pod.metadata?.name} created while a ${other} pod existed`);
+        if ([...live.values()].includes(other))
+          overlaps.push(`${component} ${pod.metadata?.name} created while a ${other} pod existed`);
         live.set(uid, component);
         seen.push(component);
       } else if (type === 'DELETED') {
@@ -105,7 +90,9 @@ describe('ferry end to end', { timeout: 360_000 }, () => {
       body: JSON.stringify({ model: 'chat', prompt: 'ferry across the river', max_tokens: 8 }),
     });
     expect(completion.status).toBe(200);
-    expect(((await completion.json()) as { choices: { text: string }[] }).choices[0]!.text).toContain('ferry engine-sim');
+    expect(((await completion.json()) as { choices: { text: string }[] }).choices[0]!.text).toContain(
+      'ferry engine-sim',
+    );
 
     // In place, through `ferry apply` (serve-or-update): an env change rolls a new revision and pulls nothing.
     doc.spec.engine.env = [{ name: 'VLLM_LOGGING_LEVEL', value: 'DEBUG' }];
@@ -115,9 +102,9 @@ describe('ferry end to end', { timeout: 360_000 }, () => {
     const inPlace = await status('chat');
     expect(inPlace).toMatchObject({ phase: 'Ready', generation: 2, observedGeneration: 2 });
     expect(downloads(inPlace)).toHaveLength(1);
-    const dep = await c.apps.readNamespacedDeployment({ name: 'chat', namespace: ns });
+    const dep = await kube.apps.readNamespacedDeployment({ name: 'chat', namespace: kube.ns });
     expect(dep.spec?.template.spec?.containers[0]?.env).toContainEqual({ name: 'VLLM_LOGGING_LEVEL', value: 'DEBUG' });
-    expect((await c.batch.listNamespacedJob({ namespace: ns })).items).toHaveLength(0);
+    expect((await kube.batch.listNamespacedJob({ namespace: kube.ns })).items).toHaveLength(0);
 
     // New source: the engine is scaled to 0, the new revision pulled, the volume released, the engine rolled out.
     doc.spec.source.huggingface.revision = 'v2';
@@ -126,9 +113,9 @@ describe('ferry end to end', { timeout: 360_000 }, () => {
     expect(moved).toMatchObject({ phase: 'Ready', generation: 3, observedGeneration: 3 });
     expect(downloads(moved).map((t) => t.outcome)).toEqual(['Succeeded', 'Succeeded']);
     const hash8 = sourceHash8(parseServedModel(doc).spec.source);
-    const after = await c.apps.readNamespacedDeployment({ name: 'chat', namespace: ns });
+    const after = await kube.apps.readNamespacedDeployment({ name: 'chat', namespace: kube.ns });
     expect(after.spec?.template.spec?.containers[0]?.args?.join(' ')).toContain(`--model /models/${hash8}`);
-    const pvc = await c.core.readNamespacedPersistentVolumeClaim({ name: pvcName('chat'), namespace: ns });
+    const pvc = await kube.core.readNamespacedPersistentVolumeClaim({ name: pvcName('chat'), namespace: kube.ns });
     expect(pvc.metadata?.annotations?.['ferry.dev/weights-source-hash']?.slice(0, 8)).toBe(hash8);
 
     // Puller then engine at start, a new engine in place, then puller and engine again for the new source,
@@ -138,28 +125,42 @@ describe('ferry end to end', { timeout: 360_000 }, () => {
     expect(handOff.overlaps).toEqual([]);
 
     expectOk(await runFerry(['delete', ...ref('chat'), '--wait']), 'ferry delete');
-    await waitFor('every object of the model to be gone', 60_000, async () => (await modelObjects(c, ns, 'chat')).length === 0);
+    await waitFor(
+      'every object of the model to be gone',
+      60_000,
+      async () => (await modelObjects(kube, kube.ns, 'chat')).length === 0,
+    );
   });
 
   it('serves a checkpoint already on a volume, and leaves that volume alone', async () => {
-    await c.core.createNamespacedPersistentVolumeClaim({
-      namespace: ns,
+    await kube.core.createNamespacedPersistentVolumeClaim({
+      namespace: kube.ns,
       body: {
         metadata: { name: 'checkpoints' },
         spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '5Gi' } } },
       },
     });
-    const doc = modelDoc('ckpt', (d) => (d.spec.source = { pvc: { claimName: 'checkpoints', path: 'run-42/step-1000' } }));
+    const doc = modelDoc(
+      'ckpt',
+      (d) => (d.spec.source = { pvc: { claimName: 'checkpoints', path: 'run-42/step-1000' } }),
+    );
     expectOk(await runFerry(['serve', '-f', writeDoc(doc), '--wait', '--timeout', '4m']), 'ferry serve');
     const s = await status('ckpt');
     expect(s.phase).toBe('Ready');
     expect(s.source).toBe('pvc:checkpoints/run-42/step-1000');
     // The checkpoint's claim is someone else's: Ferry read it and left it alone.
-    const source = await c.core.readNamespacedPersistentVolumeClaim({ name: 'checkpoints', namespace: ns });
+    const source = await kube.core.readNamespacedPersistentVolumeClaim({ name: 'checkpoints', namespace: kube.ns });
     expect(source.metadata?.labels?.['app.kubernetes.io/managed-by']).toBeUndefined();
     expectOk(await runFerry(['delete', ...ref('ckpt'), '--wait']), 'ferry delete');
-    await waitFor('every object of the model to be gone', 60_000, async () => (await modelObjects(c, ns, 'ckpt')).length === 0);
-    expect((await c.core.readNamespacedPersistentVolumeClaim({ name: 'checkpoints', namespace: ns })).metadata?.deletionTimestamp).toBeUndefined();
+    await waitFor(
+      'every object of the model to be gone',
+      60_000,
+      async () => (await modelObjects(kube, kube.ns, 'ckpt')).length === 0,
+    );
+    expect(
+      (await kube.core.readNamespacedPersistentVolumeClaim({ name: 'checkpoints', namespace: kube.ns })).metadata
+        ?.deletionTimestamp,
+    ).toBeUndefined();
   });
 
   it('a retained volume outlives the model and spares the next serve of that name its download', async () => {
@@ -169,11 +170,11 @@ describe('ferry end to end', { timeout: 360_000 }, () => {
     expectOk(await runFerry(['delete', ...ref('kept'), '--wait']), 'ferry delete');
 
     const left = await waitFor('only the retained PVC to remain', 60_000, async () => {
-      const objects = await modelObjects(c, ns, 'kept');
+      const objects = await modelObjects(kube, kube.ns, 'kept');
       return objects.length === 1 ? objects : undefined;
     });
     expect(left).toEqual([`PersistentVolumeClaim/${pvcName('kept')}`]);
-    const pvc = await c.core.readNamespacedPersistentVolumeClaim({ name: pvcName('kept'), namespace: ns });
+    const pvc = await kube.core.readNamespacedPersistentVolumeClaim({ name: pvcName('kept'), namespace: kube.ns });
     expect(pvc.metadata?.ownerReferences ?? []).toEqual([]);
     expect(pvc.metadata?.labels?.['app.kubernetes.io/managed-by']).toBe('ferry');
 

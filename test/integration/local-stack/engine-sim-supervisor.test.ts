@@ -3,24 +3,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EngineSimSupervisor } from '../../../deploy/engine-sim/supervisor';
-import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, restrictedPod, waitFor, type Clients } from '../../support/kube';
+import { useNamespace } from '../../support/fixtures';
+import { restrictedPod, waitFor } from '../../support/kube';
 
 // The supervisor gives each simulated engine pod a stand-in on loopback, started with the pod's own vLLM args and
 // API key, and publishes the model's endpoint; this is what makes the health path real in local runs.
-let c: Clients;
-let ns: string;
+const kube = useNamespace('stack-sim');
 let supervisor: EngineSimSupervisor;
 const file = join(mkdtempSync(join(tmpdir(), 'ferry-sim-')), 'endpoints.json');
 const overrides = () => JSON.parse(readFileSync(file, 'utf8')) as Record<string, string>;
 
-beforeAll(async () => {
-  c = clientsFor(adminKubeConfig());
-  ns = await createNamespace(c, 'stack-sim');
-  supervisor = new EngineSimSupervisor(c.core, file);
+beforeAll(() => {
+  supervisor = new EngineSimSupervisor(kube.core, file);
 });
 afterAll(async () => {
   await supervisor.stop();
-  await deleteNamespace(c, ns);
 });
 
 const engineLabels = {
@@ -32,7 +29,10 @@ const engineLabels = {
 
 describe('the engine stand-in supervisor', () => {
   it('serves each running engine pod with its own args and API key, and forgets it when the pod goes', async () => {
-    await c.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'key' }, stringData: { token: 's3cret' } } });
+    await kube.core.createNamespacedSecret({
+      namespace: kube.ns,
+      body: { metadata: { name: 'key' }, stringData: { token: 's3cret' } },
+    });
     const pod = restrictedPod('tiny-0');
     pod.metadata = { name: 'tiny-0', labels: engineLabels };
     pod.spec!.containers[0] = {
@@ -41,25 +41,27 @@ describe('the engine stand-in supervisor', () => {
       args: ['--model', '/models/abc', '--served-model-name', 'tiny-chat', '--port', '8000'],
       env: [{ name: 'VLLM_API_KEY', valueFrom: { secretKeyRef: { name: 'key', key: 'token' } } }],
     };
-    await c.core.createNamespacedPod({ namespace: ns, body: pod });
+    await kube.core.createNamespacedPod({ namespace: kube.ns, body: pod });
 
     const url = await waitFor('an endpoint for the model', 30_000, async () => {
       await supervisor.sync();
-      return overrides()[`${ns}/tiny`];
+      return overrides()[`${kube.ns}/tiny`];
     });
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     await waitFor('/health 200', 10_000, async () => (await fetch(`${url}/health`)).status === 200);
 
     expect((await fetch(`${url}/v1/models`)).status).toBe(401);
-    const models = (await (await fetch(`${url}/v1/models`, { headers: { authorization: 'Bearer s3cret' } })).json()) as {
+    const models = (await (
+      await fetch(`${url}/v1/models`, { headers: { authorization: 'Bearer s3cret' } })
+    ).json()) as {
       data: { id: string; root: string }[];
     };
     expect(models.data.map((m) => [m.id, m.root])).toEqual([['tiny-chat', '/models/abc']]);
 
-    await c.core.deleteNamespacedPod({ name: 'tiny-0', namespace: ns, gracePeriodSeconds: 0 });
+    await kube.core.deleteNamespacedPod({ name: 'tiny-0', namespace: kube.ns, gracePeriodSeconds: 0 });
     await waitFor('the endpoint to be withdrawn', 30_000, async () => {
       await supervisor.sync();
-      return overrides()[`${ns}/tiny`] === undefined;
+      return overrides()[`${kube.ns}/tiny`] === undefined;
     });
     await expect(fetch(`${url}/health`)).rejects.toThrow();
   });

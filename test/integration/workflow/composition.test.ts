@@ -1,25 +1,13 @@
 import { WorkflowFailedError } from '@temporalio/client';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { modelRefOf, parseServedModel, statusQuery, workflowIdFor } from '../../../workflows/contract';
 import { StubActivities } from '../../support/stub-activities';
-import {
-  FAST,
-  modelDoc,
-  startHarness,
-  withWorker,
-  type ModelHandle,
-  type WorkflowHarness,
-} from '../../support/workflow-harness';
+import { useHarness } from '../../support/fixtures';
+import { FAST, modelDoc, withWorker, type ModelHandle } from '../../support/workflow-harness';
 import { evaluateCheckpointWorkflow } from './fixtures/evaluate-checkpoint';
 
-let harness: WorkflowHarness;
-beforeAll(async () => {
-  harness = await startHarness(join(import.meta.dirname, 'fixtures', 'evaluate-checkpoint.ts'));
-});
-afterAll(async () => {
-  await harness?.close();
-});
+const harness = useHarness(join(import.meta.dirname, 'fixtures', 'evaluate-checkpoint.ts'));
 
 describe('ServeModelWorkflow as a child workflow', () => {
   it.each([

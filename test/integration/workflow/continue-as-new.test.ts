@@ -1,24 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { deleteModelUpdate, statusQuery, updateModelUpdate, workflowIdFor } from '../../../workflows/contract';
 import { StubActivities } from '../../support/stub-activities';
-import {
-  FAST,
-  modelDoc,
-  readyAt,
-  startHarness,
-  waitForStatus,
-  withWorker,
-  type ModelHandle,
-  type WorkflowHarness,
-} from '../../support/workflow-harness';
+import { useHarness } from '../../support/fixtures';
+import { FAST, modelDoc, readyAt, waitForStatus, withWorker, type ModelHandle } from '../../support/workflow-harness';
 
-let harness: WorkflowHarness;
-beforeAll(async () => {
-  harness = await startHarness();
-});
-afterAll(async () => {
-  await harness?.close();
-});
+const harness = useHarness();
 
 describe('ServeModelWorkflow continue-as-new', () => {
   it('continues as new while Ready and keeps status, generation and messages working on the new run', async () => {

@@ -1,25 +1,24 @@
 import { CancelledFailure, WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deleteModelUpdate, FAILURE, MODEL_DELETING, statusQuery, updateModelUpdate } from '../../../workflows/contract';
+import { describe, expect, it } from 'vitest';
+import {
+  deleteModelUpdate,
+  FAILURE,
+  MODEL_DELETING,
+  statusQuery,
+  updateModelUpdate,
+} from '../../../workflows/contract';
 import { failure, StubActivities, transient } from '../../support/stub-activities';
+import { useHarness } from '../../support/fixtures';
 import {
   modelDoc,
   phaseIs,
   phasesFromHistory,
-  readyAt,
-  startHarness,
   waitForStatus,
+  withReadyModel,
   withWorker,
-  type WorkflowHarness,
 } from '../../support/workflow-harness';
 
-let harness: WorkflowHarness;
-beforeAll(async () => {
-  harness = await startHarness();
-});
-afterAll(async () => {
-  await harness?.close();
-});
+const harness = useHarness();
 
 describe('ServeModelWorkflow deletion', () => {
   it('deletes during a rollout: cancels the wait, tears down, returns what was deleted, completes', async () => {
@@ -78,10 +77,7 @@ describe('ServeModelWorkflow deletion', () => {
 
   it('tears down when the workflow is cancelled, and ends as cancelled', async () => {
     const stub = new StubActivities();
-    await withWorker(harness, stub, async ({ start }) => {
-      const handle = await start(modelDoc());
-      await waitForStatus(handle, readyAt(1));
-
+    await withReadyModel(harness, stub, async ({ handle }) => {
       await handle.cancel();
       const err = await handle.result().then(
         () => expect.fail('a cancelled workflow has no result'),
@@ -104,11 +100,7 @@ describe('ServeModelWorkflow deletion', () => {
     const stub = new StubActivities();
     stub.throwOnce('tearDown', transient(FAILURE.TeardownIncomplete, 'Deployment/x: etcdserver: request timed out'));
     const gate = stub.gate('tearDown');
-    await withWorker(harness, stub, async ({ start }) => {
-      const doc = modelDoc();
-      const handle = await start(doc);
-      await waitForStatus(handle, readyAt(1));
-
+    await withReadyModel(harness, stub, async ({ doc, handle }) => {
       const deleting = handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'done' }] });
       await gate.reached;
       const status = await handle.query(statusQuery);

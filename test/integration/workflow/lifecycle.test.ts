@@ -1,35 +1,34 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FAILURE, ferryModelKey, ferryPhaseKey, type ModelStatus, updateModelUpdate } from '../../../workflows/contract';
+import { describe, expect, it } from 'vitest';
+import {
+  FAILURE,
+  ferryModelKey,
+  ferryPhaseKey,
+  type ModelStatus,
+  updateModelUpdate,
+} from '../../../workflows/contract';
 import { failure, reportProgress, StubActivities, transient } from '../../support/stub-activities';
+import { useHarness } from '../../support/fixtures';
 import {
   modelDoc,
   phaseIs,
   phasesFromHistory,
   readyAt,
-  startHarness,
   waitForStatus,
+  withReadyModel,
   withWorker,
-  type WorkflowHarness,
 } from '../../support/workflow-harness';
 
-let harness: WorkflowHarness;
-beforeAll(async () => {
-  harness = await startHarness();
-});
-afterAll(async () => {
-  await harness?.close();
-});
+const harness = useHarness();
+
+/** The phases of a first start, up to the rollout. */
+const FIRST_ROLLOUT = ['Pending', 'Provisioning', 'Downloading', 'Releasing', 'Starting'];
 
 const steps = (status: ModelStatus) => status.timeline.map((e) => `${e.step}:${e.outcome ?? 'open'}`);
 
 describe('ServeModelWorkflow lifecycle', () => {
   it('walks claim → storage → pull → release → engine → rollout → health to Ready, visible everywhere', async () => {
     const stub = new StubActivities();
-    await withWorker(harness, stub, async ({ start }) => {
-      const doc = modelDoc();
-      const handle = await start(doc);
-      const status = await waitForStatus(handle, readyAt(1));
-
+    await withReadyModel(harness, stub, async ({ doc, handle, ready: status, start }) => {
       expect(stub.names()).toEqual([
         'claimName',
         'applyStorage',
@@ -71,14 +70,7 @@ describe('ServeModelWorkflow lifecycle', () => {
         'Ready=True',
       ]);
 
-      expect(await phasesFromHistory(handle)).toEqual([
-        'Pending',
-        'Provisioning',
-        'Downloading',
-        'Releasing',
-        'Starting',
-        'Ready',
-      ]);
+      expect(await phasesFromHistory(handle)).toEqual([...FIRST_ROLLOUT, 'Ready']);
       const description = await handle.describe();
       expect(description.typedSearchAttributes.get(ferryPhaseKey)).toBe('Ready');
       expect(description.typedSearchAttributes.get(ferryModelKey)).toBe(doc.metadata.name);
@@ -204,16 +196,7 @@ describe('ServeModelWorkflow lifecycle', () => {
       expect(ready.lastError).toBeUndefined();
       expect(stub.callsOf('startPuller')).toHaveLength(1);
       expect(stub.names().slice(-3)).toEqual(['applyEngine', 'awaitRollout', 'awaitHealth']);
-      expect(await phasesFromHistory(handle)).toEqual([
-        'Pending',
-        'Provisioning',
-        'Downloading',
-        'Releasing',
-        'Starting',
-        'Failed',
-        'Starting',
-        'Ready',
-      ]);
+      expect(await phasesFromHistory(handle)).toEqual([...FIRST_ROLLOUT, 'Failed', 'Starting', 'Ready']);
     });
   });
 
@@ -240,10 +223,7 @@ describe('ServeModelWorkflow lifecycle', () => {
       readyReplicas: problem ? 0 : 1,
       problem,
     }));
-    await withWorker(harness, stub, async ({ start }) => {
-      const handle = await start(modelDoc());
-      await waitForStatus(handle, readyAt(1));
-
+    await withReadyModel(harness, stub, async ({ handle }) => {
       problem = { reason: 'CrashLoopBackOff', message: 'container vllm restarted 3 times, last exit code 137' };
       const degraded = await waitForStatus(handle, phaseIs('Degraded'));
       expect(degraded.lastError).toMatchObject(problem);

@@ -1,27 +1,37 @@
 import { ApplicationFailure, WorkflowUpdateFailedError } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { FAILURE, INVALID_SPEC, specQuery, statusQuery, updateModelUpdate } from '../../../workflows/contract';
 import { failure, StubActivities } from '../../support/stub-activities';
+import { useHarness } from '../../support/fixtures';
 import {
   modelDoc,
   readyAt,
-  startHarness,
   waitForStatus,
+  withReadyModel,
   withWorker,
   type Doc,
   type ModelHandle,
-  type WorkflowHarness,
 } from '../../support/workflow-harness';
 
-let harness: WorkflowHarness;
-beforeAll(async () => {
-  harness = await startHarness();
-});
-afterAll(async () => {
-  await harness?.close();
-});
+const harness = useHarness();
 
 const update = (handle: ModelHandle, doc: Doc) => handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+
+/** What an update that changes nothing returns. */
+const unchanged = (generation: number) => ({
+  accepted: true,
+  generation,
+  changed: false,
+  sourceChanged: false,
+  changes: [],
+});
+
+/** The activities called since the first `from` calls, but the status reads that come and go with the watch. */
+const callsSince = (stub: StubActivities, from: number) =>
+  stub
+    .names()
+    .slice(from)
+    .filter((n) => n !== 'readStatus');
 
 /** The rejection of an update, as the client sees it. */
 async function rejection(promise: Promise<unknown>): Promise<ApplicationFailure> {
@@ -38,10 +48,7 @@ async function rejection(promise: Promise<unknown>): Promise<ApplicationFailure>
 describe('ServeModelWorkflow updates', () => {
   it('rejects an invalid spec with one message per field, and a change of an immutable field, before history', async () => {
     const stub = new StubActivities();
-    await withWorker(harness, stub, async ({ start }) => {
-      const doc = modelDoc();
-      const handle = await start(doc);
-      await waitForStatus(handle, readyAt(1));
+    await withReadyModel(harness, stub, async ({ doc, handle }) => {
       const eventsBefore = (await handle.fetchHistory()).events?.length ?? 0;
 
       const invalid = await rejection(
@@ -83,10 +90,7 @@ describe('ServeModelWorkflow updates', () => {
 
   it('applies a change in place: new generation, engine only, no pull; the same document again is a no-op', async () => {
     const stub = new StubActivities();
-    await withWorker(harness, stub, async ({ start }) => {
-      const doc = modelDoc();
-      const handle = await start(doc);
-      await waitForStatus(handle, readyAt(1));
+    await withReadyModel(harness, stub, async ({ doc, handle }) => {
       const callsBefore = stub.calls.length;
 
       doc.spec.engine.args = ['--max-model-len=4096'];
@@ -100,12 +104,7 @@ describe('ServeModelWorkflow updates', () => {
         changes: ['spec.engine.args', 'spec.replicas'],
       });
       const status = await waitForStatus(handle, readyAt(2));
-      expect(
-        stub
-          .names()
-          .slice(callsBefore)
-          .filter((n) => n !== 'readStatus'),
-      ).toEqual(['applyEngine', 'awaitRollout', 'awaitHealth']);
+      expect(callsSince(stub, callsBefore)).toEqual(['applyEngine', 'awaitRollout', 'awaitHealth']);
       expect(stub.callsOf('applyEngine').at(-1)!.input.model.spec.engine.args).toEqual(['--max-model-len=4096']);
       expect(status).toMatchObject({ replicas: 2, readyReplicas: 2, observedGeneration: 2 });
       expect(status.timeline.filter((e) => e.generation === 2).map((e) => `${e.step}:${e.outcome}`)).toEqual([
@@ -114,13 +113,7 @@ describe('ServeModelWorkflow updates', () => {
         'startup:Succeeded',
       ]);
 
-      expect(await update(handle, doc)).toEqual({
-        accepted: true,
-        generation: 2,
-        changed: false,
-        sourceChanged: false,
-        changes: [],
-      });
+      expect(await update(handle, doc)).toEqual(unchanged(2));
       expect((await handle.query(statusQuery)).generation).toBe(2);
       expect((await handle.query(specQuery)).spec).toMatchObject({
         replicas: 2,
@@ -131,10 +124,7 @@ describe('ServeModelWorkflow updates', () => {
 
   it('on a new source scales the engine to 0 before the puller starts, then pulls, releases and rolls out', async () => {
     const stub = new StubActivities();
-    await withWorker(harness, stub, async ({ start }) => {
-      const doc = modelDoc();
-      const handle = await start(doc);
-      const before = await waitForStatus(handle, readyAt(1));
+    await withReadyModel(harness, stub, async ({ doc, handle, ready: before }) => {
       const callsBefore = stub.calls.length;
 
       doc.spec.source.huggingface.revision = 'v2';
@@ -146,12 +136,7 @@ describe('ServeModelWorkflow updates', () => {
       });
       const status = await waitForStatus(handle, readyAt(2));
 
-      expect(
-        stub
-          .names()
-          .slice(callsBefore)
-          .filter((n) => n !== 'readStatus'),
-      ).toEqual([
+      expect(callsSince(stub, callsBefore)).toEqual([
         'claimName',
         'applyStorage',
         'scaleEngine',
@@ -218,13 +203,7 @@ describe('ServeModelWorkflow updates', () => {
       const handle = await start(doc);
       await waitForStatus(handle, (s) => s.phase === 'Failed');
       // Someone removed the conflicting Service; the same spec now goes through.
-      expect(await update(handle, doc)).toEqual({
-        accepted: true,
-        generation: 2,
-        changed: false,
-        sourceChanged: false,
-        changes: [],
-      });
+      expect(await update(handle, doc)).toEqual(unchanged(2));
       const status = await waitForStatus(handle, readyAt(2));
       expect(stub.callsOf('claimName')).toHaveLength(2);
       expect(status.lastError).toBeUndefined();
@@ -233,10 +212,7 @@ describe('ServeModelWorkflow updates', () => {
 
   it('lets the latest of two updates win when the second arrives while the first is rolling out', async () => {
     const stub = new StubActivities();
-    await withWorker(harness, stub, async ({ start }) => {
-      const doc = modelDoc();
-      const handle = await start(doc);
-      await waitForStatus(handle, readyAt(1));
+    await withReadyModel(harness, stub, async ({ doc, handle }) => {
       const gate = stub.gate('awaitRollout');
 
       doc.spec.engine.args = ['--max-model-len=2048'];

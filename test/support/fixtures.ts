@@ -1,0 +1,111 @@
+// What a test file sets up once and tears down at its end, as one call at the top of the file. Each `use*` registers
+// its own beforeAll/afterAll and returns an object that those hooks fill in, so tests read it only once they run.
+// Vitest runs after-hooks in reverse (`sequence.hooks: 'stack'`): a file's own afterAll, registered later, runs before
+// the namespace it used is deleted.
+import { afterAll, beforeAll } from 'vitest';
+import { Cluster } from '../../activities/cluster/api';
+import { createActivities } from '../../activities/create-activities';
+import type { ActivityDeps, ActivityTiming } from '../../activities/deps';
+import type { FerryActivities } from '../../workflows/contract';
+import { testDeps } from './activity-env';
+import { startWorkerProcess, terminateModelsOf, type WorkerProcess } from './e2e';
+import { startFerryWorker, type FerryTestWorker } from './ferry-worker';
+import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, type Clients } from './kube';
+import type { StubActivities } from './stub-activities';
+import { startHarness, type WorkflowHarness } from './workflow-harness';
+
+/** Namespace labels that make Pod Security admission enforce "restricted" there. */
+export const RESTRICTED: Record<string, string> = { 'pod-security.kubernetes.io/enforce': 'restricted' };
+
+/** Admin clients of the local cluster and a namespace of this test file's own. */
+export interface TestNamespace extends Clients {
+  ns: string;
+  /** Ferry's cluster API with the admin credentials. */
+  cluster: Cluster;
+}
+
+/** Creates a fresh namespace `prefix-xxxxxx` before the file's tests and deletes it after them. */
+export function useNamespace(prefix: string, labels: Record<string, string> = {}): TestNamespace {
+  const env = {} as TestNamespace;
+  beforeAll(async () => {
+    Object.assign(env, clientsFor(adminKubeConfig()));
+    env.cluster = new Cluster(env.kc);
+    env.ns = await createNamespace(env, prefix, labels);
+  });
+  afterAll(async () => {
+    if (env.ns) await deleteNamespace(env, env.ns);
+  });
+  return env;
+}
+
+export interface ActivityTestEnv extends TestNamespace {
+  deps: ActivityDeps;
+  /** The real activities, wired by createActivities as the worker wires them. */
+  acts: FerryActivities;
+}
+
+/**
+ * `useNamespace`, plus the real activities on the admin cluster with test timings. `deps` replaces parts of their
+ * dependencies (another Cluster, endpoint overrides), given the namespace once it exists.
+ */
+export function useActivityEnv(
+  prefix: string,
+  options: {
+    labels?: Record<string, string>;
+    timing?: Partial<ActivityTiming>;
+    deps?: (env: TestNamespace) => Partial<ActivityDeps>;
+  } = {},
+): ActivityTestEnv {
+  const env = useNamespace(prefix, options.labels) as ActivityTestEnv;
+  beforeAll(() => {
+    env.deps = { ...testDeps(options.timing), cluster: env.cluster, ...options.deps?.(env) };
+    env.acts = createActivities(env.deps);
+  });
+  return env;
+}
+
+/** A workflow harness (bundle, worker connection, client) for the file; `workflowsPath` as for startHarness. */
+export function useHarness(workflowsPath?: string): WorkflowHarness {
+  const harness = {} as WorkflowHarness;
+  let started: WorkflowHarness | undefined;
+  beforeAll(async () => {
+    started = await startHarness(workflowsPath);
+    Object.assign(harness, started);
+  });
+  afterAll(async () => {
+    await started?.close();
+  });
+  return harness;
+}
+
+/** A Ferry worker (createWorker) hosting `stub`'s activities on a cluster of its own, for the whole file. */
+export function useFerryWorker(stub: StubActivities): { harness: WorkflowHarness; ferry: FerryTestWorker } {
+  const harness = useHarness();
+  const ferry = {} as FerryTestWorker;
+  let worker: FerryTestWorker | undefined;
+  beforeAll(async () => {
+    worker = await startFerryWorker(harness, stub);
+    Object.assign(ferry, worker);
+  });
+  afterAll(async () => {
+    await worker?.close();
+  });
+  return { harness, ferry };
+}
+
+/**
+ * Starts real worker processes (worker/main.ts, the real activities) for the file's tests. After them, every model
+ * still running on their clusters is terminated (nothing else would end it once its worker is gone), then they stop.
+ */
+export function useWorkerProcesses(): (cluster: string, temporalAddress?: string) => Promise<WorkerProcess> {
+  const workers: WorkerProcess[] = [];
+  afterAll(async () => {
+    for (const w of workers) await terminateModelsOf(w.cluster).catch(() => undefined);
+    for (const w of workers) await w.stop();
+  });
+  return async (cluster, temporalAddress) => {
+    const worker = await startWorkerProcess(cluster, temporalAddress);
+    workers.push(worker);
+    return worker;
+  };
+}
