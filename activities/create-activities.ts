@@ -1,15 +1,15 @@
 // The one wiring file: every activity of a ServeModelWorkflow, bound to one cluster's clients.
-import type { FerryActivities } from '../workflows/contract';
-import type { ActivityDeps } from './deps';
-import { claimName } from './steps/claim';
-import { applyEngine, scaleEngine } from './steps/engine';
-import { awaitHealth, type ApiKeyResolver } from './steps/health';
-import { awaitPuller, startPuller } from './steps/puller';
-import { readStatus } from './steps/read-status';
-import { releaseVolume } from './steps/release';
-import { awaitRollout } from './steps/rollout';
-import { applyStorage } from './steps/storage';
-import { tearDown } from './steps/teardown';
+import type { FerryActivities } from '../workflows/contract/index.js';
+import type { ActivityDeps } from './deps.js';
+import { claimName } from './steps/claim.js';
+import { applyEngine, scaleEngine } from './steps/engine.js';
+import { awaitHealth, type ApiKeyResolver } from './steps/health.js';
+import { awaitPuller, startPuller } from './steps/puller.js';
+import { readStatus } from './steps/read-status.js';
+import { releaseVolume } from './steps/release.js';
+import { awaitRollout } from './steps/rollout.js';
+import { applyStorage } from './steps/storage.js';
+import { tearDown } from './steps/teardown.js';
 
 export interface ActivityOptions {
   /** Where the worker gets a model's API key for /v1/models, if anywhere (`apiKeyFromSecret`); usually unset. */

@@ -1,7 +1,7 @@
 // What the activities need from the outside world; the worker wires real ones, tests wire what they need.
-import type { Cluster } from './cluster/api';
-import type { ProgressSink } from './cluster/progress';
-import type { ServedModel } from '../workflows/contract';
+import type { Cluster } from './cluster/api.js';
+import type { ProgressSink } from './cluster/progress.js';
+import type { ServedModel } from '../workflows/contract/index.js';
 
 /** Where Ferry sends HTTP requests to a model's engine (health checks, the CLI's completion). */
 export type EndpointResolver = (model: ServedModel) => Promise<string>;

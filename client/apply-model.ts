@@ -9,13 +9,13 @@ import {
   type ServeModelOptions,
   updateModelUpdate,
   type UpdateResult,
-} from '../workflows/contract';
-import type { ServeModelWorkflow } from '../workflows/serve-model';
-import { parseModelDocument } from './document';
-import { modelHandle } from './model-status';
-import { accepted, ACCEPT_TIMEOUT_MS, updateOutcome } from './send-update';
-import { defaultReadyTimeoutMs, runningRunId, startOptionsFor, WORKFLOW_TYPE } from './serve-model';
-import { waitForPhase } from './wait-for-phase';
+} from '../workflows/contract/index.js';
+import type { ServeModelWorkflow } from '../workflows/serve-model.js';
+import { parseModelDocument } from './document.js';
+import { modelHandle } from './model-status.js';
+import { accepted, ACCEPT_TIMEOUT_MS, updateOutcome } from './send-update.js';
+import { defaultReadyTimeoutMs, runningRunId, startOptionsFor, WORKFLOW_TYPE } from './serve-model.js';
+import { waitForPhase } from './wait-for-phase.js';
 
 export interface ApplyOptions {
   /** Resolve only once the model is Ready at the applied generation (rejects with `ModelFailedError` if it fails). */

@@ -1,20 +1,20 @@
 // The `ferry` command line: parse, validate what can be validated offline, connect, run, map errors to exit codes.
 import type { Client } from '@temporalio/client';
-import { parseCommand, UsageError, type Command } from './cli/args';
-import { type CliContext, readDocument } from './cli/context';
-import { deleteCommand } from './cli/delete';
-import { EXIT, exitCodeOf } from './cli/exit-codes';
-import { errorLines } from './cli/format';
-import { COMMAND_HELP, MAIN_HELP } from './cli/help';
-import { processIO, type CliIO } from './cli/io';
-import { applyCommand, serveCommand, updateCommand } from './cli/serve';
-import { listCommand, statusCommand } from './cli/status';
-import { watchCommand } from './cli/watch';
-import { connectWith } from './connect';
-import { parseModelDocument } from './document';
-import { readLocalStackEnv } from './local-stack';
-import { isUnavailable } from './model-status';
-import { temporalSettingsFromEnv, type TemporalSettings } from './temporal-env';
+import { parseCommand, UsageError, type Command } from './cli/args.js';
+import { type CliContext, readDocument } from './cli/context.js';
+import { deleteCommand } from './cli/delete.js';
+import { EXIT, exitCodeOf } from './cli/exit-codes.js';
+import { errorLines } from './cli/format.js';
+import { COMMAND_HELP, MAIN_HELP } from './cli/help.js';
+import { processIO, type CliIO } from './cli/io.js';
+import { applyCommand, serveCommand, updateCommand } from './cli/serve.js';
+import { listCommand, statusCommand } from './cli/status.js';
+import { watchCommand } from './cli/watch.js';
+import { connectWith } from './connect.js';
+import { parseModelDocument } from './document.js';
+import { readLocalStackEnv } from './local-stack.js';
+import { isUnavailable } from './model-status.js';
+import { temporalSettingsFromEnv, type TemporalSettings } from './temporal-env.js';
 
 /** How long to wait for Temporal to answer before exit code 5. */
 const CONNECT_TIMEOUT_MS = 5_000;

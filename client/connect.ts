@@ -1,14 +1,14 @@
 // A Temporal client from the environment, the same way the worker connects.
 import { Client, Connection } from '@temporalio/client';
-import { ConnectError } from './errors';
-import { readLocalStackEnv } from './local-stack';
+import { ConnectError } from './errors.js';
+import { readLocalStackEnv } from './local-stack.js';
 import {
   connectOptionsOf,
   temporalSettingsFromEnv,
   type Env,
   type TemporalOverrides,
   type TemporalSettings,
-} from './temporal-env';
+} from './temporal-env.js';
 
 export interface ConnectFromEnvOptions {
   /** Defaults to `process.env`. */

@@ -6,10 +6,10 @@ import {
   type FinalStatus,
   type ModelRef,
   type ModelStatus,
-} from '../workflows/contract';
-import { ModelWorkflowClosedError, WaitTimeoutError } from './errors';
-import { describeModel, modelHandle } from './model-status';
-import { isTimeout, sendUpdate, updateOutcome } from './send-update';
+} from '../workflows/contract/index.js';
+import { ModelWorkflowClosedError, WaitTimeoutError } from './errors.js';
+import { describeModel, modelHandle } from './model-status.js';
+import { isTimeout, sendUpdate, updateOutcome } from './send-update.js';
 
 /** Teardown retries until everything is gone; a wait gives up (the teardown does not) after this by default. */
 export const DEFAULT_DELETE_TIMEOUT_MS = 15 * 60_000;

@@ -1,7 +1,7 @@
 // ServedModel documents as people write them: YAML (or JSON) text, validated with the workflow's own schema.
 import { parseAllDocuments } from 'yaml';
-import { safeParseServedModel, type ServedModel } from '../workflows/contract';
-import { InvalidSpecError } from './errors';
+import { safeParseServedModel, type ServedModel } from '../workflows/contract/index.js';
+import { InvalidSpecError } from './errors.js';
 
 /** Validates a document and fills its defaults; `InvalidSpecError` lists every problem with its field path. */
 export function parseModelDocument(doc: unknown): ServedModel {

@@ -7,7 +7,7 @@ import {
   type ModelStatus,
   type Phase,
   type SpecIssue,
-} from '../workflows/contract';
+} from '../workflows/contract/index.js';
 
 /** `qwen (namespace models, cluster default)`. */
 export function describeRef(ref: ModelRef): string {

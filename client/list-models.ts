@@ -8,9 +8,9 @@ import {
   type ModelRef,
   type ModelStatus,
   type Phase,
-} from '../workflows/contract';
-import { queryStatus } from './model-status';
-import { WORKFLOW_TYPE } from './serve-model';
+} from '../workflows/contract/index.js';
+import { queryStatus } from './model-status.js';
+import { WORKFLOW_TYPE } from './serve-model.js';
 
 export interface ListFilter {
   phase?: Phase | Phase[];

@@ -3,7 +3,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Env } from './temporal-env';
+import type { Env } from './temporal-env.js';
 
 /** The repository this file belongs to (where `npm run local:up` writes its env file). */
 const packageRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');

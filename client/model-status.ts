@@ -9,7 +9,7 @@ import {
   type WorkflowHandle,
 } from '@temporalio/client';
 import type { QueryDefinition } from '@temporalio/common';
-import type { ServeModelWorkflow } from '../workflows/serve-model';
+import type { ServeModelWorkflow } from '../workflows/serve-model.js';
 import {
   type FinalStatus,
   type ModelRef,
@@ -17,8 +17,8 @@ import {
   statusQuery,
   taskQueueFor,
   workflowIdFor,
-} from '../workflows/contract';
-import { ModelNotFoundError, ModelWorkflowClosedError, NoWorkerError } from './errors';
+} from '../workflows/contract/index.js';
+import { ModelNotFoundError, ModelWorkflowClosedError, NoWorkerError } from './errors.js';
 
 export type ModelHandle = WorkflowHandle<typeof ServeModelWorkflow>;
 

@@ -9,9 +9,15 @@ import {
   type WorkflowUpdateHandle,
 } from '@temporalio/client';
 import { ApplicationFailure, type UpdateDefinition } from '@temporalio/common';
-import { INVALID_SPEC, MODEL_DELETING, type ModelRef, type SpecIssue, taskQueueFor } from '../workflows/contract';
-import { InvalidSpecError, ModelDeletedError, ModelNotFoundError, NoWorkerError, WaitTimeoutError } from './errors';
-import { hasWorker, modelHandle } from './model-status';
+import {
+  INVALID_SPEC,
+  MODEL_DELETING,
+  type ModelRef,
+  type SpecIssue,
+  taskQueueFor,
+} from '../workflows/contract/index.js';
+import { InvalidSpecError, ModelDeletedError, ModelNotFoundError, NoWorkerError, WaitTimeoutError } from './errors.js';
+import { hasWorker, modelHandle } from './model-status.js';
 
 /** How long the workflow may take to accept an update: it needs a worker to run the validator. */
 export const ACCEPT_TIMEOUT_MS = 30_000;

@@ -1,6 +1,6 @@
 // Start serving a model: one ServeModelWorkflow per model, idempotent for the same spec.
 import { WorkflowIdConflictPolicy, type Client } from '@temporalio/client';
-import type { ServeModelWorkflow } from '../workflows/serve-model';
+import type { ServeModelWorkflow } from '../workflows/serve-model.js';
 import {
   describeSource,
   type ModelRef,
@@ -15,11 +15,11 @@ import {
   specQuery,
   taskQueueFor,
   workflowIdFor,
-} from '../workflows/contract';
-import { parseModelDocument } from './document';
-import { ModelDeletedError, SpecConflictError } from './errors';
-import { modelHandle, queryModel, queryStatus, type ModelHandle } from './model-status';
-import { waitForPhase } from './wait-for-phase';
+} from '../workflows/contract/index.js';
+import { parseModelDocument } from './document.js';
+import { ModelDeletedError, SpecConflictError } from './errors.js';
+import { modelHandle, queryModel, queryStatus, type ModelHandle } from './model-status.js';
+import { waitForPhase } from './wait-for-phase.js';
 
 /** The workflow type, as registered by the worker. */
 export const WORKFLOW_TYPE = 'ServeModelWorkflow';

@@ -6,11 +6,11 @@ import {
   type ModelStatus,
   updateModelUpdate,
   type UpdateResult,
-} from '../workflows/contract';
-import { parseModelDocument } from './document';
-import { defaultReadyTimeoutMs } from './serve-model';
-import { sendUpdate, updateOutcome } from './send-update';
-import { waitForPhase } from './wait-for-phase';
+} from '../workflows/contract/index.js';
+import { parseModelDocument } from './document.js';
+import { defaultReadyTimeoutMs } from './serve-model.js';
+import { sendUpdate, updateOutcome } from './send-update.js';
+import { waitForPhase } from './wait-for-phase.js';
 
 export interface UpdateOptions {
   /** Resolve only once the cluster is Ready at the new generation (rejects with `ModelFailedError` if it fails). */

@@ -1,8 +1,8 @@
 // Waiting for a model by polling its status: Ready after serve or update, Deleted after delete, any phase for watch.
 import type { Client } from '@temporalio/client';
-import type { ModelRef, ModelStatus, Phase } from '../workflows/contract';
-import { ModelDeletedError, ModelFailedError, NoWorkerError, WaitTimeoutError } from './errors';
-import { getModelStatus } from './model-status';
+import type { ModelRef, ModelStatus, Phase } from '../workflows/contract/index.js';
+import { ModelDeletedError, ModelFailedError, NoWorkerError, WaitTimeoutError } from './errors.js';
+import { getModelStatus } from './model-status.js';
 
 export interface WaitOptions {
   /** Give up after this long (`Infinity` waits for ever). */

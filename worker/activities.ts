@@ -6,12 +6,12 @@ import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import type { Logger } from '@temporalio/worker';
-import { createActivities, type FerryActivities } from '../activities';
-import { Cluster } from '../activities/cluster/api';
-import { endpointResolverFromEnv } from '../activities/cluster/endpoints';
-import type { ProgressSink } from '../activities/cluster/progress';
-import { progressSignal } from '../workflows/contract';
-import type { WorkerConfig } from './config';
+import { createActivities, type FerryActivities } from '../activities/index.js';
+import { Cluster } from '../activities/cluster/api.js';
+import { endpointResolverFromEnv } from '../activities/cluster/endpoints.js';
+import type { ProgressSink } from '../activities/cluster/progress.js';
+import { progressSignal } from '../workflows/contract/index.js';
+import type { WorkerConfig } from './config.js';
 
 /** Builds the activities; logs which Kubernetes API server and endpoint mode they use. */
 export function realActivities(config: WorkerConfig, client: Client, logger: Logger): FerryActivities {

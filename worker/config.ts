@@ -7,8 +7,8 @@ import {
   temporalSettingsFromEnv,
   type Env,
   type TemporalSettings,
-} from '../client/temporal-env';
-import { DEFAULT_CLUSTER, DNS1123_LABEL, parseDuration, taskQueueFor } from '../workflows/contract';
+} from '../client/temporal-env.js';
+import { DEFAULT_CLUSTER, DNS1123_LABEL, parseDuration, taskQueueFor } from '../workflows/contract/index.js';
 
 export interface WorkerConfig {
   temporal: TemporalSettings;

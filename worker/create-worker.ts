@@ -1,12 +1,14 @@
 // A Ferry worker: ServeModelWorkflow and its activities on the task queue of one cluster.
+import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@temporalio/client';
 import { NativeConnection, Runtime, Worker, type Logger, type WorkflowBundleOption } from '@temporalio/worker';
-import { connectOptionsOf } from '../client/temporal-env';
-import type { FerryActivities } from '../workflows/contract';
-import type { WorkerConfig } from './config';
+import { connectOptionsOf } from '../client/temporal-env.js';
+import type { FerryActivities } from '../workflows/contract/index.js';
+import type { WorkerConfig } from './config.js';
 
-const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+// The workflows' entry next to this module: `.ts` when run from the sources, `.js` when run from the package.
+const WORKFLOWS_PATH = fileURLToPath(new URL(`../workflows/index${extname(import.meta.url)}`, import.meta.url));
 /** After the grace period, activities are cancelled; this much more lets them confirm before the worker gives up. */
 const FORCE_AFTER_GRACE_MS = 10_000;
 
@@ -71,6 +73,6 @@ function workflowSource(
 
 // Imported only when needed, so a worker with stub activities never loads the Kubernetes client.
 async function loadRealActivities(config: WorkerConfig, client: Client, logger?: Logger): Promise<FerryActivities> {
-  const { realActivities } = await import('./activities');
+  const { realActivities } = await import('./activities.js');
   return realActivities(config, client, logger ?? Runtime.instance().logger);
 }

@@ -1,9 +1,9 @@
 // The worker process: `node --import tsx worker/main.ts [--cluster NAME]`. JSON logs on stdout; SIGTERM or SIGINT
 // drains it (in-flight activities get the grace period, then are cancelled and retried by another worker).
 import { Runtime } from '@temporalio/worker';
-import { parseWorkerConfig, redactWorkerConfig, WORKER_USAGE, WorkerConfigError, type WorkerConfig } from './config';
-import { createWorker } from './create-worker';
-import { JsonLogger } from './logger';
+import { parseWorkerConfig, redactWorkerConfig, WORKER_USAGE, WorkerConfigError, type WorkerConfig } from './config.js';
+import { createWorker } from './create-worker.js';
+import { JsonLogger } from './logger.js';
 
 async function main(): Promise<number> {
   let config: WorkerConfig | 'help';

@@ -6,7 +6,7 @@ import {
   type FerryActivities,
   type ServedModel,
   type ServeModelOptions,
-} from './contract';
+} from './contract/index.js';
 
 /** How long any one short step (an apply, a delete, a look) may take. */
 const SHORT_STEP_TIMEOUT_MS = 2 * 60_000;

@@ -1,1 +1,1 @@
-export { ServeModelWorkflow } from './serve-model';
+export { ServeModelWorkflow } from './serve-model.js';

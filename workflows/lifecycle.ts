@@ -13,7 +13,7 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import { activitiesFor, backoffMs, type Activities, type ResolvedOptions } from './activity-options';
+import { activitiesFor, backoffMs, type Activities, type ResolvedOptions } from './activity-options.js';
 import {
   describeSource,
   failure,
@@ -43,10 +43,10 @@ import {
   type TeardownResult,
   type UpdateModelInput,
   type UpdateResult,
-} from './contract';
-import { classifyFailure, type Budgets } from './status/failure';
-import { summarizeStatus } from './status/summary';
-import { currentStep, skipStep, trimTimeline } from './status/timeline';
+} from './contract/index.js';
+import { classifyFailure, type Budgets } from './status/failure.js';
+import { summarizeStatus } from './status/summary.js';
+import { currentStep, skipStep, trimTimeline } from './status/timeline.js';
 import {
   acceptSpec,
   beginStep,
@@ -63,7 +63,7 @@ import {
   SETTLED,
   skipDownload,
   supersede,
-} from './status/transitions';
+} from './status/transitions.js';
 
 /** Where the model's objects stand in the cluster; carried over by continue-as-new. */
 type World = Omit<CarriedState, 'status' | 'attemptedGeneration'>;

@@ -9,7 +9,7 @@ import {
   isCancellation,
   setHandler,
 } from '@temporalio/workflow';
-import { resolveOptions } from './activity-options';
+import { resolveOptions } from './activity-options.js';
 import {
   deleteModelUpdate,
   failure,
@@ -25,8 +25,8 @@ import {
   type ServedModel,
   type ServeModelInput,
   type UpdateModelInput,
-} from './contract';
-import { ModelLifecycle } from './lifecycle';
+} from './contract/index.js';
+import { ModelLifecycle } from './lifecycle.js';
 
 export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalStatus> {
   const model = new ModelLifecycle(checkedSpec(input), input, resolveOptions(input.options));

@@ -2,7 +2,7 @@
 // activities' progress reports that describe it, and the budget its long wait runs against. Status transitions, the
 // failure classification and the condition order read this table; a new step is a row here and its name in the
 // contract's `Step` (TypeScript then asks for the row).
-import type { ConditionType, Phase, Step, StepProgress } from './contract';
+import type { ConditionType, Phase, Step, StepProgress } from './contract/index.js';
 
 export interface StepRow {
   /** The phase while it runs; `engine` is Starting on a first rollout and Updating on a model that has served. */

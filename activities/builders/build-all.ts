@@ -6,13 +6,13 @@ import type {
   V1PersistentVolumeClaim,
   V1Service,
 } from '@kubernetes/client-node';
-import type { ServedModel } from '../../workflows/contract';
-import { buildDeployment } from './deployment';
-import type { ChildOptions } from './meta';
-import { buildPullerJob } from './puller-job';
-import { buildPvc } from './pvc';
-import { buildRoot } from './root';
-import { buildService } from './service';
+import type { ServedModel } from '../../workflows/contract/index.js';
+import { buildDeployment } from './deployment.js';
+import type { ChildOptions } from './meta.js';
+import { buildPullerJob } from './puller-job.js';
+import { buildPvc } from './pvc.js';
+import { buildRoot } from './root.js';
+import { buildService } from './service.js';
 
 /** Every object a model owns, as built from its spec. */
 export interface ModelObjects {

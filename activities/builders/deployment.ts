@@ -1,11 +1,11 @@
 import type { V1Deployment, V1EnvVar, V1PodTemplateSpec, V1Probe } from '@kubernetes/client-node';
-import { durationSeconds, type ServedModel } from '../../workflows/contract';
-import { canonicalJson, sha256Hex } from './hash';
-import { ANNOTATION_SPEC_HASH, labelsFor, selectorLabels } from './labels';
-import { objectMeta, type ChildOptions } from './meta';
-import { deploymentName, pvcName } from './names';
-import { containerSecurityContext, podScheduling, podSecurityContext } from './pod';
-import { MODELS_DIR, sourceAnnotations, weightsDir } from './source';
+import { durationSeconds, type ServedModel } from '../../workflows/contract/index.js';
+import { canonicalJson, sha256Hex } from './hash.js';
+import { ANNOTATION_SPEC_HASH, labelsFor, selectorLabels } from './labels.js';
+import { objectMeta, type ChildOptions } from './meta.js';
+import { deploymentName, pvcName } from './names.js';
+import { containerSecurityContext, podScheduling, podSecurityContext } from './pod.js';
+import { MODELS_DIR, sourceAnnotations, weightsDir } from './source.js';
 
 export const ENGINE_CONTAINER = 'vllm';
 export const HTTP_PORT_NAME = 'http';

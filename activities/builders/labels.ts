@@ -1,4 +1,4 @@
-import type { ServedModel } from '../../workflows/contract';
+import type { ServedModel } from '../../workflows/contract/index.js';
 
 export const LABEL_NAME = 'app.kubernetes.io/name';
 export const LABEL_INSTANCE = 'app.kubernetes.io/instance';

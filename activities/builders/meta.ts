@@ -1,7 +1,7 @@
 import type { V1ObjectMeta, V1OwnerReference } from '@kubernetes/client-node';
-import type { ServedModel } from '../../workflows/contract';
-import { labelsFor, type Component } from './labels';
-import { rootName } from './names';
+import type { ServedModel } from '../../workflows/contract/index.js';
+import { labelsFor, type Component } from './labels.js';
+import { rootName } from './names.js';
 
 /** What every child builder needs besides the spec: the uid of the model's root ConfigMap, once it exists. */
 export interface ChildOptions {

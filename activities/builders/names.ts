@@ -1,4 +1,4 @@
-import { sha256Hex } from './hash';
+import { sha256Hex } from './hash.js';
 
 /** The server-side apply field manager for every object Ferry builds. */
 export const FIELD_MANAGER = 'ferry';

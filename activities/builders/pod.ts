@@ -1,5 +1,5 @@
 import type { V1PodSecurityContext, V1PodSpec, V1SecurityContext } from '@kubernetes/client-node';
-import type { ServedModel } from '../../workflows/contract';
+import type { ServedModel } from '../../workflows/contract/index.js';
 
 // The vLLM image's own user: `vllm`, uid 2000, gid 0. An arbitrary uid has no passwd entry and torch crashes at
 // start-up (getpwuid); the puller runs as the same user so the engine can read what it wrote.

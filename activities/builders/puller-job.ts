@@ -1,11 +1,11 @@
 import type { V1EnvVar, V1Job, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
-import { describeSource, durationSeconds, type ServedModel } from '../../workflows/contract';
-import { labelsFor } from './labels';
-import { objectMeta, type ChildOptions } from './meta';
-import { pullerJobName, pvcName } from './names';
-import { containerSecurityContext, podScheduling, podSecurityContext } from './pod';
-import { PULLER_SCRIPT } from './puller-script';
-import { MODELS_DIR, SOURCE_DIR, sourceAnnotations, sourceHash8, weightsDir } from './source';
+import { describeSource, durationSeconds, type ServedModel } from '../../workflows/contract/index.js';
+import { labelsFor } from './labels.js';
+import { objectMeta, type ChildOptions } from './meta.js';
+import { pullerJobName, pvcName } from './names.js';
+import { containerSecurityContext, podScheduling, podSecurityContext } from './pod.js';
+import { PULLER_SCRIPT } from './puller-script.js';
+import { MODELS_DIR, SOURCE_DIR, sourceAnnotations, sourceHash8, weightsDir } from './source.js';
 
 export const PULLER_CONTAINER = 'puller';
 

@@ -1,9 +1,9 @@
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
-import { describeSource, type ServedModel } from '../../workflows/contract';
-import { ANNOTATION_WEIGHTS_SOURCE, ANNOTATION_WEIGHTS_SOURCE_HASH } from './labels';
-import { objectMeta, type ChildOptions } from './meta';
-import { pvcName } from './names';
-import { sourceAnnotations, sourceHash } from './source';
+import { describeSource, type ServedModel } from '../../workflows/contract/index.js';
+import { ANNOTATION_WEIGHTS_SOURCE, ANNOTATION_WEIGHTS_SOURCE_HASH } from './labels.js';
+import { objectMeta, type ChildOptions } from './meta.js';
+import { pvcName } from './names.js';
+import { sourceAnnotations, sourceHash } from './source.js';
 
 /**
  * The model's weights volume, labelled from the first apply (a retained volume has no owner and is recognised by

@@ -1,8 +1,8 @@
 import type { V1ConfigMap } from '@kubernetes/client-node';
-import type { ServedModel } from '../../workflows/contract';
-import { objectMeta } from './meta';
-import { rootName } from './names';
-import { sourceAnnotations } from './source';
+import type { ServedModel } from '../../workflows/contract/index.js';
+import { objectMeta } from './meta.js';
+import { rootName } from './names.js';
+import { sourceAnnotations } from './source.js';
 
 /**
  * The model's root object, `<name>-ferry`: every other object names it as owner, so deleting it lets the garbage

@@ -1,9 +1,9 @@
 import type { V1Service } from '@kubernetes/client-node';
-import type { ServedModel } from '../../workflows/contract';
-import { HTTP_PORT_NAME } from './deployment';
-import { selectorLabels } from './labels';
-import { objectMeta, type ChildOptions } from './meta';
-import { serviceName } from './names';
+import type { ServedModel } from '../../workflows/contract/index.js';
+import { HTTP_PORT_NAME } from './deployment.js';
+import { selectorLabels } from './labels.js';
+import { objectMeta, type ChildOptions } from './meta.js';
+import { serviceName } from './names.js';
 
 /** The ClusterIP Service in front of the engine: `http://<name>.<namespace>.svc:<port>`. */
 export function buildService(model: ServedModel, options: ChildOptions): V1Service {

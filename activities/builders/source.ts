@@ -1,6 +1,6 @@
-import { describeSource, sourceIdentity, type SourceSpec } from '../../workflows/contract';
-import { canonicalJson, sha256Hex } from './hash';
-import { ANNOTATION_SOURCE, ANNOTATION_SOURCE_HASH } from './labels';
+import { describeSource, sourceIdentity, type SourceSpec } from '../../workflows/contract/index.js';
+import { canonicalJson, sha256Hex } from './hash.js';
+import { ANNOTATION_SOURCE, ANNOTATION_SOURCE_HASH } from './labels.js';
 
 /** Where the model's volume is mounted; each source's weights live in `<MODELS_DIR>/<hash8>`. */
 export const MODELS_DIR = '/models';

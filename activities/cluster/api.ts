@@ -7,7 +7,7 @@ import {
   type KubeConfig,
   type KubernetesObject,
 } from '@kubernetes/client-node';
-import { isNotFound, kubeFailure } from './errors';
+import { isNotFound, kubeFailure } from './errors.js';
 
 /** What names one object: enough to read or delete it. */
 export interface ObjectRef {

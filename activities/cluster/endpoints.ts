@@ -3,10 +3,10 @@
 // engine is a stand-in on 127.0.0.1 because simulated pods have no process behind their addresses).
 import { existsSync, readFileSync } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { FAILURE, failure, type ServedModel } from '../../workflows/contract';
-import { authenticatedFetch } from './authenticated-fetch';
-import type { EndpointResolver } from '../deps';
-import { HTTP_PORT_NAME, serviceName } from '../builders';
+import { FAILURE, failure, type ServedModel } from '../../workflows/contract/index.js';
+import { authenticatedFetch } from './authenticated-fetch.js';
+import type { EndpointResolver } from '../deps.js';
+import { HTTP_PORT_NAME, serviceName } from '../builders/index.js';
 
 const ENDPOINT_MODES = ['in-cluster', 'service-proxy', 'override'] as const;
 type EndpointMode = (typeof ENDPOINT_MODES)[number];

@@ -1,7 +1,7 @@
 // How Kubernetes API errors become activity failures: what a retry cannot fix fails the step at once with the API's
 // own message; what a retry can fix (conflicts, throttling, server errors, network) is retried, honouring Retry-After.
 import { ApplicationFailure } from '@temporalio/common';
-import { FAILURE, failure, type FailureType } from '../../workflows/contract';
+import { FAILURE, failure, type FailureType } from '../../workflows/contract/index.js';
 
 /** The parts of a client-node `ApiException` (or a network error) that decide what happens next. */
 interface ApiErrorLike {

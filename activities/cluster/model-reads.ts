@@ -1,12 +1,12 @@
 // Reads of one model's objects with their context: the engine as it is now (Deployment, newest ReplicaSet, pods),
 // the Events of its pods and of its claim. What they mean is decided by the pure readers in ../readers/.
 import type { CoreV1Event, V1Deployment, V1PersistentVolumeClaim, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
-import type { ServedModel } from '../../workflows/contract';
-import { deploymentName, selectorLabels } from '../builders';
-import { classifyPod, type PodProblem } from '../readers/pod-problems';
-import { isPodReady, newestReplicaSet, POD_TEMPLATE_HASH, type EngineSnapshot } from '../readers/revision';
-import { pendingVolumeProblem } from '../readers/volume';
-import type { Cluster } from './api';
+import type { ServedModel } from '../../workflows/contract/index.js';
+import { deploymentName, selectorLabels } from '../builders/index.js';
+import { classifyPod, type PodProblem } from '../readers/pod-problems.js';
+import { isPodReady, newestReplicaSet, POD_TEMPLATE_HASH, type EngineSnapshot } from '../readers/revision.js';
+import { pendingVolumeProblem } from '../readers/volume.js';
+import type { Cluster } from './api.js';
 
 /** `k=v,k=v` for a label map. */
 export const labelSelectorOf = (labels: Record<string, string>): string =>

@@ -1,7 +1,7 @@
 // Long-running activities tell their workflow what is happening with the `progress` signal, so that status
 // queries, search attributes and the Web UI show download progress and waiting reasons while a step runs.
 import { Context } from '@temporalio/activity';
-import type { StepProgress } from '../../workflows/contract';
+import type { StepProgress } from '../../workflows/contract/index.js';
 
 /** Sends one progress report to the workflow that runs the current activity. */
 export type ProgressSink = (workflow: { workflowId: string; runId?: string }, progress: StepProgress) => Promise<void>;

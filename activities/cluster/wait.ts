@@ -6,7 +6,7 @@
 // missing permission shows at once; anything else (a dropped connection, 410 Gone, a 5xx) falls back to polling and
 // the watch is established again on the next tick.
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import type { Cluster } from './api';
+import type { Cluster } from './api.js';
 
 /** A collection whose changes wake the wait, e.g. `/apis/batch/v1/namespaces/ns/jobs` with a field selector. */
 interface Watched {

@@ -1,9 +1,9 @@
 // Whose an object is: Ferry's for this model (resume it) or someone else's (never adopt, never overwrite).
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { type ApplicationFailure } from '@temporalio/common';
-import { FAILURE, failure, type ServedModel } from '../../workflows/contract';
-import { describeRef, refOf } from '../cluster/api';
-import { isOwnedByModel, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY } from '../builders';
+import { FAILURE, failure, type ServedModel } from '../../workflows/contract/index.js';
+import { describeRef, refOf } from '../cluster/api.js';
+import { isOwnedByModel, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY } from '../builders/index.js';
 
 export const isOurs = (obj: KubernetesObject, model: ServedModel): boolean =>
   isOwnedByModel(obj.metadata?.labels, model.metadata.name);

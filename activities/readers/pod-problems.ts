@@ -1,7 +1,7 @@
 // Turns what Kubernetes says about a pod into one named reason and one line a person can act on. Pure.
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
-import { FAILURE } from '../../workflows/contract';
-import { eventTime } from './time';
+import { FAILURE } from '../../workflows/contract/index.js';
+import { eventTime } from './time.js';
 
 export interface PodProblem {
   /** CamelCase: Unschedulable, ImagePullBackOff, CrashLoopBackOff, OOMKilled, MultiAttach, FailedMount, … */

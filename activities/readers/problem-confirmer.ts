@@ -1,5 +1,5 @@
 // Whether a fatal pod problem has held across looks, rather than being caught in passing. Pure.
-import type { PodProblem } from './pod-problems';
+import type { PodProblem } from './pod-problems.js';
 
 /**
  * Turns a failure a single look could catch in passing into one that has held: a fatal pod problem counts once it

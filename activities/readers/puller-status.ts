@@ -2,10 +2,10 @@
 // one-line failures a person can act on. Pure.
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { type ApplicationFailure } from '@temporalio/common';
-import { PULLER_CONTAINER, summarizePullerLog } from '../builders';
-import type { PodProblem } from './pod-problems';
-import { timeOf } from './time';
-import { FAILURE, failure, formatBytes, type StepProgress } from '../../workflows/contract';
+import { PULLER_CONTAINER, summarizePullerLog } from '../builders/index.js';
+import type { PodProblem } from './pod-problems.js';
+import { timeOf } from './time.js';
+import { FAILURE, failure, formatBytes, type StepProgress } from '../../workflows/contract/index.js';
 
 export type JobEnd = { kind: 'complete' } | { kind: 'failed'; reason: string; message: string };
 

@@ -2,8 +2,8 @@
 // A spec change is not Ready on the previous revision's replica: every check about pods looks at the newest
 // ReplicaSet's pods only.
 import type { V1Deployment, V1Pod, V1PodTemplateSpec, V1ReplicaSet } from '@kubernetes/client-node';
-import { canonicalJson } from '../builders';
-import { timeOf } from './time';
+import { canonicalJson } from '../builders/index.js';
+import { timeOf } from './time.js';
 
 export const POD_TEMPLATE_HASH = 'pod-template-hash';
 

@@ -1,8 +1,8 @@
 // Why a claim is not bound yet. The reasons live only in Events (ProvisioningFailed, ExternalProvisioning,
 // WaitForFirstConsumer), so both the volume step and the download that waits on the volume read them here.
 import type { CoreV1Event } from '@kubernetes/client-node';
-import { classifyVolumeEvents, type PodProblem } from './pod-problems';
-import { eventTime } from './time';
+import { classifyVolumeEvents, type PodProblem } from './pod-problems.js';
+import { eventTime } from './time.js';
 
 /** Binding waits for the first pod that uses the claim (a WaitForFirstConsumer StorageClass). */
 export const bindsOnFirstConsumer = (events: CoreV1Event[]): boolean =>

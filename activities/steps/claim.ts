@@ -2,14 +2,20 @@
 // the forced server-side apply that follows takes fields from anyone.
 import type { KubernetesObject, V1ConfigMap } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
-import { type ClaimResult, FAILURE, failure, type ModelInput, type ServedModel } from '../../workflows/contract';
-import { describeRef, refOf, type ObjectRef } from '../cluster/api';
-import { timingOf, type ActivityDeps } from '../deps';
-import { buildAll, buildRoot, FIELD_MANAGER, objectList, sourceHash } from '../builders';
-import { isOurs, isTerminating, kindName, nameConflict } from '../readers/ownership';
-import { ProgressReporter } from '../cluster/progress';
-import { releaseTerminatingPvc } from './terminating-pvc';
-import { waitFor } from '../cluster/wait';
+import {
+  type ClaimResult,
+  FAILURE,
+  failure,
+  type ModelInput,
+  type ServedModel,
+} from '../../workflows/contract/index.js';
+import { describeRef, refOf, type ObjectRef } from '../cluster/api.js';
+import { timingOf, type ActivityDeps } from '../deps.js';
+import { buildAll, buildRoot, FIELD_MANAGER, objectList, sourceHash } from '../builders/index.js';
+import { isOurs, isTerminating, kindName, nameConflict } from '../readers/ownership.js';
+import { ProgressReporter } from '../cluster/progress.js';
+import { releaseTerminatingPvc } from './terminating-pvc.js';
+import { waitFor } from '../cluster/wait.js';
 
 /** Every object the model would own now: root, PVC, the current source's puller Job, Deployment, Service. */
 function ownedRefs(model: ServedModel): ObjectRef[] {

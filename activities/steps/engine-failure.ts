@@ -1,9 +1,9 @@
 // A confirmed problem of an engine pod, as the typed, non-retryable failure that ends the step.
 import { type ApplicationFailure } from '@temporalio/common';
-import type { Cluster } from '../cluster/api';
-import { ENGINE_CONTAINER } from '../builders';
-import { FATAL_POD_REASONS, type PodProblem } from '../readers/pod-problems';
-import { FAILURE, failure, type FailureType } from '../../workflows/contract';
+import type { Cluster } from '../cluster/api.js';
+import { ENGINE_CONTAINER } from '../builders/index.js';
+import { FATAL_POD_REASONS, type PodProblem } from '../readers/pod-problems.js';
+import { FAILURE, failure, type FailureType } from '../../workflows/contract/index.js';
 
 /** Problems that end a wait (ImagePullBackOff, CrashLoopBackOff, OOMKilled, …), as opposed to waiting states. */
 export const fatalProblems = (problems: PodProblem[]): PodProblem[] =>

@@ -2,14 +2,27 @@
 // managers, only over objects that carry this model's labels.
 import type { V1Deployment, V1Pod, V1Service } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
-import { FAILURE, failure, type ModelInput, type ObjectsInput, type ServedModel } from '../../workflows/contract';
-import type { Cluster } from '../cluster/api';
-import { timingOf, type ActivityDeps } from '../deps';
-import { waitFor } from '../cluster/wait';
-import { buildDeployment, buildService, deploymentName, FIELD_MANAGER, selectorLabels, serviceName } from '../builders';
-import { assertOurs } from '../readers/ownership';
-import { ProgressReporter } from '../cluster/progress';
-import { engineWatches, labelSelectorOf } from '../cluster/model-reads';
+import {
+  FAILURE,
+  failure,
+  type ModelInput,
+  type ObjectsInput,
+  type ServedModel,
+} from '../../workflows/contract/index.js';
+import type { Cluster } from '../cluster/api.js';
+import { timingOf, type ActivityDeps } from '../deps.js';
+import { waitFor } from '../cluster/wait.js';
+import {
+  buildDeployment,
+  buildService,
+  deploymentName,
+  FIELD_MANAGER,
+  selectorLabels,
+  serviceName,
+} from '../builders/index.js';
+import { assertOurs } from '../readers/ownership.js';
+import { ProgressReporter } from '../cluster/progress.js';
+import { engineWatches, labelSelectorOf } from '../cluster/model-reads.js';
 
 /** The field manager of `scaleEngine`'s replica count; the next applyEngine (forced, under FIELD_MANAGER) takes it back. */
 export const SCALE_FIELD_MANAGER = 'ferry-scale';

@@ -9,16 +9,16 @@ import {
   type ModelInput,
   parseDuration,
   type ServedModel,
-} from '../../workflows/contract';
-import { timingOf, type ActivityDeps } from '../deps';
-import { fatalProblems, podFailure } from './engine-failure';
-import { waitFor } from '../cluster/wait';
-import { ProblemConfirmer } from '../readers/problem-confirmer';
-import { HEALTH_PATH } from '../builders';
-import { assertOurs } from '../readers/ownership';
-import { ProgressReporter } from '../cluster/progress';
-import { isPodReady, podsState } from '../readers/revision';
-import { currentPodProblems, engineWatches, readEngine } from '../cluster/model-reads';
+} from '../../workflows/contract/index.js';
+import { timingOf, type ActivityDeps } from '../deps.js';
+import { fatalProblems, podFailure } from './engine-failure.js';
+import { waitFor } from '../cluster/wait.js';
+import { ProblemConfirmer } from '../readers/problem-confirmer.js';
+import { HEALTH_PATH } from '../builders/index.js';
+import { assertOurs } from '../readers/ownership.js';
+import { ProgressReporter } from '../cluster/progress.js';
+import { isPodReady, podsState } from '../readers/revision.js';
+import { currentPodProblems, engineWatches, readEngine } from '../cluster/model-reads.js';
 
 /** The model's API key, when the worker holds it (it usually does not); never logged, never returned. */
 export type ApiKeyResolver = (model: ServedModel) => Promise<string | undefined>;

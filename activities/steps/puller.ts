@@ -10,9 +10,9 @@ import {
   type PullerResult,
   type ServedModel,
   type StepProgress,
-} from '../../workflows/contract';
-import { refOf, type Cluster, type ObjectRef } from '../cluster/api';
-import { timingOf, type ActivityDeps } from '../deps';
+} from '../../workflows/contract/index.js';
+import { refOf, type Cluster, type ObjectRef } from '../cluster/api.js';
+import { timingOf, type ActivityDeps } from '../deps.js';
 import {
   ANNOTATION_SPEC_HASH,
   buildPullerJob,
@@ -22,10 +22,10 @@ import {
   pvcName,
   PULLER_CONTAINER,
   sha256Hex,
-} from '../builders';
-import { assertOurs, isTerminating } from '../readers/ownership';
-import { classifyPod, type PodProblem } from '../readers/pod-problems';
-import { ProgressReporter } from '../cluster/progress';
+} from '../builders/index.js';
+import { assertOurs, isTerminating } from '../readers/ownership.js';
+import { classifyPod, type PodProblem } from '../readers/pod-problems.js';
+import { ProgressReporter } from '../cluster/progress.js';
 import {
   backoffFailure,
   currentPod,
@@ -37,10 +37,10 @@ import {
   lastFailedPod,
   pullerProgress,
   type JobEnd,
-} from '../readers/puller-status';
-import { timeOf } from '../readers/time';
-import { volumeProblem } from '../cluster/model-reads';
-import { waitFor } from '../cluster/wait';
+} from '../readers/puller-status.js';
+import { timeOf } from '../readers/time.js';
+import { volumeProblem } from '../cluster/model-reads.js';
+import { waitFor } from '../cluster/wait.js';
 
 /** Consecutive looks (one per `pollMs`) at a pod in ImagePullBackOff before the download fails: a blip may recover. */
 const IMAGE_PULL_OBSERVATIONS = 2;

@@ -1,13 +1,13 @@
 // readStatus: one look at a Ready model, for the workflow's watch loop: replicas, the worst problem by name, the
 // endpoint. Problems in order: a current-revision pod that crash-loops, OOMs or cannot pull its image; replicas
 // missing (ReplicasUnavailable); the engine not answering /health (Unhealthy).
-import { FATAL_POD_REASONS } from '../readers/pod-problems';
-import type { ActivityDeps } from '../deps';
-import { probeEngine, type ApiKeyResolver } from './health';
-import { assertOurs } from '../readers/ownership';
-import { isPodReady } from '../readers/revision';
-import { currentPodProblems, readEngine } from '../cluster/model-reads';
-import type { ModelInput, ObservedStatus } from '../../workflows/contract';
+import { FATAL_POD_REASONS } from '../readers/pod-problems.js';
+import type { ActivityDeps } from '../deps.js';
+import { probeEngine, type ApiKeyResolver } from './health.js';
+import { assertOurs } from '../readers/ownership.js';
+import { isPodReady } from '../readers/revision.js';
+import { currentPodProblems, readEngine } from '../cluster/model-reads.js';
+import type { ModelInput, ObservedStatus } from '../../workflows/contract/index.js';
 
 export async function readStatus(
   deps: ActivityDeps,

@@ -2,15 +2,21 @@
 // really gone before the engine's pod (maybe on another node) can mount it, or the engine fails with Multi-Attach.
 import type { V1Job, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
-import { FAILURE, failure, type ModelInput, type ServedModel } from '../../workflows/contract';
-import type { Cluster } from '../cluster/api';
-import { timingOf, type ActivityDeps } from '../deps';
-import { buildWeightsRecord, modelLabelSelector, pvcName, sourceHash, WEIGHTS_FIELD_MANAGER } from '../builders';
-import { assertOurs, isTerminating } from '../readers/ownership';
-import { ProgressReporter } from '../cluster/progress';
-import { jobPodSelector, jobRef } from './puller';
-import { jobEnd } from '../readers/puller-status';
-import { waitFor } from '../cluster/wait';
+import { FAILURE, failure, type ModelInput, type ServedModel } from '../../workflows/contract/index.js';
+import type { Cluster } from '../cluster/api.js';
+import { timingOf, type ActivityDeps } from '../deps.js';
+import {
+  buildWeightsRecord,
+  modelLabelSelector,
+  pvcName,
+  sourceHash,
+  WEIGHTS_FIELD_MANAGER,
+} from '../builders/index.js';
+import { assertOurs, isTerminating } from '../readers/ownership.js';
+import { ProgressReporter } from '../cluster/progress.js';
+import { jobPodSelector, jobRef } from './puller.js';
+import { jobEnd } from '../readers/puller-status.js';
+import { waitFor } from '../cluster/wait.js';
 
 export type ReleaseInput = ModelInput & { jobName: string; sourceHash: string; abandon?: boolean };
 

@@ -2,15 +2,21 @@
 // turns what its current revision's pods show into named waiting states (progress) or typed failures.
 import { Context } from '@temporalio/activity';
 import { type ApplicationFailure } from '@temporalio/common';
-import { FAILURE, failure, type ModelInput, type RolloutResult, type ServedModel } from '../../workflows/contract';
-import { timingOf, type ActivityDeps } from '../deps';
-import { fatalProblems, podFailure } from './engine-failure';
-import { waitFor } from '../cluster/wait';
-import { ProblemConfirmer } from '../readers/problem-confirmer';
-import { assertOurs } from '../readers/ownership';
-import { ProgressReporter } from '../cluster/progress';
-import { podsState, rolloutState } from '../readers/revision';
-import { currentPodProblems, engineWatches, readEngine } from '../cluster/model-reads';
+import {
+  FAILURE,
+  failure,
+  type ModelInput,
+  type RolloutResult,
+  type ServedModel,
+} from '../../workflows/contract/index.js';
+import { timingOf, type ActivityDeps } from '../deps.js';
+import { fatalProblems, podFailure } from './engine-failure.js';
+import { waitFor } from '../cluster/wait.js';
+import { ProblemConfirmer } from '../readers/problem-confirmer.js';
+import { assertOurs } from '../readers/ownership.js';
+import { ProgressReporter } from '../cluster/progress.js';
+import { podsState, rolloutState } from '../readers/revision.js';
+import { currentPodProblems, engineWatches, readEngine } from '../cluster/model-reads.js';
 
 // While these hold, where the current revision's pods are (Pending, ContainerCreating, Starting) says more.
 const POD_BOUND_REASONS = new Set(['UpdatingReplicas', 'WaitingForAvailable']);

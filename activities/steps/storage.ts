@@ -1,15 +1,15 @@
 // The model's weights volume: applied under Ferry's field manager, and asked which weights it already holds.
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
-import { refOf } from '../cluster/api';
-import { timingOf, type ActivityDeps } from '../deps';
-import { buildPvc, FIELD_MANAGER, holdsWeightsFor } from '../builders';
-import { assertOurs, isTerminating } from '../readers/ownership';
-import { ProgressReporter } from '../cluster/progress';
-import { FAILURE, failure, type ObjectsInput, type StorageResult } from '../../workflows/contract';
-import { bindsOnFirstConsumer, pendingVolumeProblem } from '../readers/volume';
-import { volumeEvents } from '../cluster/model-reads';
-import { waitFor } from '../cluster/wait';
+import { refOf } from '../cluster/api.js';
+import { timingOf, type ActivityDeps } from '../deps.js';
+import { buildPvc, FIELD_MANAGER, holdsWeightsFor } from '../builders/index.js';
+import { assertOurs, isTerminating } from '../readers/ownership.js';
+import { ProgressReporter } from '../cluster/progress.js';
+import { FAILURE, failure, type ObjectsInput, type StorageResult } from '../../workflows/contract/index.js';
+import { bindsOnFirstConsumer, pendingVolumeProblem } from '../readers/volume.js';
+import { volumeEvents } from '../cluster/model-reads.js';
+import { waitFor } from '../cluster/wait.js';
 
 /**
  * Applies the PVC (labelled from the first apply; owned by the root unless `retainOnDelete`) and reports whether it

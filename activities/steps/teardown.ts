@@ -5,11 +5,24 @@
 import type { KubernetesObject, V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { FAILURE, failure, type ModelInput, type ServedModel, type TeardownResult } from '../../workflows/contract';
-import type { ObjectRef } from '../cluster/api';
-import type { ActivityDeps } from '../deps';
-import { deploymentName, LABEL_COMPONENT, modelLabelSelector, pvcName, rootName, serviceName } from '../builders';
-import { isOurs, isTerminating } from '../readers/ownership';
+import {
+  FAILURE,
+  failure,
+  type ModelInput,
+  type ServedModel,
+  type TeardownResult,
+} from '../../workflows/contract/index.js';
+import type { ObjectRef } from '../cluster/api.js';
+import type { ActivityDeps } from '../deps.js';
+import {
+  deploymentName,
+  LABEL_COMPONENT,
+  modelLabelSelector,
+  pvcName,
+  rootName,
+  serviceName,
+} from '../builders/index.js';
+import { isOurs, isTerminating } from '../readers/ownership.js';
 
 /** One object that could not be deleted, and why. */
 interface TeardownFailure {

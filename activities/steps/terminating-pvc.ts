@@ -8,10 +8,10 @@
 // caller then waits for the PVC to be gone. When any holder is someone else's pod, Ferry touches nothing and fails
 // with the non-retryable `VolumeTerminating` naming it: only its owner can decide to stop it.
 import type { V1Deployment, V1Job, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
-import { FAILURE, failure, type ServedModel } from '../../workflows/contract';
-import type { Cluster } from '../cluster/api';
-import { deploymentName, LABEL_COMPONENT } from '../builders';
-import { isOurs } from '../readers/ownership';
+import { FAILURE, failure, type ServedModel } from '../../workflows/contract/index.js';
+import type { Cluster } from '../cluster/api.js';
+import { deploymentName, LABEL_COMPONENT } from '../builders/index.js';
+import { isOurs } from '../readers/ownership.js';
 
 const JOB_NAME_LABELS = ['batch.kubernetes.io/job-name', 'job-name'];
 

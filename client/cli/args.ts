@@ -1,7 +1,7 @@
 // `ferry` command lines, parsed into commands (pure: no I/O, so every rule is unit-tested).
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { DNS1123_LABEL, parseDuration, type Phase, PHASES } from '../../workflows/contract';
-import type { TemporalOverrides } from '../temporal-env';
+import { DNS1123_LABEL, parseDuration, type Phase, PHASES } from '../../workflows/contract/index.js';
+import type { TemporalOverrides } from '../temporal-env.js';
 
 const COMMANDS = ['serve', 'update', 'apply', 'status', 'list', 'delete', 'watch'] as const;
 export type CommandName = (typeof COMMANDS)[number];

@@ -2,12 +2,12 @@
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Client } from '@temporalio/client';
-import { DEFAULT_CLUSTER, type ModelRef } from '../../workflows/contract';
-import { parseModelYaml } from '../document';
-import { InvalidSpecError } from '../errors';
-import { listModels } from '../list-models';
-import { type RefArgs, UsageError } from './args';
-import type { CliIO } from './io';
+import { DEFAULT_CLUSTER, type ModelRef } from '../../workflows/contract/index.js';
+import { parseModelYaml } from '../document.js';
+import { InvalidSpecError } from '../errors.js';
+import { listModels } from '../list-models.js';
+import { type RefArgs, UsageError } from './args.js';
+import type { CliIO } from './io.js';
 
 export interface CliContext {
   client: Client;

@@ -1,9 +1,9 @@
 // `ferry delete`.
-import { deleteModel } from '../delete-model';
-import { describeRef } from '../errors';
-import type { Command } from './args';
-import { printJson, resolveRef, type CliContext } from './context';
-import { EXIT } from './exit-codes';
+import { deleteModel } from '../delete-model.js';
+import { describeRef } from '../errors.js';
+import type { Command } from './args.js';
+import { printJson, resolveRef, type CliContext } from './context.js';
+import { EXIT } from './exit-codes.js';
 
 export async function deleteCommand(ctx: CliContext, cmd: Extract<Command, { kind: 'delete' }>): Promise<number> {
   const ref = await resolveRef(ctx, cmd.ref);

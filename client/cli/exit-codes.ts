@@ -7,9 +7,9 @@ import {
   NoWorkerError,
   SpecConflictError,
   WaitTimeoutError,
-} from '../errors';
-import { isUnavailable } from '../model-status';
-import { UsageError } from './args';
+} from '../errors.js';
+import { isUnavailable } from '../model-status.js';
+import { UsageError } from './args.js';
 
 export const EXIT = {
   /** Done. */

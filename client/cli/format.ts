@@ -1,7 +1,7 @@
 // What `ferry` prints for people: status summaries, tables and progress. Pure functions of the data and `now`.
-import { formatBytes, formatDuration, type ModelStatus, type TimelineEntry } from '../../workflows/contract';
-import { describeRef, InvalidSpecError, ModelFailedError } from '../errors';
-import type { ModelSummary } from '../list-models';
+import { formatBytes, formatDuration, type ModelStatus, type TimelineEntry } from '../../workflows/contract/index.js';
+import { describeRef, InvalidSpecError, ModelFailedError } from '../errors.js';
+import type { ModelSummary } from '../list-models.js';
 
 /** Columns separated by two spaces, each as wide as its widest cell; the last column is not padded. */
 export function table(rows: string[][], indent = ''): string {

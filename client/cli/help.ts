@@ -1,5 +1,5 @@
 // `ferry --help` and `ferry <command> --help`.
-import type { CommandName } from './args';
+import type { CommandName } from './args.js';
 
 const CONNECTION = `Temporal connection (same as Temporal's CLI and SDKs):
   TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE;

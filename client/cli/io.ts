@@ -1,5 +1,5 @@
 // What the CLI touches of the outside world, passed in so tests can capture it.
-import type { Env } from '../temporal-env';
+import type { Env } from '../temporal-env.js';
 
 export interface Output {
   write(text: string): unknown;

@@ -1,15 +1,15 @@
 // `ferry serve`, `ferry update` and `ferry apply`.
-import { applyModel } from '../apply-model';
-import { defaultReadyTimeoutMs, serveModel } from '../serve-model';
-import { parseModelDocument } from '../document';
-import { updateModel } from '../update-model';
-import { waitForPhase } from '../wait-for-phase';
-import type { ModelRef, ModelStatus, UpdateResult } from '../../workflows/contract';
-import type { Command } from './args';
-import { printJson, type CliContext } from './context';
-import { EXIT } from './exit-codes';
-import { formatStatus, serveLine } from './format';
-import { StatusPrinter } from './status-printer';
+import { applyModel } from '../apply-model.js';
+import { defaultReadyTimeoutMs, serveModel } from '../serve-model.js';
+import { parseModelDocument } from '../document.js';
+import { updateModel } from '../update-model.js';
+import { waitForPhase } from '../wait-for-phase.js';
+import type { ModelRef, ModelStatus, UpdateResult } from '../../workflows/contract/index.js';
+import type { Command } from './args.js';
+import { printJson, type CliContext } from './context.js';
+import { EXIT } from './exit-codes.js';
+import { formatStatus, serveLine } from './format.js';
+import { StatusPrinter } from './status-printer.js';
 
 type ServeCommand = Extract<Command, { kind: 'serve' }>;
 type UpdateCommand = Extract<Command, { kind: 'update' }>;

@@ -1,8 +1,8 @@
 // Live progress of a model on a stream: permanent lines for what changed; on a terminal, a download bar that
 // redraws in place below them.
-import type { ModelStatus } from '../../workflows/contract';
-import { changeLine, downloadBar } from './format';
-import type { Output } from './io';
+import type { ModelStatus } from '../../workflows/contract/index.js';
+import { changeLine, downloadBar } from './format.js';
+import type { Output } from './io.js';
 
 const CLEAR_LINE = '\r\x1b[2K';
 

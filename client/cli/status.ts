@@ -1,10 +1,10 @@
 // `ferry status` and `ferry list`.
-import { listModels } from '../list-models';
-import { getModelStatus } from '../model-status';
-import type { Command } from './args';
-import { printJson, resolveRef, type CliContext } from './context';
-import { EXIT } from './exit-codes';
-import { formatList, formatStatus } from './format';
+import { listModels } from '../list-models.js';
+import { getModelStatus } from '../model-status.js';
+import type { Command } from './args.js';
+import { printJson, resolveRef, type CliContext } from './context.js';
+import { EXIT } from './exit-codes.js';
+import { formatList, formatStatus } from './format.js';
 
 export async function statusCommand(ctx: CliContext, cmd: Extract<Command, { kind: 'status' }>): Promise<number> {
   const status = await getModelStatus(ctx.client, await resolveRef(ctx, cmd.ref));

@@ -1,11 +1,11 @@
 // `ferry watch`: follow a model until it is Ready, Failed or Deleted.
-import { describeRef, ModelFailedError } from '../errors';
-import { waitForPhase } from '../wait-for-phase';
-import type { Command } from './args';
-import { resolveRef, type CliContext } from './context';
-import { EXIT } from './exit-codes';
-import { errorLines } from './format';
-import { StatusPrinter } from './status-printer';
+import { describeRef, ModelFailedError } from '../errors.js';
+import { waitForPhase } from '../wait-for-phase.js';
+import type { Command } from './args.js';
+import { resolveRef, type CliContext } from './context.js';
+import { EXIT } from './exit-codes.js';
+import { errorLines } from './format.js';
+import { StatusPrinter } from './status-printer.js';
 
 export async function watchCommand(ctx: CliContext, cmd: Extract<Command, { kind: 'watch' }>): Promise<number> {
   const ref = await resolveRef(ctx, cmd.ref);

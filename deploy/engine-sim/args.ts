@@ -1,6 +1,6 @@
 // vLLM's command line, so the stand-in can be launched with exactly the args Ferry gives the real engine. Only the
 // flags that change observable behaviour are understood; vLLM has hundreds more, which are ignored with a warning.
-import type { EngineSimOptions, LoraModule } from './server';
+import type { EngineSimOptions, LoraModule } from './server.js';
 
 export class ArgsError extends Error {
   constructor(message: string) {

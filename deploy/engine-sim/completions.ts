@@ -3,8 +3,8 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { badRequest, OpenAiHttpError, sendJson } from './http-io';
-import type { EngineMetrics } from './metrics';
+import { badRequest, OpenAiHttpError, sendJson } from './http-io.js';
+import type { EngineMetrics } from './metrics.js';
 import {
   answerDeltas,
   answerText,
@@ -12,7 +12,7 @@ import {
   synthesizeAnswer,
   type FinishReason,
   type SyntheticAnswer,
-} from './synthetic-text';
+} from './synthetic-text.js';
 
 export interface GenerationContext {
   /** The name vLLM reports back for `requested` (first served name, or the LoRA name), or undefined if unknown. */

@@ -1,7 +1,7 @@
 // CLI entry: `npx tsx deploy/engine-sim/main.ts --served-model-name qwen --port 0`. Prints one JSON line on stdout
 // once listening so a supervisor can learn the port; everything else goes to stderr.
-import { ArgsError, parseEngineArgs, type ParsedEngineArgs } from './args';
-import { createEngineSim, DEFAULT_LOAD_DELAY_SECONDS } from './server';
+import { ArgsError, parseEngineArgs, type ParsedEngineArgs } from './args.js';
+import { createEngineSim, DEFAULT_LOAD_DELAY_SECONDS } from './server.js';
 
 const log = (message: string) => process.stderr.write(`engine-sim: ${message}\n`);
 

@@ -1,6 +1,6 @@
 // A handful of vLLM's Prometheus series, under vLLM's names and labels, so scrapers and autoscalers configured for
 // the real engine find what they expect. The counters count what the stand-in really served.
-import type { FinishReason } from './synthetic-text';
+import type { FinishReason } from './synthetic-text.js';
 
 export interface EngineMetricsView {
   readonly requestsRunning: number;

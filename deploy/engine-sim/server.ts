@@ -4,9 +4,9 @@ import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { serveChatCompletion, serveCompletion, type GenerationContext } from './completions';
-import { OpenAiHttpError, readJsonObject, sendDetail, sendJson, sendOpenAiError, sendText } from './http-io';
-import { EngineMetrics, type EngineMetricsView } from './metrics';
+import { serveChatCompletion, serveCompletion, type GenerationContext } from './completions.js';
+import { OpenAiHttpError, readJsonObject, sendDetail, sendJson, sendOpenAiError, sendText } from './http-io.js';
+import { EngineMetrics, type EngineMetricsView } from './metrics.js';
 
 const SIM_VERSION = '0.11.0-ferry-sim';
 const DEFAULT_MODEL = 'Qwen/Qwen3-0.6B';

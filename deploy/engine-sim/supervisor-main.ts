@@ -1,7 +1,7 @@
 // Entry of the local engine stand-in supervisor (started by `npm run local:up`):
 //   FERRY_ENDPOINT_OVERRIDES=.ferry/run/endpoints.json node --import tsx deploy/engine-sim/supervisor-main.ts
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { EngineSimSupervisor, log } from './supervisor';
+import { EngineSimSupervisor, log } from './supervisor.js';
 
 async function main(): Promise<void> {
   const file = process.env.FERRY_ENDPOINT_OVERRIDES;

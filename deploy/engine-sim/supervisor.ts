@@ -4,8 +4,8 @@
 // stand-in of the model's newest running pod (the current revision). A stand-in stops when its pod goes away.
 import { renameSync, writeFileSync } from 'node:fs';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
-import { parseEngineArgs } from './args';
-import { createEngineSim, type EngineSim } from './server';
+import { parseEngineArgs } from './args.js';
+import { createEngineSim, type EngineSim } from './server.js';
 
 const ENGINE_SELECTOR = 'app.kubernetes.io/managed-by=ferry,app.kubernetes.io/component=engine';
 /** Label a model may carry to set how long its stand-ins "load" (seconds; default 3). */

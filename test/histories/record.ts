@@ -6,9 +6,9 @@
 // A history recorded before a change must keep replaying after it (or the change needs `patched`): commit new
 // histories next to the old ones rather than replacing them when the workflow changes shape.
 import { join } from 'node:path';
-import { deleteModelUpdate, FAILURE, updateModelUpdate, workflowIdFor } from '../../workflows/contract';
-import { writeHistory } from '../support/history-files';
-import { failure, reportProgress, StubActivities, transient } from '../support/stub-activities';
+import { deleteModelUpdate, FAILURE, updateModelUpdate, workflowIdFor } from '../../workflows/contract/index.js';
+import { writeHistory } from '../support/history-files.js';
+import { failure, reportProgress, StubActivities, transient } from '../support/stub-activities.js';
 import {
   FAST,
   modelDoc,
@@ -20,7 +20,7 @@ import {
   type StartedModel,
   type TestContext,
   type WorkflowHarness,
-} from '../support/workflow-harness';
+} from '../support/workflow-harness.js';
 
 const here = import.meta.dirname;
 

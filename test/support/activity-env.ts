@@ -1,9 +1,14 @@
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
-import { Cluster } from '../../activities/cluster/api';
-import type { ActivityDeps, ActivityTiming } from '../../activities/deps';
-import { parseServedModel, type ServedModel, type ServedModelInput, type StepProgress } from '../../workflows/contract';
-import { adminKubeConfig } from './kube';
+import { Cluster } from '../../activities/cluster/api.js';
+import type { ActivityDeps, ActivityTiming } from '../../activities/deps.js';
+import {
+  parseServedModel,
+  type ServedModel,
+  type ServedModelInput,
+  type StepProgress,
+} from '../../workflows/contract/index.js';
+import { adminKubeConfig } from './kube.js';
 
 /** Short intervals so the tests see waits, retries and heartbeats in seconds. */
 export const TEST_TIMING: ActivityTiming = {

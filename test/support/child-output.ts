@@ -1,9 +1,9 @@
 import type { ChildProcess } from 'node:child_process';
 import { Client, Connection } from '@temporalio/client';
 import { expect } from 'vitest';
-import { hasWorker } from '../../client/model-status';
-import { eventually } from './ferry-worker';
-import { readLocalEnv } from './local-env';
+import { hasWorker } from '../../client/model-status.js';
+import { eventually } from './ferry-worker.js';
+import { readLocalEnv } from './local-env.js';
 
 /** What a spawned process printed so far, and its exit. */
 export interface ChildOutput {

@@ -4,9 +4,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { readLocalEnv, repoRoot } from './local-env';
-import { runFerry, type FerryRun } from './ferry-worker';
-import type { Clients } from './kube';
+import { readLocalEnv, repoRoot } from './local-env.js';
+import { runFerry, type FerryRun } from './ferry-worker.js';
+import type { Clients } from './kube.js';
 
 export interface WorkerProcess {
   child: ChildProcess;

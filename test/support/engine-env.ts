@@ -1,10 +1,10 @@
 // Shared by the engine activity tests: a model's root and volume as the claim and storage steps would leave them.
 import type { V1Pod } from '@kubernetes/client-node';
-import { Cluster } from '../../activities/cluster/api';
-import { buildPvc, buildRoot, FIELD_MANAGER, selectorLabels } from '../../activities/builders';
-import type { ServedModel, StepProgress } from '../../workflows/contract';
-import type { ActivityRun } from './activity-env';
-import { adminKubeConfig, type Clients } from './kube';
+import { Cluster } from '../../activities/cluster/api.js';
+import { buildPvc, buildRoot, FIELD_MANAGER, selectorLabels } from '../../activities/builders/index.js';
+import type { ServedModel, StepProgress } from '../../workflows/contract/index.js';
+import type { ActivityRun } from './activity-env.js';
+import { adminKubeConfig, type Clients } from './kube.js';
 
 /** Applies the model's root ConfigMap and its volume (bound by KWOK's provisioner); returns the root's uid. */
 export async function prepareModel(model: ServedModel, cluster = new Cluster(adminKubeConfig())): Promise<string> {

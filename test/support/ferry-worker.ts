@@ -6,13 +6,13 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { parseWorkerConfig } from '../../worker/config';
-import { createWorker } from '../../worker/create-worker';
-import { modelHandle } from '../../client/model-status';
-import type { ModelRef } from '../../workflows/contract';
-import { readLocalEnv, repoRoot } from './local-env';
-import type { StubActivities } from './stub-activities';
-import type { Doc, WorkflowHarness } from './workflow-harness';
+import { parseWorkerConfig } from '../../worker/config.js';
+import { createWorker } from '../../worker/create-worker.js';
+import { modelHandle } from '../../client/model-status.js';
+import type { ModelRef } from '../../workflows/contract/index.js';
+import { readLocalEnv, repoRoot } from './local-env.js';
+import type { StubActivities } from './stub-activities.js';
+import type { Doc, WorkflowHarness } from './workflow-harness.js';
 
 export interface FerryTestWorker {
   /** The unique cluster (and so task queue) this worker serves. */

@@ -3,16 +3,16 @@
 // Vitest runs after-hooks in reverse (`sequence.hooks: 'stack'`): a file's own afterAll, registered later, runs before
 // the namespace it used is deleted.
 import { afterAll, beforeAll } from 'vitest';
-import { Cluster } from '../../activities/cluster/api';
-import { createActivities } from '../../activities/create-activities';
-import type { ActivityDeps, ActivityTiming } from '../../activities/deps';
-import type { FerryActivities } from '../../workflows/contract';
-import { testDeps } from './activity-env';
-import { startWorkerProcess, terminateModelsOf, type WorkerProcess } from './e2e';
-import { startFerryWorker, type FerryTestWorker } from './ferry-worker';
-import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, type Clients } from './kube';
-import type { StubActivities } from './stub-activities';
-import { startHarness, type WorkflowHarness } from './workflow-harness';
+import { Cluster } from '../../activities/cluster/api.js';
+import { createActivities } from '../../activities/create-activities.js';
+import type { ActivityDeps, ActivityTiming } from '../../activities/deps.js';
+import type { FerryActivities } from '../../workflows/contract/index.js';
+import { testDeps } from './activity-env.js';
+import { startWorkerProcess, terminateModelsOf, type WorkerProcess } from './e2e.js';
+import { startFerryWorker, type FerryTestWorker } from './ferry-worker.js';
+import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, type Clients } from './kube.js';
+import type { StubActivities } from './stub-activities.js';
+import { startHarness, type WorkflowHarness } from './workflow-harness.js';
 
 /** Namespace labels that make Pod Security admission enforce "restricted" there. */
 export const RESTRICTED: Record<string, string> = { 'pod-security.kubernetes.io/enforce': 'restricted' };

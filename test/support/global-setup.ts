@@ -1,6 +1,6 @@
 import { KubeConfig, VersionApi } from '@kubernetes/client-node';
 import { Connection } from '@temporalio/client';
-import { readLocalEnv } from './local-env';
+import { readLocalEnv } from './local-env.js';
 
 // Integration tests run against the real local stack; fail at once, with the fix, when it is not up.
 export default async function setup(): Promise<void> {

@@ -9,8 +9,8 @@ import {
   type V1PolicyRule,
   type V1Pod,
 } from '@kubernetes/client-node';
-import { kubeConfigForServiceAccount } from '../../deploy/local/service-account-kubeconfig';
-import { readLocalEnv } from './local-env';
+import { kubeConfigForServiceAccount } from '../../deploy/local/service-account-kubeconfig.js';
+import { readLocalEnv } from './local-env.js';
 
 /** The local cluster's admin credentials, from `.ferry/local.env`. */
 export function adminKubeConfig(): KubeConfig {

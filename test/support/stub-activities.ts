@@ -8,7 +8,7 @@ import {
   progressSignal,
   type ServedModel,
   type StepProgress,
-} from '../../workflows/contract';
+} from '../../workflows/contract/index.js';
 
 export type ActivityName = keyof FerryActivities;
 export type ActivityInput<K extends ActivityName> = Parameters<FerryActivities[K]>[0];

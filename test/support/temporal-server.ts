@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { repoRoot } from './local-env';
+import { repoRoot } from './local-env.js';
 
 export interface PrivateTemporal {
   /** host:port of its frontend. */

@@ -28,10 +28,10 @@ import {
   statusQuery,
   taskQueueFor,
   workflowIdFor,
-} from '../../workflows/contract';
-import { ServeModelWorkflow } from '../../workflows/serve-model';
-import { readLocalEnv, repoRoot } from './local-env';
-import type { StubActivities } from './stub-activities';
+} from '../../workflows/contract/index.js';
+import { ServeModelWorkflow } from '../../workflows/serve-model.js';
+import { readLocalEnv, repoRoot } from './local-env.js';
+import type { StubActivities } from './stub-activities.js';
 
 export type ModelHandle = WorkflowHandle<typeof ServeModelWorkflow>;
 export type StartedModel = WorkflowHandleWithFirstExecutionRunId<typeof ServeModelWorkflow>;

@@ -26,8 +26,13 @@ import {
   sourceHash,
   sourceHash8,
   type ModelObjects,
-} from '../../activities/builders';
-import { durationSeconds, parseServedModel, type ServedModel, type ServedModelInput } from '../../workflows/contract';
+} from '../../activities/builders/index.js';
+import {
+  durationSeconds,
+  parseServedModel,
+  type ServedModel,
+  type ServedModelInput,
+} from '../../workflows/contract/index.js';
 import {
   FIXTURE_NAMES,
   FIXTURE_ROOT_UID,
@@ -37,7 +42,7 @@ import {
   fullHf,
   minimalHf,
   pvcSource,
-} from './fixtures';
+} from './fixtures.js';
 
 const UPDATE_GOLDEN = process.env.UPDATE_GOLDEN === '1';
 const GOLDEN_HEADER =

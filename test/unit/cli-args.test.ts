@@ -2,9 +2,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseCommand, UsageError } from '../../client/cli/args';
-import { runCli } from '../../client/cli';
-import type { CliIO } from '../../client/cli/io';
+import { parseCommand, UsageError } from '../../client/cli/args.js';
+import { runCli } from '../../client/cli.js';
+import type { CliIO } from '../../client/cli/io.js';
 
 const parseError = (argv: string[]): UsageError => {
   try {

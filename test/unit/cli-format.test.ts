@@ -7,11 +7,11 @@ import {
   formatStatus,
   progressBar,
   table,
-} from '../../client/cli/format';
-import { StatusPrinter } from '../../client/cli/status-printer';
-import { InvalidSpecError, ModelFailedError, SpecConflictError } from '../../client/errors';
-import type { ModelSummary } from '../../client/list-models';
-import type { ModelStatus } from '../../workflows/contract';
+} from '../../client/cli/format.js';
+import { StatusPrinter } from '../../client/cli/status-printer.js';
+import { InvalidSpecError, ModelFailedError, SpecConflictError } from '../../client/errors.js';
+import type { ModelSummary } from '../../client/list-models.js';
+import type { ModelStatus } from '../../workflows/contract/index.js';
 
 const now = new Date('2026-01-01T12:10:00Z');
 const ref = { name: 'qwen', namespace: 'models', cluster: 'default' };

@@ -4,8 +4,8 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ArgsError, parseEngineArgs } from '../../deploy/engine-sim/args';
-import { createEngineSim, type EngineSim, type EngineSimOptions } from '../../deploy/engine-sim/server';
+import { ArgsError, parseEngineArgs } from '../../deploy/engine-sim/args.js';
+import { createEngineSim, type EngineSim, type EngineSimOptions } from '../../deploy/engine-sim/server.js';
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 const running: EngineSim[] = [];

@@ -1,6 +1,6 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { buildAll, objectList, type ModelObjects } from '../../activities/builders';
-import { parseServedModel, type ServedModel, type ServedModelInput } from '../../workflows/contract';
+import { buildAll, objectList, type ModelObjects } from '../../activities/builders/index.js';
+import { parseServedModel, type ServedModel, type ServedModelInput } from '../../workflows/contract/index.js';
 
 // Example documents shared by the unit tests (golden files) and the integration tests (which dry-run the same
 // objects against a real API server).

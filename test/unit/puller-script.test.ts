@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { parsePullerLine, PULLER_SCRIPT, summarizePullerLog } from '../../activities/builders';
+import { parsePullerLine, PULLER_SCRIPT, summarizePullerLog } from '../../activities/builders/index.js';
 
 // Runs the real puller script with the local python3 (skipped without one). The Hugging Face path runs against a
 // stand-in `huggingface_hub` module, so no network is needed.

@@ -1,6 +1,6 @@
 import type { V1Job, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { classifyPod } from '../../activities/readers/pod-problems';
+import { classifyPod } from '../../activities/readers/pod-problems.js';
 import {
   backoffFailure,
   currentPod,
@@ -8,8 +8,8 @@ import {
   describeProgress,
   jobEnd,
   pullerProgress,
-} from '../../activities/readers/puller-status';
-import { FAILURE, formatBytes } from '../../workflows/contract';
+} from '../../activities/readers/puller-status.js';
+import { FAILURE, formatBytes } from '../../workflows/contract/index.js';
 
 const job = (conditions: { type: string; status: string; reason?: string }[] = [], failed = 0): V1Job => ({
   metadata: { name: 'qwen-pull-1a2b3c4d' },

@@ -1,11 +1,11 @@
 import type { V1Deployment, V1PodTemplateSpec, V1ReplicaSet } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { ProblemConfirmer } from '../../activities/readers/problem-confirmer';
-import { fatalProblems } from '../../activities/steps/engine-failure';
-import { buildDeployment } from '../../activities/builders';
-import type { PodProblem } from '../../activities/readers/pod-problems';
-import { newestReplicaSet, rolloutState } from '../../activities/readers/revision';
-import { fixtureModel } from './fixtures';
+import { ProblemConfirmer } from '../../activities/readers/problem-confirmer.js';
+import { fatalProblems } from '../../activities/steps/engine-failure.js';
+import { buildDeployment } from '../../activities/builders/index.js';
+import type { PodProblem } from '../../activities/readers/pod-problems.js';
+import { newestReplicaSet, rolloutState } from '../../activities/readers/revision.js';
+import { fixtureModel } from './fixtures.js';
 
 // kubectl's `rollout status` rule, as Ferry applies it to the generation an applyEngine returned.
 function deployment(generation: number, status: V1Deployment['status'], replicas = 2): V1Deployment {

@@ -14,8 +14,8 @@ import {
   SpecError,
   specForUpdate,
   type ServedModel,
-} from '../../workflows/contract';
-import { FIXTURE_NAMES, fixtures, fullHf, minimalHf, pvcSource } from './fixtures';
+} from '../../workflows/contract/index.js';
+import { FIXTURE_NAMES, fixtures, fullHf, minimalHf, pvcSource } from './fixtures.js';
 
 const clone = <T>(value: T): T => structuredClone(value);
 // Documents are untyped on purpose here: the tests feed in what a person might write, mistakes included.

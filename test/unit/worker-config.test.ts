@@ -2,10 +2,10 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { connectOptionsOf, temporalSettingsFromEnv } from '../../client/temporal-env';
-import { parseEnvFile } from '../../client/local-stack';
-import { parseWorkerConfig, redactWorkerConfig, WorkerConfigError, type WorkerConfig } from '../../worker/config';
-import { JsonLogger } from '../../worker/logger';
+import { connectOptionsOf, temporalSettingsFromEnv } from '../../client/temporal-env.js';
+import { parseEnvFile } from '../../client/local-stack.js';
+import { parseWorkerConfig, redactWorkerConfig, WorkerConfigError, type WorkerConfig } from '../../worker/config.js';
+import { JsonLogger } from '../../worker/logger.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ferry-config-'));
 // No temporal.toml from the machine running the tests: HOME points at an empty directory.

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { repoRoot } from '../support/local-env';
+import { repoRoot } from '../support/local-env.js';
 
 // Workflow code runs in Temporal's deterministic sandbox: nothing with Node or Kubernetes dependencies may reach
 // the bundle. Walks every import (values and types) reachable from the bundle's entry point.
@@ -32,9 +32,8 @@ function reachable(entry: string): { files: Set<string>; packages: Map<string, s
     files.add(file);
     for (const { spec } of importsOf(file)) {
       if (spec.startsWith('.')) {
-        const target = [`${resolve(dirname(file), spec)}.ts`, join(resolve(dirname(file), spec), 'index.ts')].find(
-          existsSync,
-        );
+        // Sources import `./x.js` for `./x.ts`, as Node's ESM resolution of the compiled package needs.
+        const target = [resolve(dirname(file), spec.replace(/\.js$/, '.ts'))].find(existsSync);
         if (!target) throw new Error(`${relative(repoRoot, file)} imports ${spec}, which does not resolve`);
         queue.push(target);
       } else {

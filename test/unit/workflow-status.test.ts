@@ -11,11 +11,11 @@ import {
   specChanges,
   taskQueueFor,
   workflowIdFor,
-} from '../../workflows/contract';
-import { setCondition } from '../../workflows/status/conditions';
-import { classifyFailure } from '../../workflows/status/failure';
-import { summarizeStatus } from '../../workflows/status/summary';
-import { currentStep, trimTimeline } from '../../workflows/status/timeline';
+} from '../../workflows/contract/index.js';
+import { setCondition } from '../../workflows/status/conditions.js';
+import { classifyFailure } from '../../workflows/status/failure.js';
+import { summarizeStatus } from '../../workflows/status/summary.js';
+import { currentStep, trimTimeline } from '../../workflows/status/timeline.js';
 import {
   acceptSpec,
   beginStep,
@@ -32,7 +32,7 @@ import {
   retryingStep,
   skipDownload,
   supersede,
-} from '../../workflows/status/transitions';
+} from '../../workflows/status/transitions.js';
 
 const spec = parseServedModel({
   apiVersion: 'ferry.dev/v1alpha1',

@@ -1,5 +1,5 @@
 // The activities a ServeModelWorkflow calls, with their inputs and results. Workflows import them as types only.
-import type { ServedModel } from './spec';
+import type { ServedModel } from './spec/index.js';
 
 /** What a long-running activity reports while it waits; sent to the workflow as the `progress` signal. */
 export interface StepProgress {

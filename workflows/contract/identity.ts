@@ -1,7 +1,7 @@
 // What names a served model in Temporal: its workflow ID, its cluster's task queue, its search attributes. Pure.
 import { defineSearchAttributeKey, SearchAttributeType, type SearchAttributePair } from '@temporalio/common';
-import type { ServedModel } from './spec';
-import type { Phase } from './status';
+import type { ServedModel } from './spec/index.js';
+import type { Phase } from './status.js';
 
 /** The cluster a model is served by when its spec names none. */
 export const DEFAULT_CLUSTER = 'default';

@@ -1,10 +1,10 @@
 // The ServeModelWorkflow's messages, input and result: defined once, imported by the workflow, the client,
 // the worker and the activities alike. Pure: this file is part of the workflow bundle.
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { StepProgress, TeardownResult } from './activities';
-import { FAILURE } from './failures';
-import type { ServedModel, SourceSpec } from './spec';
-import type { ModelStatus, Phase } from './status';
+import type { StepProgress, TeardownResult } from './activities.js';
+import { FAILURE } from './failures.js';
+import type { ServedModel, SourceSpec } from './spec/index.js';
+import type { ModelStatus, Phase } from './status.js';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Input and result

@@ -1,6 +1,6 @@
 // Conditions in Kubernetes' style: one per type, `lastTransitionTime` moves only when `status` changes.
-import type { Condition, ModelStatus } from '../contract';
-import { CONDITION_ORDER } from '../steps';
+import type { Condition, ModelStatus } from '../contract/index.js';
+import { CONDITION_ORDER } from '../steps.js';
 
 export type ConditionChange = Omit<Condition, 'lastTransitionTime'>;
 

@@ -1,8 +1,8 @@
 // Failures of activities, classified into what status shows: a named reason, a message, and whether a retry helps.
 import { ActivityFailure, ApplicationFailure, TemporalFailure, TimeoutFailure } from '@temporalio/common';
-import { FAILURE, isRetryable, type Step } from '../contract';
-import { STEPS } from '../steps';
-import type { FailureInfo } from './transitions';
+import { FAILURE, isRetryable, type Step } from '../contract/index.js';
+import { STEPS } from '../steps.js';
+import type { FailureInfo } from './transitions.js';
 
 export interface ClassifiedFailure extends FailureInfo {
   /** A later attempt may succeed (the workflow retries the step); false ends the reconcile in phase Failed. */

@@ -1,5 +1,5 @@
 // The Web UI's "current details" of a model: a short markdown summary of its status.
-import { formatBytes, formatDuration, type ModelStatus, type TimelineEntry } from '../contract';
+import { formatBytes, formatDuration, type ModelStatus, type TimelineEntry } from '../contract/index.js';
 
 /** Timeline entries shown in the summary (the status query has them all). */
 const SUMMARY_ENTRIES = 12;

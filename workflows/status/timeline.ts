@@ -1,6 +1,6 @@
 // The timeline: one entry per step with its timing and outcome. Pure, part of the workflow bundle.
-import type { ModelStatus, Step, TimelineEntry } from '../contract';
-import { STEPS } from '../steps';
+import type { ModelStatus, Step, TimelineEntry } from '../contract/index.js';
+import { STEPS } from '../steps.js';
 
 export type Outcome = NonNullable<TimelineEntry['outcome']>;
 

@@ -11,10 +11,10 @@ import {
   type Step,
   type StepProgress,
   type TeardownResult,
-} from '../contract';
-import { setCondition } from './conditions';
-import { STEPS } from '../steps';
-import { closeOpenSteps, endStep, openEntry, skipStep, startStep } from './timeline';
+} from '../contract/index.js';
+import { setCondition } from './conditions.js';
+import { STEPS } from '../steps.js';
+import { closeOpenSteps, endStep, openEntry, skipStep, startStep } from './timeline.js';
 
 /** A failure as status shows it: a named reason and one line for a person. */
 export interface FailureInfo {

@@ -1,8 +1,8 @@
 import type { KubernetesObject, V1PodTemplateSpec } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { FIELD_MANAGER } from '../../../activities/builders';
-import { FIXTURE_NAMES, fixtureObjectList, fixtureObjects } from '../../unit/fixtures';
-import { RESTRICTED, useNamespace } from '../../support/fixtures';
+import { FIELD_MANAGER } from '../../../activities/builders/index.js';
+import { FIXTURE_NAMES, fixtureObjectList, fixtureObjects } from '../../unit/fixtures.js';
+import { RESTRICTED, useNamespace } from '../../support/fixtures.js';
 
 // Every object Ferry builds, for every example document, as the real API server sees it: schema validation,
 // defaulting and admission (a server-side dry run persists nothing). Pod Security admission enforces only on pods, not

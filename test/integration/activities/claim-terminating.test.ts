@@ -1,12 +1,12 @@
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import type { ApplicationFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
-import { buildDeployment, FIELD_MANAGER, pvcName, rootName } from '../../../activities/builders';
-import { createActivities } from '../../../activities/create-activities';
-import { FAILURE, type ServedModel } from '../../../workflows/contract';
-import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
-import { RESTRICTED, useActivityEnv } from '../../support/fixtures';
-import { restrictedPod, waitFor } from '../../support/kube';
+import { buildDeployment, FIELD_MANAGER, pvcName, rootName } from '../../../activities/builders/index.js';
+import { createActivities } from '../../../activities/create-activities.js';
+import { FAILURE, type ServedModel } from '../../../workflows/contract/index.js';
+import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env.js';
+import { RESTRICTED, useActivityEnv } from '../../support/fixtures.js';
+import { restrictedPod, waitFor } from '../../support/kube.js';
 
 // Objects that are being deleted when a model claims its name. Someone else's: wait until the name is free. Our own
 // PVC stuck behind `kubernetes.io/pvc-protection` (a person deleted it while a pod mounts it): Ferry's own pods let

@@ -1,9 +1,9 @@
 import { CancelledFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
-import { Cluster } from '../../../activities/cluster/api';
-import { SCALE_FIELD_MANAGER } from '../../../activities/steps/engine';
-import { createActivities } from '../../../activities/create-activities';
-import { FAILURE, type ServedModel } from '../../../workflows/contract';
+import { Cluster } from '../../../activities/cluster/api.js';
+import { SCALE_FIELD_MANAGER } from '../../../activities/steps/engine.js';
+import { createActivities } from '../../../activities/create-activities.js';
+import { FAILURE, type ServedModel } from '../../../workflows/contract/index.js';
 import {
   buildDeployment,
   buildPullerJob,
@@ -13,11 +13,11 @@ import {
   LABEL_MODEL,
   pvcName,
   rootName,
-} from '../../../activities/builders';
-import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
-import { enginePodsOf, prepareModel } from '../../support/engine-env';
-import { RESTRICTED, useActivityEnv } from '../../support/fixtures';
-import { serviceAccountWithRole, statusOf, waitFor } from '../../support/kube';
+} from '../../../activities/builders/index.js';
+import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env.js';
+import { enginePodsOf, prepareModel } from '../../support/engine-env.js';
+import { RESTRICTED, useActivityEnv } from '../../support/fixtures.js';
+import { serviceAccountWithRole, statusOf, waitFor } from '../../support/kube.js';
 
 // The engine's objects against the real API server, controllers and scheduler, in a namespace that enforces Pod
 // Security "restricted": engine pods that were not admitted would never become ready.

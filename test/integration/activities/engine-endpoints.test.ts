@@ -5,15 +5,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { authenticatedFetch } from '../../../activities/cluster/authenticated-fetch';
+import { authenticatedFetch } from '../../../activities/cluster/authenticated-fetch.js';
 import {
   endpointResolverFromEnv,
   inClusterEndpoint,
   overrideEndpoints,
   serviceProxyEndpoint,
-} from '../../../activities/cluster/endpoints';
-import { testModel } from '../../support/activity-env';
-import { adminKubeConfig } from '../../support/kube';
+} from '../../../activities/cluster/endpoints.js';
+import { testModel } from '../../support/activity-env.js';
+import { adminKubeConfig } from '../../support/kube.js';
 
 // Endpoint resolution. The service proxy URL is only built here, never used for a model: simulated pods have no
 // process behind their addresses, and nothing in these tests sends traffic to a non-loopback address. Its

@@ -1,13 +1,13 @@
 import { CancelledFailure } from '@temporalio/common';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createEngineSim, type EngineSim } from '../../../deploy/engine-sim/server';
-import { createActivities } from '../../../activities/create-activities';
-import { FAILURE, type ServedModelInput } from '../../../workflows/contract';
-import { overrideEndpoints } from '../../../activities/cluster/endpoints';
-import { apiKeyFromSecret } from '../../../activities/steps/health';
-import { activity, rejectionOf, runScheduled, testModel } from '../../support/activity-env';
-import { annotateEnginePods, heartbeatWhere, prepareModel } from '../../support/engine-env';
-import { useActivityEnv } from '../../support/fixtures';
+import { createEngineSim, type EngineSim } from '../../../deploy/engine-sim/server.js';
+import { createActivities } from '../../../activities/create-activities.js';
+import { FAILURE, type ServedModelInput } from '../../../workflows/contract/index.js';
+import { overrideEndpoints } from '../../../activities/cluster/endpoints.js';
+import { apiKeyFromSecret } from '../../../activities/steps/health.js';
+import { activity, rejectionOf, runScheduled, testModel } from '../../support/activity-env.js';
+import { annotateEnginePods, heartbeatWhere, prepareModel } from '../../support/engine-env.js';
+import { useActivityEnv } from '../../support/fixtures.js';
 
 // Readiness over HTTP. Simulated pods have no process behind their IPs, so each model's endpoint is overridden to
 // an engine stand-in on 127.0.0.1 (what the local supervisor publishes); nothing is sent to a pod address. The

@@ -1,9 +1,9 @@
 import { CancelledFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
-import { FAILURE } from '../../../workflows/contract';
-import { activity, rejectionOf, runActivity, testModel } from '../../support/activity-env';
-import { annotateEnginePods, enginePodsOf, heartbeatWhere, prepareModel } from '../../support/engine-env';
-import { RESTRICTED, useActivityEnv } from '../../support/fixtures';
+import { FAILURE } from '../../../workflows/contract/index.js';
+import { activity, rejectionOf, runActivity, testModel } from '../../support/activity-env.js';
+import { annotateEnginePods, enginePodsOf, heartbeatWhere, prepareModel } from '../../support/engine-env.js';
+import { RESTRICTED, useActivityEnv } from '../../support/fixtures.js';
 
 // What a rollout does when the engine's pods misbehave as they would on a real kubelet (KWOK scenarios chosen by the
 // model's labels, which Ferry copies to its pods): failures a person must fix end the step with a named reason;

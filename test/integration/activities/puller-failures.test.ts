@@ -1,11 +1,11 @@
 import { type ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
-import { FIELD_MANAGER } from '../../../activities/builders';
-import { desiredPullerJob } from '../../../activities/steps/puller';
-import { FAILURE, type ServedModel, type StepProgress } from '../../../workflows/contract';
-import { activity, rejectionOf, runActivity, testModel } from '../../support/activity-env';
-import { RESTRICTED, useActivityEnv } from '../../support/fixtures';
-import { waitFor } from '../../support/kube';
+import { FIELD_MANAGER } from '../../../activities/builders/index.js';
+import { desiredPullerJob } from '../../../activities/steps/puller.js';
+import { FAILURE, type ServedModel, type StepProgress } from '../../../workflows/contract/index.js';
+import { activity, rejectionOf, runActivity, testModel } from '../../support/activity-env.js';
+import { RESTRICTED, useActivityEnv } from '../../support/fixtures.js';
+import { waitFor } from '../../support/kube.js';
 
 // How a download ends when it does not succeed: each failure is named by the Job controller's verdict or the pod's
 // state (chosen per pod by the simulated nodes' scenarios), never by a raw Kubernetes message alone.

@@ -1,13 +1,13 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { ApplicationFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
-import { Cluster } from '../../../activities/cluster/api';
-import { FIELD_MANAGER } from '../../../activities/builders';
-import { desiredPullerJob } from '../../../activities/steps/puller';
-import { FAILURE } from '../../../workflows/contract';
-import { activity, rejectionOf, runActivity, testModel } from '../../support/activity-env';
-import { useActivityEnv } from '../../support/fixtures';
-import { waitFor } from '../../support/kube';
+import { Cluster } from '../../../activities/cluster/api.js';
+import { FIELD_MANAGER } from '../../../activities/builders/index.js';
+import { desiredPullerJob } from '../../../activities/steps/puller.js';
+import { FAILURE } from '../../../workflows/contract/index.js';
+import { activity, rejectionOf, runActivity, testModel } from '../../support/activity-env.js';
+import { useActivityEnv } from '../../support/fixtures.js';
+import { waitFor } from '../../support/kube.js';
 
 // No kubelet serves logs on simulated nodes, so here the puller's log is served by a stand-in: what the real puller
 // prints (FERRY_PROGRESS, FERRY_ERROR) must reach heartbeats and failures. Everything else is the real cluster.

@@ -11,11 +11,11 @@ import {
   rootName,
   sourceHash,
   sourceHash8,
-} from '../../../activities/builders';
-import { FAILURE } from '../../../workflows/contract';
-import { activity, rejectionOf, runActivity, testModel } from '../../support/activity-env';
-import { RESTRICTED, useActivityEnv } from '../../support/fixtures';
-import { waitFor } from '../../support/kube';
+} from '../../../activities/builders/index.js';
+import { FAILURE } from '../../../workflows/contract/index.js';
+import { activity, rejectionOf, runActivity, testModel } from '../../support/activity-env.js';
+import { RESTRICTED, useActivityEnv } from '../../support/fixtures.js';
+import { waitFor } from '../../support/kube.js';
 
 // The storage half of a model's life against the real API server and controllers, in a namespace that enforces Pod
 // Security "restricted": the puller's pod must be admitted there for any download to complete.

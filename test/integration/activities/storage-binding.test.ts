@@ -2,12 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { PatchStrategy, setHeaderOptions, StorageV1Api } from '@kubernetes/client-node';
 import type { ApplicationFailure } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pvcName } from '../../../activities/builders';
-import { createActivities } from '../../../activities/create-activities';
-import { FAILURE } from '../../../workflows/contract';
-import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env';
-import { useNamespace } from '../../support/fixtures';
-import { waitFor } from '../../support/kube';
+import { pvcName } from '../../../activities/builders/index.js';
+import { createActivities } from '../../../activities/create-activities.js';
+import { FAILURE } from '../../../workflows/contract/index.js';
+import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env.js';
+import { useNamespace } from '../../support/fixtures.js';
+import { waitFor } from '../../support/kube.js';
 
 // A volume that does not bind at once: applyStorage never blocks on it, and says why it is pending.
 const env = useNamespace('act-binding');

@@ -1,11 +1,11 @@
 import type { V1PolicyRule } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { Cluster } from '../../../activities/cluster/api';
-import { pvcName } from '../../../activities/builders';
-import { createActivities } from '../../../activities/create-activities';
-import { activity, testDeps, testModel } from '../../support/activity-env';
-import { RESTRICTED, useNamespace } from '../../support/fixtures';
-import { serviceAccountWithRole, waitFor } from '../../support/kube';
+import { Cluster } from '../../../activities/cluster/api.js';
+import { pvcName } from '../../../activities/builders/index.js';
+import { createActivities } from '../../../activities/create-activities.js';
+import { activity, testDeps, testModel } from '../../support/activity-env.js';
+import { RESTRICTED, useNamespace } from '../../support/fixtures.js';
+import { serviceAccountWithRole, waitFor } from '../../support/kube.js';
 
 // The storage activities need no cluster-wide rights: a namespaced Role with these rules is enough for a whole download
 // (claim, volume, puller, release) and for handling our own volume stuck terminating.

@@ -3,14 +3,14 @@ import { join } from 'node:path';
 import { KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { kubeConfigForServiceAccount } from '../../../deploy/local/service-account-kubeconfig';
-import { createActivities } from '../../../activities';
-import { Cluster } from '../../../activities/cluster/api';
-import { overrideEndpoints } from '../../../activities/cluster/endpoints';
-import { activity, testDeps, testModel } from '../../support/activity-env';
-import { RESTRICTED, useNamespace } from '../../support/fixtures';
-import { waitFor } from '../../support/kube';
-import { repoRoot } from '../../support/local-env';
+import { kubeConfigForServiceAccount } from '../../../deploy/local/service-account-kubeconfig.js';
+import { createActivities } from '../../../activities/index.js';
+import { Cluster } from '../../../activities/cluster/api.js';
+import { overrideEndpoints } from '../../../activities/cluster/endpoints.js';
+import { activity, testDeps, testModel } from '../../support/activity-env.js';
+import { RESTRICTED, useNamespace } from '../../support/fixtures.js';
+import { waitFor } from '../../support/kube.js';
+import { repoRoot } from '../../support/local-env.js';
 
 // The manifests Ferry ships, applied to the local cluster: deploy/kubernetes/worker.yaml (the worker's namespace,
 // ServiceAccount and Deployment) in a namespace of its own, and deploy/kubernetes/worker-rbac.yaml in the models'

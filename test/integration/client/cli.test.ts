@@ -2,11 +2,11 @@
 // Ferry worker (createWorker) with stub activities on a cluster of its own.
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
-import { modelHandle } from '../../../client/model-status';
-import type { ModelStatus } from '../../../workflows/contract';
-import { eventually, runFerry, spawnFerry, writeDoc } from '../../support/ferry-worker';
-import { useFerryWorker } from '../../support/fixtures';
-import { failure, reportProgress, StubActivities } from '../../support/stub-activities';
+import { modelHandle } from '../../../client/model-status.js';
+import type { ModelStatus } from '../../../workflows/contract/index.js';
+import { eventually, runFerry, spawnFerry, writeDoc } from '../../support/ferry-worker.js';
+import { useFerryWorker } from '../../support/fixtures.js';
+import { failure, reportProgress, StubActivities } from '../../support/stub-activities.js';
 
 // Models named crash-* never become healthy: the engine crash-loops.
 const stub = new StubActivities().failForModels('awaitHealth', 'crash-', () =>

@@ -18,14 +18,14 @@ import {
   SpecConflictError,
   updateModel,
   waitForPhase,
-} from '../../../client';
-import { modelHandle, queryStatus } from '../../../client/model-status';
-import type { ModelStatus } from '../../../workflows/contract';
-import { eventually } from '../../support/ferry-worker';
-import { useFerryWorker } from '../../support/fixtures';
-import { readLocalEnv } from '../../support/local-env';
-import { failure, StubActivities } from '../../support/stub-activities';
-import type { Doc } from '../../support/workflow-harness';
+} from '../../../client/index.js';
+import { modelHandle, queryStatus } from '../../../client/model-status.js';
+import type { ModelStatus } from '../../../workflows/contract/index.js';
+import { eventually } from '../../support/ferry-worker.js';
+import { useFerryWorker } from '../../support/fixtures.js';
+import { readLocalEnv } from '../../support/local-env.js';
+import { failure, StubActivities } from '../../support/stub-activities.js';
+import type { Doc } from '../../support/workflow-harness.js';
 
 const stub = new StubActivities().failForModels('awaitPuller', 'slow-', () =>
   failure('DeadlineExceeded', 'the download did not finish within puller.deadline (10m)'),

@@ -20,10 +20,10 @@ import { join } from 'node:path';
 import { createServer, type Server, type TLSSocket } from 'node:tls';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hasWorker } from '../../../client/model-status';
-import { startWorkerProcess, uniqueCluster } from '../../support/e2e';
-import { eventually, runFerry } from '../../support/ferry-worker';
-import { readLocalEnv } from '../../support/local-env';
+import { hasWorker } from '../../../client/model-status.js';
+import { startWorkerProcess, uniqueCluster } from '../../support/e2e.js';
+import { eventually, runFerry } from '../../support/ferry-worker.js';
+import { readLocalEnv } from '../../support/local-env.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ferry-tls-'));
 const file = (name: string) => join(dir, name);

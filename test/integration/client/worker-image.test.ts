@@ -9,8 +9,8 @@ import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { expectPollingWorker, type ChildOutput } from '../../support/child-output';
-import { readLocalEnv, repoRoot } from '../../support/local-env';
+import { expectPollingWorker, type ChildOutput } from '../../support/child-output.js';
+import { readLocalEnv, repoRoot } from '../../support/local-env.js';
 
 interface Image {
   workdir: string;

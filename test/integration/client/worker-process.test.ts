@@ -6,8 +6,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
-import { expectPollingWorker } from '../../support/child-output';
-import { readLocalEnv, repoRoot } from '../../support/local-env';
+import { expectPollingWorker } from '../../support/child-output.js';
+import { readLocalEnv, repoRoot } from '../../support/local-env.js';
 
 it('polls its task queue, logs JSON without secrets, and stops cleanly on SIGTERM', async () => {
   const env = readLocalEnv();

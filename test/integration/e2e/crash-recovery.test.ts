@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import type { ModelStatus } from '../../../workflows/contract';
-import { expectOk, ferryJson, modelObjects, uniqueCluster } from '../../support/e2e';
-import { runFerry, writeDoc } from '../../support/ferry-worker';
-import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures';
-import { waitFor } from '../../support/kube';
-import { privateTemporal } from '../../support/temporal-server';
+import type { ModelStatus } from '../../../workflows/contract/index.js';
+import { expectOk, ferryJson, modelObjects, uniqueCluster } from '../../support/e2e.js';
+import { runFerry, writeDoc } from '../../support/ferry-worker.js';
+import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
+import { waitFor } from '../../support/kube.js';
+import { privateTemporal } from '../../support/temporal-server.js';
 
 // Durable execution is the point: the worker dying mid-download, or the Temporal server restarting mid-rollout,
 // must end in the same Ready model with no duplicate objects.

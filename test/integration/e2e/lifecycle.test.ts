@@ -1,12 +1,12 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { Watch, type V1Pod } from '@kubernetes/client-node';
-import { pvcName, sourceHash8 } from '../../../activities/builders';
-import { type ModelStatus, parseServedModel } from '../../../workflows/contract';
-import { runFerry, writeDoc } from '../../support/ferry-worker';
-import type { Doc } from '../../support/workflow-harness';
-import { expectOk, ferryJson, modelObjects, uniqueCluster } from '../../support/e2e';
-import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures';
-import { waitFor } from '../../support/kube';
+import { pvcName, sourceHash8 } from '../../../activities/builders/index.js';
+import { type ModelStatus, parseServedModel } from '../../../workflows/contract/index.js';
+import { runFerry, writeDoc } from '../../support/ferry-worker.js';
+import type { Doc } from '../../support/workflow-harness.js';
+import { expectOk, ferryJson, modelObjects, uniqueCluster } from '../../support/e2e.js';
+import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
+import { waitFor } from '../../support/kube.js';
 
 // The whole path, through the CLI, a real worker process with the real activities, the real control plane (KWOK
 // nodes) and the vLLM stand-in that the local supervisor starts for each simulated engine pod.

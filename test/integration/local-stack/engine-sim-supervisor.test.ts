@@ -2,9 +2,9 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EngineSimSupervisor } from '../../../deploy/engine-sim/supervisor';
-import { useNamespace } from '../../support/fixtures';
-import { restrictedPod, waitFor } from '../../support/kube';
+import { EngineSimSupervisor } from '../../../deploy/engine-sim/supervisor.js';
+import { useNamespace } from '../../support/fixtures.js';
+import { restrictedPod, waitFor } from '../../support/kube.js';
 
 // The supervisor gives each simulated engine pod a stand-in on loopback, started with the pod's own vLLM args and
 // API key, and publishes the model's endpoint; this is what makes the health path real in local runs.

@@ -1,7 +1,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { useNamespace } from '../../support/fixtures';
-import { restrictedPod, waitFor } from '../../support/kube';
+import { useNamespace } from '../../support/fixtures.js';
+import { restrictedPod, waitFor } from '../../support/kube.js';
 
 // Each scenario is chosen by a label on the pod (deploy/local/kwok/pod-stages.yaml); the status asserted here is
 // what a kubelet would report for the same failure on a real node.

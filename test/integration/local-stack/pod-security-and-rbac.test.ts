@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { RESTRICTED, useNamespace } from '../../support/fixtures';
-import { clientsFor, restrictedPod, serviceAccountWithRole, statusOf } from '../../support/kube';
+import { RESTRICTED, useNamespace } from '../../support/fixtures.js';
+import { clientsFor, restrictedPod, serviceAccountWithRole, statusOf } from '../../support/kube.js';
 
 // The admin's clients; `admin.ns` enforces "restricted", `other.ns` is where the ServiceAccount has no rights.
 const admin = useNamespace('stack-restricted', RESTRICTED);

@@ -1,7 +1,7 @@
 import { Watch, type V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { useNamespace } from '../../support/fixtures';
-import { restrictedPod, waitFor } from '../../support/kube';
+import { useNamespace } from '../../support/fixtures.js';
+import { restrictedPod, waitFor } from '../../support/kube.js';
 
 // The real controllers (deployment, replicaset, job, endpointslice, PV binder, garbage collector) and the real
 // scheduler act on these objects; KWOK only plays the kubelet of two simulated GPU nodes.

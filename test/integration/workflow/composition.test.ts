@@ -1,11 +1,11 @@
 import { WorkflowFailedError } from '@temporalio/client';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { modelRefOf, parseServedModel, statusQuery, workflowIdFor } from '../../../workflows/contract';
-import { StubActivities } from '../../support/stub-activities';
-import { useHarness } from '../../support/fixtures';
-import { FAST, modelDoc, withWorker, type ModelHandle } from '../../support/workflow-harness';
-import { evaluateCheckpointWorkflow } from './fixtures/evaluate-checkpoint';
+import { modelRefOf, parseServedModel, statusQuery, workflowIdFor } from '../../../workflows/contract/index.js';
+import { StubActivities } from '../../support/stub-activities.js';
+import { useHarness } from '../../support/fixtures.js';
+import { FAST, modelDoc, withWorker, type ModelHandle } from '../../support/workflow-harness.js';
+import { evaluateCheckpointWorkflow } from './fixtures/evaluate-checkpoint.js';
 
 const harness = useHarness(join(import.meta.dirname, 'fixtures', 'evaluate-checkpoint.ts'));
 

@@ -1,8 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { deleteModelUpdate, statusQuery, updateModelUpdate, workflowIdFor } from '../../../workflows/contract';
-import { StubActivities } from '../../support/stub-activities';
-import { useHarness } from '../../support/fixtures';
-import { FAST, modelDoc, readyAt, waitForStatus, withWorker, type ModelHandle } from '../../support/workflow-harness';
+import { deleteModelUpdate, statusQuery, updateModelUpdate, workflowIdFor } from '../../../workflows/contract/index.js';
+import { StubActivities } from '../../support/stub-activities.js';
+import { useHarness } from '../../support/fixtures.js';
+import {
+  FAST,
+  modelDoc,
+  readyAt,
+  waitForStatus,
+  withWorker,
+  type ModelHandle,
+} from '../../support/workflow-harness.js';
 
 const harness = useHarness();
 

@@ -6,9 +6,9 @@ import {
   MODEL_DELETING,
   statusQuery,
   updateModelUpdate,
-} from '../../../workflows/contract';
-import { failure, StubActivities, transient } from '../../support/stub-activities';
-import { useHarness } from '../../support/fixtures';
+} from '../../../workflows/contract/index.js';
+import { failure, StubActivities, transient } from '../../support/stub-activities.js';
+import { useHarness } from '../../support/fixtures.js';
 import {
   modelDoc,
   phaseIs,
@@ -16,7 +16,7 @@ import {
   waitForStatus,
   withReadyModel,
   withWorker,
-} from '../../support/workflow-harness';
+} from '../../support/workflow-harness.js';
 
 const harness = useHarness();
 

@@ -5,9 +5,9 @@ import {
   ferryPhaseKey,
   type ModelStatus,
   updateModelUpdate,
-} from '../../../workflows/contract';
-import { failure, reportProgress, StubActivities, transient } from '../../support/stub-activities';
-import { useHarness } from '../../support/fixtures';
+} from '../../../workflows/contract/index.js';
+import { failure, reportProgress, StubActivities, transient } from '../../support/stub-activities.js';
+import { useHarness } from '../../support/fixtures.js';
 import {
   modelDoc,
   phaseIs,
@@ -16,7 +16,7 @@ import {
   waitForStatus,
   withReadyModel,
   withWorker,
-} from '../../support/workflow-harness';
+} from '../../support/workflow-harness.js';
 
 const harness = useHarness();
 

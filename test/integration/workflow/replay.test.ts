@@ -2,9 +2,9 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { DefaultLogger, Runtime, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { historyAndWorkflowId } from '../../support/history-files';
-import { repoRoot } from '../../support/local-env';
-import { workflowBundle } from '../../support/workflow-harness';
+import { historyAndWorkflowId } from '../../support/history-files.js';
+import { repoRoot } from '../../support/local-env.js';
+import { workflowBundle } from '../../support/workflow-harness.js';
 
 // Histories recorded from real runs (test/histories/record.ts) must replay on today's workflow code: a change that
 // breaks determinism fails here, not in production.

@@ -1,8 +1,8 @@
 import { ApplicationFailure, WorkflowUpdateFailedError } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
-import { FAILURE, INVALID_SPEC, specQuery, statusQuery, updateModelUpdate } from '../../../workflows/contract';
-import { failure, StubActivities } from '../../support/stub-activities';
-import { useHarness } from '../../support/fixtures';
+import { FAILURE, INVALID_SPEC, specQuery, statusQuery, updateModelUpdate } from '../../../workflows/contract/index.js';
+import { failure, StubActivities } from '../../support/stub-activities.js';
+import { useHarness } from '../../support/fixtures.js';
 import {
   modelDoc,
   readyAt,
@@ -11,7 +11,7 @@ import {
   withWorker,
   type Doc,
   type ModelHandle,
-} from '../../support/workflow-harness';
+} from '../../support/workflow-harness.js';
 
 const harness = useHarness();
 

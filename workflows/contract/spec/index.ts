@@ -1,6 +1,6 @@
-export * from './parse';
-export * from './quantities';
-export { DNS1123_LABEL } from './rules';
-export * from './schema';
-export * from './source';
-export * from './updates';
+export * from './parse.js';
+export * from './quantities.js';
+export { DNS1123_LABEL } from './rules.js';
+export * from './schema.js';
+export * from './source.js';
+export * from './updates.js';

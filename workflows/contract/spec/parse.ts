@@ -1,7 +1,7 @@
 // Parsing a document: zod's issues in Ferry's words, one per problem with a dotted path. Pure.
 import type { z } from 'zod';
-import { describeValue, quote } from './rules';
-import { servedModelSchema, type ServedModel } from './schema';
+import { describeValue, quote } from './rules.js';
+import { servedModelSchema, type ServedModel } from './schema.js';
 
 /** One problem in a document: where (`spec.storage.size`) and what is expected. */
 export interface SpecIssue {

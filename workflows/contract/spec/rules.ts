@@ -1,6 +1,6 @@
 // The building blocks of the schema: field rules that word their own messages for people. Pure.
 import { z } from 'zod';
-import { parseDuration, parseQuantity } from './quantities';
+import { parseDuration, parseQuantity } from './quantities.js';
 
 type Rule<T> = (value: T) => string | undefined;
 

@@ -1,8 +1,8 @@
 // The ServedModel document: the one contract between people, clients, the workflow and the builders.
 // Pure (no Node, no Kubernetes client): it is bundled into workflow code.
 import { z } from 'zod';
-import { DEFAULT_CLUSTER } from '../identity';
-import { parseQuantity } from './quantities';
+import { DEFAULT_CLUSTER } from '../identity.js';
+import { parseQuantity } from './quantities.js';
 import {
   C_IDENTIFIER,
   dnsLabel,
@@ -20,7 +20,7 @@ import {
   rules,
   secretRef,
   strict,
-} from './rules';
+} from './rules.js';
 
 export const API_VERSION = 'ferry.dev/v1alpha1';
 export const KIND = 'ServedModel';

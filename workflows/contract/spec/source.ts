@@ -1,5 +1,5 @@
 // Source identity: what decides whether weights must be pulled again. Pure.
-import type { SourceSpec } from './schema';
+import type { SourceSpec } from './schema.js';
 
 /** The part of a source that identifies the weights. The token Secret is not part of it: rotating it must not re-pull. */
 export type SourceIdentity =

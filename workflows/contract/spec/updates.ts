@@ -1,8 +1,8 @@
 // What an update may change on a running model, and which fields it changes. Pure.
-import { parseServedModel, SpecError, type SpecIssue } from './parse';
-import { parseQuantity } from './quantities';
-import { quote } from './rules';
-import type { ServedModel } from './schema';
+import { parseServedModel, SpecError, type SpecIssue } from './parse.js';
+import { parseQuantity } from './quantities.js';
+import { quote } from './rules.js';
+import type { ServedModel } from './schema.js';
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
