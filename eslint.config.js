@@ -21,8 +21,12 @@ export default tseslint.config(
     linterOptions: { reportUnusedDisableDirectives: 'error' },
   },
   {
-    files: ['**/*.js'],
+    files: ['**/*.js', '**/*.mjs'],
     extends: [js.configs.recommended],
+    // Plain JavaScript here runs on Node: the bins, the configs, and the consumer programs of the package test.
+    languageOptions: {
+      globals: { process: 'readonly', console: 'readonly', URL: 'readonly' },
+    },
   },
   {
     files: ['{workflows,activities,worker,client,deploy,test,bench}/**/*.ts', '*.ts'],

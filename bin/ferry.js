@@ -1,7 +1,11 @@
 #!/usr/bin/env node
-// `npx ferry …` straight from the TypeScript sources: tsx compiles them on load, so no build step is needed.
-import { register } from 'tsx/esm/api';
+// `ferry …`: the compiled CLI (`npm run build` writes dist/; `npm ci` and `npm pack` run it through `prepare`).
+import { existsSync } from 'node:fs';
 
-register();
-const { main } = await import('../client/cli.ts');
+const cli = new URL('../dist/client/cli.js', import.meta.url);
+if (!existsSync(cli)) {
+  process.stderr.write('error: dist/ is missing: run `npm run build` in the Ferry checkout first\n');
+  process.exit(2);
+}
+const { main } = await import(cli.href);
 await main();

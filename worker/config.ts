@@ -30,7 +30,7 @@ export interface WorkerConfig {
 const DEFAULT_SHUTDOWN_GRACE = '25s';
 const LOG_LEVELS: readonly LogLevel[] = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'];
 
-export const WORKER_USAGE = `Usage: node --import tsx worker/main.ts [options]
+export const WORKER_USAGE = `Usage: ferry-worker [options]
 
 Hosts ServeModelWorkflow and its activities for one Kubernetes cluster.
 

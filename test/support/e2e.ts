@@ -18,18 +18,28 @@ export interface WorkerProcess {
   stop(): Promise<number | null>;
 }
 
+/** How to run the worker: Node's arguments and the directory to run them in. */
+export interface WorkerLaunch {
+  args: string[];
+  cwd: string;
+}
+
+/** The worker from this checkout's sources. */
+const FROM_SOURCES: WorkerLaunch = { args: ['--import', 'tsx', join(repoRoot, 'worker/main.ts')], cwd: repoRoot };
+
 /**
- * Starts `node --import tsx worker/main.ts` for `cluster` and waits until it polls its task queue. `extraEnv` is added
- * to the worker's environment last (Temporal's TLS variables, say).
+ * Starts the worker (by default `node --import tsx worker/main.ts`) for `cluster` and waits until it polls its task
+ * queue. `extraEnv` is added to the worker's environment last (Temporal's TLS variables, say).
  */
 export async function startWorkerProcess(
   cluster: string,
   temporalAddress = readLocalEnv().TEMPORAL_ADDRESS,
   extraEnv: Record<string, string> = {},
+  launch: WorkerLaunch = FROM_SOURCES,
 ): Promise<WorkerProcess> {
   const env = readLocalEnv();
-  const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'worker/main.ts')], {
-    cwd: repoRoot,
+  const child = spawn(process.execPath, launch.args, {
+    cwd: launch.cwd,
     env: {
       ...process.env,
       KUBECONFIG: env.KUBECONFIG,

@@ -8,7 +8,7 @@ import { createActivities } from '../../activities/create-activities.js';
 import type { ActivityDeps, ActivityTiming } from '../../activities/deps.js';
 import type { FerryActivities } from '../../workflows/contract/index.js';
 import { testDeps } from './activity-env.js';
-import { startWorkerProcess, terminateModelsOf, type WorkerProcess } from './e2e.js';
+import { startWorkerProcess, terminateModelsOf, type WorkerLaunch, type WorkerProcess } from './e2e.js';
 import { startFerryWorker, type FerryTestWorker } from './ferry-worker.js';
 import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, type Clients } from './kube.js';
 import type { StubActivities } from './stub-activities.js';
@@ -97,14 +97,18 @@ export function useFerryWorker(stub: StubActivities): { harness: WorkflowHarness
  * Starts real worker processes (worker/main.ts, the real activities) for the file's tests. After them, every model
  * still running on their clusters is terminated (nothing else would end it once its worker is gone), then they stop.
  */
-export function useWorkerProcesses(): (cluster: string, temporalAddress?: string) => Promise<WorkerProcess> {
+export function useWorkerProcesses(): (
+  cluster: string,
+  temporalAddress?: string,
+  launch?: WorkerLaunch,
+) => Promise<WorkerProcess> {
   const workers: WorkerProcess[] = [];
   afterAll(async () => {
     for (const w of workers) await terminateModelsOf(w.cluster).catch(() => undefined);
     for (const w of workers) await w.stop();
   });
-  return async (cluster, temporalAddress) => {
-    const worker = await startWorkerProcess(cluster, temporalAddress);
+  return async (cluster, temporalAddress, launch) => {
+    const worker = await startWorkerProcess(cluster, temporalAddress, {}, launch);
     workers.push(worker);
     return worker;
   };

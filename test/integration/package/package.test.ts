@@ -1,0 +1,114 @@
+// Ferry as another team installs it: `npm pack`, installed into a throwaway project outside the repository, used
+// from there with plain Node — the client library, the worker process, and a workflow of that team's own that
+// imports the workflow-safe entry point and serves a model as a child on Ferry's worker.
+import { execFile } from 'node:child_process';
+import { cpSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { modelObjects, uniqueCluster } from '../../support/e2e.js';
+import { useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
+import { waitFor } from '../../support/kube.js';
+import { readLocalEnv, repoRoot } from '../../support/local-env.js';
+import type { Doc } from '../../support/workflow-harness.js';
+
+const run = promisify(execFile);
+const kube = useNamespace('pkg');
+const startWorkerProcess = useWorkerProcesses();
+const cluster = uniqueCluster('pkg');
+const project = mkdtempSync(join(tmpdir(), 'ferry-consumer-'));
+let tarball = '';
+afterAll(() => rmSync(project, { recursive: true, force: true }));
+
+beforeAll(async () => {
+  // `npm pack` builds dist/ first (`prepare`), so the tarball holds what the sources compile to now.
+  const packed = await run('npm', ['pack', '--silent', '--pack-destination', project], { cwd: repoRoot });
+  tarball = join(project, packed.stdout.trim().split('\n').at(-1)!);
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
+  cpSync(join(import.meta.dirname, 'consumer'), project, { recursive: true });
+  await run('npm', ['install', tarball, '--no-audit', '--no-fund', '--prefer-offline'], {
+    cwd: project,
+    timeout: 300_000,
+  });
+  // Ferry's worker as the consumer runs it: the package's compiled `ferry-worker`, with the real activities.
+  await startWorkerProcess(cluster, undefined, {
+    args: [join(project, 'node_modules', '@ferry-dev', 'ferry', 'bin', 'ferry-worker.js')],
+    cwd: project,
+  });
+}, 420_000);
+
+function modelDoc(name: string): Doc {
+  return {
+    apiVersion: 'ferry.dev/v1alpha1',
+    kind: 'ServedModel',
+    metadata: { name, namespace: kube.ns, labels: { 'sim.ferry.dev/load-delay-seconds': '0' } },
+    spec: {
+      cluster,
+      source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct' } },
+      engine: { startupTimeout: '3m' },
+    },
+  };
+}
+
+/** Deleted objects finish going (the garbage collector takes the pods, then pvc-protection lets the volume go). */
+const everythingGone = (name: string) =>
+  waitFor(
+    'every object of the model to be gone',
+    60_000,
+    async () => (await modelObjects(kube, kube.ns, name)).length === 0,
+  );
+
+/** Runs one of the consumer's programs with plain Node and the local stack's Temporal address; its JSON line. */
+async function consumer<T>(script: string, doc: Doc): Promise<T> {
+  const { stdout } = await run(process.execPath, [script, JSON.stringify(doc)], {
+    cwd: project,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, TEMPORAL_ADDRESS: readLocalEnv().TEMPORAL_ADDRESS },
+    timeout: 300_000,
+  });
+  return JSON.parse(stdout.trim().split('\n').at(-1)!) as T;
+}
+
+it('packs compiled JavaScript with type declarations, and no TypeScript sources', async () => {
+  const { stdout } = await run('tar', ['tzf', tarball]);
+  const files = stdout.trim().split('\n');
+  expect(files).toEqual(
+    expect.arrayContaining([
+      'package/bin/ferry.js',
+      'package/bin/ferry-worker.js',
+      'package/dist/client/index.js',
+      'package/dist/client/index.d.ts',
+      'package/dist/workflows/contract/index.js',
+      'package/dist/worker/index.js',
+    ]),
+  );
+  expect(files.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))).toEqual([]);
+  expect(files.filter((f) => /^package\/(test|deploy)\//.test(f))).toEqual([]);
+  expect(statSync(tarball).size).toBeLessThan(512 * 1024);
+});
+
+it('serves and deletes a model from plain Node with the installed client library', async () => {
+  const name = `lib-${cluster.slice(-6)}`;
+  const seen = await consumer<{
+    ready: { phase: string; endpoint?: string };
+    deleted: { phase: string; objects: string[] };
+  }>('serve.mjs', modelDoc(name));
+  expect(seen.ready.phase).toBe('Ready');
+  expect(seen.ready.endpoint).toMatch(/^http:\/\//);
+  expect(seen.deleted.phase).toBe('Deleted');
+  expect(seen.deleted.objects).toEqual(expect.arrayContaining([`Deployment/${name}`, `Service/${name}`]));
+  await everythingGone(name);
+});
+
+it("runs the team's own workflow, bundled from the workflow-safe entry point, against Ferry's worker", async () => {
+  const name = `wf-${cluster.slice(-6)}`;
+  const out = await consumer<{
+    result: { phase: string; endpoint?: string };
+    bundle: { kubernetesClient: boolean; ferryActivities: boolean; zod: boolean };
+  }>('run-workflow.mjs', modelDoc(name));
+  expect(out.bundle).toMatchObject({ kubernetesClient: false, ferryActivities: false, zod: true });
+  expect(out.result.phase).toBe('Ready');
+  expect(out.result.endpoint).toMatch(/^http:\/\//);
+  // The child's teardown completed before the parent did: nothing of the model is left.
+  await everythingGone(name);
+});
