@@ -144,13 +144,15 @@ export async function withWorker<T>(
   harness: WorkflowHarness,
   stub: StubActivities,
   fn: (ctx: TestContext) => Promise<T>,
+  /** More activities on the same worker (a parent workflow's own). */
+  extra: Record<string, (...args: never[]) => Promise<unknown>> = {},
 ): Promise<T> {
   const taskQueue = `${taskQueueFor('test')}-${randomBytes(6).toString('hex')}`;
   const worker = await Worker.create({
     connection: harness.connection,
     taskQueue,
     workflowBundle: harness.bundle,
-    activities: stub.activities(),
+    activities: { ...stub.activities(), ...extra },
     // Heartbeats (and so cancellations) reach stubs at once; blocked stubs do not hold up shutdown.
     maxHeartbeatThrottleInterval: '20ms',
     defaultHeartbeatThrottleInterval: '20ms',

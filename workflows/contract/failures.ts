@@ -56,6 +56,10 @@ export const FAILURES = {
   InvalidInput: { retryable: false, meaning: 'an activity was called with inconsistent input (a bug)' },
   UnsupportedInput: { retryable: false, meaning: 'the workflow was started with an input version it does not know' },
   ModelDeleting: { retryable: false, meaning: 'the model is being deleted: no update is accepted' },
+  ServeFailed: {
+    retryable: false,
+    meaning: 'a model served as a child workflow failed or ended before Ready; the message has its last error',
+  },
   ReconcileFailed: { retryable: false, meaning: 'internal: unwinds a reconcile that ended in phase Failed' },
   // --- Temporal's failures, as the workflow classifies them
   Timeout: { retryable: true, meaning: 'an activity timed out (a lost worker, a stuck request)' },

@@ -58,7 +58,8 @@ describe('awaitRollout classifies the current revision’s pods', () => {
   it('unschedulable (16 GPUs, 4 per node): a waiting state in the heartbeats until cancelled, not a failure', async () => {
     const input = await applied('too-big', { spec: { resources: { gpus: 16 } } });
     const run = runActivity(env.acts.awaitRollout, input);
-    const beat = await heartbeatWhere(run, (h) => h.state === 'Unschedulable');
+    // The scheduler may first say that the claim is not bound yet (also Unschedulable); then it names the GPUs.
+    const beat = await heartbeatWhere(run, (h) => h.state === 'Unschedulable' && /Insufficient/.test(h.message ?? ''));
     expect(beat).toMatchObject({ step: 'rollout', readyReplicas: 0 });
     expect(beat.message).toMatch(/waits for a node: .*Insufficient nvidia\.com\/gpu/);
     // Still waiting a while later: nothing about it is fatal.

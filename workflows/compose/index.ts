@@ -1,0 +1,4 @@
+export * from '../contract/index.js';
+export * from './evaluate-checkpoint.js';
+export * from './serve-as-child.js';
+export * from './with-served-model.js';
