@@ -1,4 +1,5 @@
 export { applyModel, type ApplyOptions, type ApplyResult } from './apply-model.js';
+export { createServingActivities } from './serving-activities.js';
 export { connectFromEnv, connectWith, connectHint, type ConnectFromEnvOptions } from './connect.js';
 export { deleteModel, DEFAULT_DELETE_TIMEOUT_MS, type DeleteModelResult, type DeleteOptions } from './delete-model.js';
 export { parseModelDocument, parseModelYaml } from './document.js';

@@ -145,7 +145,7 @@ export async function withWorker<T>(
   stub: StubActivities,
   fn: (ctx: TestContext) => Promise<T>,
   /** More activities on the same worker (a parent workflow's own). */
-  extra: Record<string, (...args: never[]) => Promise<unknown>> = {},
+  extra: object = {},
 ): Promise<T> {
   const taskQueue = `${taskQueueFor('test')}-${randomBytes(6).toString('hex')}`;
   const worker = await Worker.create({
