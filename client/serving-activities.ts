@@ -1,6 +1,8 @@
-// Activities for another team's worker: serve or update a model from their own workflow, through applyModel's
-// Update-with-Start. Idempotent by content: the same document again changes nothing, so a retried activity, or a
-// "training finished" event delivered twice, serves once.
+// Activities that act on models through their workflows, for a worker other than the model's: another team's (a
+// trigger in their workflow) and Ferry's own (the Nexus service's command workflows). Idempotent by content: the
+// same document again changes nothing, so a retried activity, or a "training finished" event delivered twice,
+// serves once.
+import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import {
   failure,
@@ -11,26 +13,66 @@ import {
   type ServingActivities,
 } from '../workflows/contract/index.js';
 import { applyModel } from './apply-model.js';
-import { InvalidSpecError, ModelDeletedError } from './errors.js';
+import { deleteModel } from './delete-model.js';
+import { InvalidSpecError, ModelDeletedError, ModelFailedError, WaitTimeoutError } from './errors.js';
+import { waitForPhase } from './wait-for-phase.js';
 
-/** The serving activities on `client`; register them on the caller's worker (`activities: { ...serving }`). */
+/** How often a long wait heartbeats, whatever the model does meanwhile. */
+const HEARTBEAT_MS = 10_000;
+
+/** The serving activities on `client`; register them on a worker (`activities: { ...serving }`). */
 export function createServingActivities(client: Client): ServingActivities {
   return {
     async applyServedModel({ document, workflowOptions }: ApplyServedModelInput): Promise<ApplyServedModelResult> {
       try {
-        const { workflowId, runId, started, accepted, generation, changed, sourceChanged, changes } = await applyModel(
-          client,
-          document,
-          workflowOptions ? { workflowOptions } : {},
-        );
-        return { workflowId, runId, started, accepted, generation, changed, sourceChanged, changes };
+        const { ref, workflowId, runId, started, accepted, generation, changed, sourceChanged, changes } =
+          await applyModel(client, document, workflowOptions ? { workflowOptions } : {});
+        return { ref, workflowId, runId, started, accepted, generation, changed, sourceChanged, changes };
       } catch (err) {
-        // What no retry fixes fails the calling workflow's activity at once, typed as the catalogue says.
-        if (err instanceof InvalidSpecError)
-          throw failure(FAILURE.InvalidSpec, formatSpecIssues(err.issues), err.issues);
-        if (err instanceof ModelDeletedError) throw failure(FAILURE.ModelDeleting, err.message);
-        throw err;
+        throw typed(err);
+      }
+    },
+
+    async awaitModelReady({ ref, generation, timeoutMs }) {
+      const ctx = Context.current();
+      const beat = setInterval(() => ctx.heartbeat(), HEARTBEAT_MS);
+      try {
+        return await waitForPhase(client, ref, ['Ready'], {
+          timeoutMs: timeoutMs ?? Infinity,
+          generation,
+          onStatus: (status) => ctx.heartbeat(status.phase),
+          signal: ctx.cancellationSignal,
+        });
+      } catch (err) {
+        throw typed(err);
+      } finally {
+        clearInterval(beat);
+      }
+    },
+
+    async deleteServedModel({ ref, reason }) {
+      const ctx = Context.current();
+      const beat = setInterval(() => ctx.heartbeat(), HEARTBEAT_MS);
+      try {
+        const result = await deleteModel(client, ref, { wait: true, ...(reason ? { reason } : {}) });
+        return {
+          ref,
+          alreadyDeleted: result.alreadyDeleted,
+          deleted: result.teardown?.deleted ?? [],
+          retained: result.teardown?.retained ?? [],
+        };
+      } finally {
+        clearInterval(beat);
       }
     },
   };
+}
+
+/** What no retry fixes, as the catalogue's non-retryable types; anything else as it is (retried). */
+function typed(err: unknown): unknown {
+  if (err instanceof InvalidSpecError) return failure(FAILURE.InvalidSpec, formatSpecIssues(err.issues), err.issues);
+  if (err instanceof ModelDeletedError) return failure(FAILURE.ModelDeleting, err.message);
+  if (err instanceof ModelFailedError) return failure(FAILURE.ServeFailed, err.message, err.error);
+  if (err instanceof WaitTimeoutError) return failure(FAILURE.ReadyTimeout, err.message);
+  return err;
 }

@@ -3,9 +3,11 @@ import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@temporalio/client';
 import { NativeConnection, Runtime, Worker, type Logger, type WorkflowBundleOption } from '@temporalio/worker';
+import { createServingActivities } from '../client/serving-activities.js';
 import { connectOptionsOf } from '../client/temporal-env.js';
 import type { FerryActivities } from '../workflows/contract/index.js';
 import type { WorkerConfig } from './config.js';
+import { ferryModelsHandler } from './nexus-handler.js';
 
 // The workflows' entry next to this module: `.ts` when run from the sources, `.js` when run from the package.
 const WORKFLOWS_PATH = fileURLToPath(new URL(`../workflows/index${extname(import.meta.url)}`, import.meta.url));
@@ -38,12 +40,15 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
   const connection = overrides.connection ?? (await NativeConnection.connect(connectOptionsOf(config.temporal)));
   try {
     const client = new Client({ connection, namespace: config.temporal.namespace });
-    const activities = overrides.activities ?? (await loadRealActivities(config, client, overrides.logger));
+    const ferry = overrides.activities ?? (await loadRealActivities(config, client, overrides.logger));
+    // The Nexus service's command workflows act on models through their workflows, with this worker's client.
+    const activities = { ...createServingActivities(client), ...ferry };
     const worker = await Worker.create({
       connection,
       namespace: config.temporal.namespace,
       taskQueue: config.taskQueue,
       activities,
+      nexusServices: [ferryModelsHandler],
       ...workflowSource(config, overrides),
       shutdownGraceTime: config.shutdownGraceMs,
       shutdownForceTime: config.shutdownGraceMs + FORCE_AFTER_GRACE_MS,

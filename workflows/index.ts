@@ -1,1 +1,2 @@
 export { ServeModelWorkflow } from './serve-model.js';
+export { deleteModelWorkflow, ensureModelWorkflow } from './commands.js';

@@ -60,6 +60,10 @@ export const FAILURES = {
     retryable: false,
     meaning: 'a model served as a child workflow failed or ended before Ready; the message has its last error',
   },
+  ReadyTimeout: {
+    retryable: false,
+    meaning: 'the model did not become Ready within the wait given to the call; the model goes on',
+  },
   ReconcileFailed: { retryable: false, meaning: 'internal: unwinds a reconcile that ended in phase Failed' },
   // --- Temporal's failures, as the workflow classifies them
   Timeout: { retryable: true, meaning: 'an activity timed out (a lost worker, a stuck request)' },

@@ -1,7 +1,10 @@
 // The activity another team's worker hosts to serve or update a model from their own workflow (a trigger such as
 // "training finished"). The client implements it (`createServingActivities`); workflows call it through
 // `applyServedModel` in workflows/compose/.
+import type { ModelRef } from './identity.js';
 import type { ServeModelOptions, UpdateResult } from './messages.js';
+import type { DeleteModelOperationInput, DeleteModelOperationOutput } from './nexus.js';
+import type { ModelStatus } from './status.js';
 
 export interface ApplyServedModelInput {
   /** The ServedModel document, as people write it. */
@@ -11,6 +14,7 @@ export interface ApplyServedModelInput {
 }
 
 export interface ApplyServedModelResult extends UpdateResult {
+  ref: ModelRef;
   workflowId: string;
   runId: string;
   /** True when no workflow was running for the model and this call started one. */
@@ -20,4 +24,8 @@ export interface ApplyServedModelResult extends UpdateResult {
 export interface ServingActivities {
   /** Serve `document`, or make it the running model's spec: one Update-with-Start; the same document again is a no-op. */
   applyServedModel(input: ApplyServedModelInput): Promise<ApplyServedModelResult>;
+  /** Waits (heartbeating) until the model is Ready at `generation` or newer; fails with its reason if it fails. */
+  awaitModelReady(input: { ref: ModelRef; generation: number; timeoutMs?: number }): Promise<ModelStatus>;
+  /** Tears the model down and waits until it is gone (already gone is fine). */
+  deleteServedModel(input: DeleteModelOperationInput): Promise<DeleteModelOperationOutput>;
 }

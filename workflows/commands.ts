@@ -1,0 +1,40 @@
+// Short command workflows on Ferry's worker behind the Nexus service's long operations. They act on a model through
+// its own workflow (Update-with-Start, the delete Update) and never own it: cancelling a command stops the command.
+import { proxyActivities } from '@temporalio/workflow';
+import type {
+  DeleteModelOperationInput,
+  DeleteModelOperationOutput,
+  EnsureModelInput,
+  EnsureModelOutput,
+  ServingActivities,
+} from './contract/index.js';
+
+const { applyServedModel, deleteServedModel } = proxyActivities<ServingActivities>({
+  startToCloseTimeout: 2 * 60_000,
+  retry: { maximumInterval: 30_000, nonRetryableErrorTypes: ['InvalidSpec', 'ModelDeleting'] },
+});
+
+/** Serves or updates the model, then waits until it is Ready at that generation. */
+export async function ensureModelWorkflow(input: EnsureModelInput): Promise<EnsureModelOutput> {
+  const applied = await applyServedModel({ document: input.document });
+  const { awaitModelReady } = proxyActivities<ServingActivities>({
+    // The wait's own budget, plus room for a retry after a lost worker; the heartbeat notices a lost one sooner.
+    startToCloseTimeout: (input.timeoutMs ?? 6 * 3_600_000) + 60_000,
+    heartbeatTimeout: 60_000,
+    retry: { maximumInterval: 30_000, nonRetryableErrorTypes: ['ServeFailed', 'ModelDeleting', 'ReadyTimeout'] },
+  });
+  const { ref } = applied;
+  const status = await awaitModelReady({ ref, generation: applied.generation, timeoutMs: input.timeoutMs });
+  return {
+    ref,
+    workflowId: applied.workflowId,
+    generation: status.observedGeneration,
+    endpoint: status.endpoint ?? '',
+    servedModelName: status.servedModelName,
+  };
+}
+
+/** Deletes the model and waits until its teardown is done. */
+export async function deleteModelWorkflow(input: DeleteModelOperationInput): Promise<DeleteModelOperationOutput> {
+  return await deleteServedModel(input);
+}

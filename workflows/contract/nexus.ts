@@ -1,0 +1,43 @@
+// The Nexus service through which workflows in other Temporal namespaces use Ferry: ensure a model is served and
+// Ready, delete it, read its status. The serving workflow lives for months, far beyond one Nexus operation, so the
+// long operations are backed by short command workflows on Ferry's worker; cancelling one (a caller that is cancelled)
+// stops the command, never the model.
+import * as nexus from 'nexus-rpc';
+import type { ModelRef } from './identity.js';
+import type { ModelStatus } from './status.js';
+
+export interface EnsureModelInput {
+  /** The ServedModel document; served if not running, made the spec if it is (the same document is a no-op). */
+  document: unknown;
+  /** How long to wait for Ready. Default: the spec's download deadline plus its startup timeout plus 10 minutes. */
+  timeoutMs?: number;
+}
+
+export interface EnsureModelOutput {
+  ref: ModelRef;
+  workflowId: string;
+  generation: number;
+  endpoint: string;
+  servedModelName: string;
+}
+
+export interface DeleteModelOperationInput {
+  ref: ModelRef;
+  reason?: string;
+}
+
+export interface DeleteModelOperationOutput {
+  ref: ModelRef;
+  alreadyDeleted: boolean;
+  deleted: string[];
+  retained: string[];
+}
+
+export const ferryModelsService = nexus.service('ferry.models.v1', {
+  /** Serve (or update) a model and wait until it is Ready at that spec; returns its endpoint. */
+  ensureModel: nexus.operation<EnsureModelInput, EnsureModelOutput>(),
+  /** Tear a model down; returns what was deleted and what was retained. */
+  deleteModel: nexus.operation<DeleteModelOperationInput, DeleteModelOperationOutput>(),
+  /** The model's full status, at once. */
+  getModelStatus: nexus.operation<{ ref: ModelRef }, ModelStatus>(),
+});
