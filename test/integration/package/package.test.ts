@@ -1,12 +1,15 @@
 // Ferry as another team installs it: `npm pack`, installed into a throwaway project outside the repository, used
 // from there with plain Node — the client library, the worker process, and a workflow of that team's own that
 // imports the workflow-safe entry point and serves a model as a child on Ferry's worker.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { cpSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { getModelStatus } from '../../../client/index.js';
 import { modelObjects, uniqueCluster } from '../../support/e2e.js';
 import { useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
 import { waitFor } from '../../support/kube.js';
@@ -111,4 +114,53 @@ it("runs the team's own workflow, bundled from the workflow-safe entry point, ag
   expect(out.result.endpoint).toMatch(/^http:\/\//);
   // The child's teardown completed before the parent did: nothing of the model is left.
   await everythingGone(name);
+});
+
+it('tears the model down when the evaluating parent is terminated: its objects go from all to none', async () => {
+  const name = `eval-${cluster.slice(-6)}`;
+  const connection = await Connection.connect({ address: readLocalEnv().TEMPORAL_ADDRESS });
+  const client = new Client({ connection });
+  const program = spawn(process.execPath, ['run-evaluation.mjs', JSON.stringify(modelDoc(name))], {
+    cwd: project,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, TEMPORAL_ADDRESS: readLocalEnv().TEMPORAL_ADDRESS },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const lines: Record<string, string>[] = [];
+  // The program's own lines are JSON; the SDK's core may log other lines to the same stream.
+  createInterface({ input: program.stdout }).on('line', (line) => {
+    if (line.startsWith('{')) lines.push(JSON.parse(line) as Record<string, string>);
+  });
+  const exited = new Promise<number | null>((resolve) => program.on('exit', resolve));
+  try {
+    const parentId = await waitFor(
+      'the evaluation to start',
+      120_000,
+      async () => lines.find((l) => l.started)?.started,
+    );
+    const ref = { cluster, namespace: kube.ns, name };
+    await waitFor('the model to be Ready', 120_000, async () => {
+      const status = await getModelStatus(client, ref).catch(() => undefined);
+      return status?.phase === 'Ready';
+    });
+    const whileEvaluating = await modelObjects(kube, kube.ns, name);
+    expect(whileEvaluating).toEqual(
+      expect.arrayContaining([
+        `ConfigMap/${name}-ferry`,
+        `Deployment/${name}`,
+        `PersistentVolumeClaim/${name}-weights`,
+        `Service/${name}`,
+      ]),
+    );
+    // No finally of the parent runs: only the child's parent-close policy (REQUEST_CANCEL) can clean up now.
+    await client.workflow.getHandle(parentId).terminate('the parent is gone');
+    expect(await exited).toBe(0);
+    expect(lines.at(-1)).toEqual({ ended: 'TerminatedFailure' });
+    await everythingGone(name);
+    const model = client.workflow.getHandle(`servedmodel/${cluster}/${kube.ns}/${name}`);
+    expect((await model.describe()).status.name).toBe('CANCELLED');
+    console.log(`objects of ${name}: ${whileEvaluating.length} while evaluating, 0 after the parent was terminated`);
+  } finally {
+    program.kill();
+    await connection.close();
+  }
 });

@@ -6,3 +6,6 @@ import { withServedModel } from '@ferry-dev/ferry/workflow';
 export async function serveThenDelete(doc) {
   return await withServedModel(doc, async (model) => ({ phase: 'Ready', endpoint: model.endpoint }));
 }
+
+// Ferry's checkpoint-evaluation workflow, hosted on this team's worker.
+export { evaluateCheckpointWorkflow } from '@ferry-dev/ferry/workflow';
