@@ -90,6 +90,28 @@ it('packs compiled JavaScript with type declarations, and no TypeScript sources'
   expect(statSync(tarball).size).toBeLessThan(512 * 1024);
 });
 
+it('exposes the client, the workflow-safe helpers and the worker as entry points, and the bins', async () => {
+  const script = `
+    const entries = {};
+    for (const entry of ['@ferry-dev/ferry', '@ferry-dev/ferry/workflow', '@ferry-dev/ferry/worker']) {
+      entries[entry] = Object.keys(await import(entry));
+    }
+    console.log(JSON.stringify(entries));`;
+  const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: project });
+  const entries = JSON.parse(stdout) as Record<string, string[]>;
+  expect(entries['@ferry-dev/ferry']).toEqual(
+    expect.arrayContaining(['serveModel', 'applyModel', 'deleteModel', 'waitForPhase', 'createServingActivities']),
+  );
+  expect(entries['@ferry-dev/ferry/workflow']).toEqual(
+    expect.arrayContaining(['withServedModel', 'serveAsChild', 'evaluateCheckpointWorkflow', 'ferryModelsService']),
+  );
+  expect(entries['@ferry-dev/ferry/worker']).toEqual(expect.arrayContaining(['createWorker', 'parseWorkerConfig']));
+  const help = await run(process.execPath, [join(project, 'node_modules', '.bin', 'ferry'), '--help'], {
+    cwd: project,
+  });
+  expect(help.stdout).toMatch(/^ferry: serve LLMs on Kubernetes/);
+});
+
 it('serves and deletes a model from plain Node with the installed client library', async () => {
   const name = `lib-${cluster.slice(-6)}`;
   const seen = await consumer<{
