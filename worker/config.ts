@@ -22,6 +22,8 @@ export interface WorkerConfig {
   /** How long in-flight activities may run on after SIGTERM before they are cancelled (and retried elsewhere). */
   shutdownGraceMs: number;
   logLevel: LogLevel;
+  /** Host the `ferry.models.v1` Nexus service (off for a Temporal server without Nexus). */
+  nexus: boolean;
   /** The environment the activities read their own settings from (FERRY_ENDPOINT_MODE, FERRY_ENDPOINT_OVERRIDES). */
   env: Env;
 }
@@ -43,6 +45,7 @@ Options (each overrides its environment variable):
   --workflow-bundle PATH          FERRY_WORKFLOW_BUNDLE  prebuilt bundle (default: bundle workflows/ at start)
   --shutdown-grace DURATION       FERRY_SHUTDOWN_GRACE   (default ${DEFAULT_SHUTDOWN_GRACE})
   --log-level LEVEL               FERRY_LOG_LEVEL        TRACE, DEBUG, INFO, WARN or ERROR (default INFO)
+  --nexus on|off                  FERRY_NEXUS            host the ferry.models.v1 Nexus service (default on)
   -h, --help
 
 Also read: TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH,
@@ -72,6 +75,7 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'hel
         'workflow-bundle': { type: 'string' },
         'shutdown-grace': { type: 'string' },
         'log-level': { type: 'string' },
+        nexus: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -96,6 +100,8 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'hel
   if (!LOG_LEVELS.includes(level as LogLevel)) {
     problems.push(`log level ${JSON.stringify(level)} must be one of ${LOG_LEVELS.join(', ')}`);
   }
+  const nexusText = (values.nexus ?? env.FERRY_NEXUS ?? 'on').toLowerCase();
+  if (nexusText !== 'on' && nexusText !== 'off') problems.push(`nexus ${JSON.stringify(nexusText)} must be on or off`);
   let temporal: TemporalSettings | undefined;
   try {
     temporal = temporalSettingsFromEnv(env, {
@@ -118,6 +124,7 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'hel
     ...(workflowBundle ? { workflowBundle } : {}),
     shutdownGraceMs,
     logLevel: level as LogLevel,
+    nexus: nexusText !== 'off',
     env,
   };
 }

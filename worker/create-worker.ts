@@ -48,7 +48,7 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
       namespace: config.temporal.namespace,
       taskQueue: config.taskQueue,
       activities,
-      nexusServices: [ferryModelsHandler],
+      ...(config.nexus ? { nexusServices: [ferryModelsHandler] } : {}),
       ...workflowSource(config, overrides),
       shutdownGraceTime: config.shutdownGraceMs,
       shutdownForceTime: config.shutdownGraceMs + FORCE_AFTER_GRACE_MS,

@@ -25,11 +25,18 @@ describe('worker configuration', () => {
       taskQueue: 'ferry-default',
       shutdownGraceMs: 25_000,
       logLevel: 'INFO',
+      nexus: true,
       temporal: { address: 'localhost:7233', addressSource: 'default', namespace: 'default' },
     });
     expect(c.kubeconfig).toBeUndefined();
     expect(c.workflowBundle).toBeUndefined();
     expect(connectOptionsOf(c.temporal)).toEqual({ address: 'localhost:7233' });
+  });
+
+  it('hosts the Nexus service unless told off, and refuses anything but on or off', () => {
+    expect(config([], { FERRY_NEXUS: 'off' }).nexus).toBe(false);
+    expect(config(['--nexus', 'on'], { FERRY_NEXUS: 'off' }).nexus).toBe(true);
+    expect(() => config(['--nexus', 'maybe'], {})).toThrow(/nexus "maybe" must be on or off/);
   });
 
   it("reads Temporal's variables and Ferry's, and flags win over both", () => {
