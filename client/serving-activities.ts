@@ -14,7 +14,13 @@ import {
 } from '../workflows/contract/index.js';
 import { applyModel } from './apply-model.js';
 import { deleteModel } from './delete-model.js';
-import { InvalidSpecError, ModelDeletedError, ModelFailedError, WaitTimeoutError } from './errors.js';
+import {
+  InvalidSpecError,
+  ModelDeletedError,
+  ModelFailedError,
+  ModelNotFoundError,
+  WaitTimeoutError,
+} from './errors.js';
 import { waitForPhase } from './wait-for-phase.js';
 
 /** How often a long wait heartbeats, whatever the model does meanwhile. */
@@ -61,6 +67,8 @@ export function createServingActivities(client: Client): ServingActivities {
           deleted: result.teardown?.deleted ?? [],
           retained: result.teardown?.retained ?? [],
         };
+      } catch (err) {
+        throw typed(err);
       } finally {
         clearInterval(beat);
       }
@@ -72,6 +80,7 @@ export function createServingActivities(client: Client): ServingActivities {
 function typed(err: unknown): unknown {
   if (err instanceof InvalidSpecError) return failure(FAILURE.InvalidSpec, formatSpecIssues(err.issues), err.issues);
   if (err instanceof ModelDeletedError) return failure(FAILURE.ModelDeleting, err.message);
+  if (err instanceof ModelNotFoundError) return failure(FAILURE.ModelNotFound, err.message);
   if (err instanceof ModelFailedError) return failure(FAILURE.ServeFailed, err.message, err.error);
   if (err instanceof WaitTimeoutError) return failure(FAILURE.ReadyTimeout, err.message);
   return err;

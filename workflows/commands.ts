@@ -11,7 +11,7 @@ import type {
 
 const { applyServedModel, deleteServedModel } = proxyActivities<ServingActivities>({
   startToCloseTimeout: 2 * 60_000,
-  retry: { maximumInterval: 30_000, nonRetryableErrorTypes: ['InvalidSpec', 'ModelDeleting'] },
+  retry: { maximumInterval: 30_000 },
 });
 
 /** Serves or updates the model, then waits until it is Ready at that generation. */
@@ -21,7 +21,7 @@ export async function ensureModelWorkflow(input: EnsureModelInput): Promise<Ensu
     // The wait's own budget, plus room for a retry after a lost worker; the heartbeat notices a lost one sooner.
     startToCloseTimeout: (input.timeoutMs ?? 6 * 3_600_000) + 60_000,
     heartbeatTimeout: 60_000,
-    retry: { maximumInterval: 30_000, nonRetryableErrorTypes: ['ServeFailed', 'ModelDeleting', 'ReadyTimeout'] },
+    retry: { maximumInterval: 30_000 },
   });
   const { ref } = applied;
   const status = await awaitModelReady({ ref, generation: applied.generation, timeoutMs: input.timeoutMs });

@@ -22,7 +22,7 @@ export async function applyServedModel(
   const { applyServedModel: apply } = proxyActivities<ServingActivities>({
     ...(options.taskQueue ? { taskQueue: options.taskQueue } : {}),
     startToCloseTimeout: 2 * 60_000,
-    retry: { maximumInterval: 30_000, nonRetryableErrorTypes: ['InvalidSpec', 'ModelDeleting'] },
+    retry: { maximumInterval: 30_000 },
   });
   return await apply({ document, ...(options.workflowOptions ? { workflowOptions: options.workflowOptions } : {}) });
 }

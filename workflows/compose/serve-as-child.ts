@@ -77,7 +77,8 @@ export async function serveAsChild(document: unknown, opts: ServeAsChildOptions 
     setHandler(phaseChangedSignal, (change) => void reported.set(change.workflowId, change));
   }
   const scope = new CancellationScope();
-  let ended: { error?: unknown } | undefined;
+  // The child's workflow has ended (its result or failure is not needed: `ready()` reports what it signalled).
+  let ended = false;
   let markStarted!: () => void;
   let failStart!: (err: unknown) => void;
   const started = new Promise<void>((resolve, reject) => {
@@ -102,8 +103,8 @@ export async function serveAsChild(document: unknown, opts: ServeAsChildOptions 
     return child.result();
   });
   const settled = served.then(
-    () => void (ended = {}),
-    (error: unknown) => void (ended = { error }),
+    () => void (ended = true),
+    () => void (ended = true),
   );
   await started;
 
@@ -114,7 +115,7 @@ export async function serveAsChild(document: unknown, opts: ServeAsChildOptions 
       return reported.get(workflowId);
     },
     async ready() {
-      await condition(() => ended !== undefined || ['Ready', 'Failed'].includes(reported.get(workflowId)?.phase ?? ''));
+      await condition(() => ended || ['Ready', 'Failed'].includes(reported.get(workflowId)?.phase ?? ''));
       const change = reported.get(workflowId);
       if (change?.phase === 'Ready' && change.endpoint) {
         const { endpoint, generation } = change;
