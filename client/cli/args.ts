@@ -1,6 +1,10 @@
 // `ferry` command lines, parsed into commands (pure: no I/O, so every rule is unit-tested).
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { DNS1123_LABEL, parseDuration, type Phase, PHASES } from '../../workflows/contract/index.js';
+// Three zod-free modules of the contract, not its barrel: the barrel loads zod and the Temporal SDK (about 0.2 s),
+// and `ferry --help` and `--version` load nothing but this parser (docs/performance.md#cli-start).
+import { DNS1123_LABEL } from '../../workflows/contract/spec/names.js';
+import { parseDuration } from '../../workflows/contract/spec/quantities.js';
+import { type Phase, PHASES } from '../../workflows/contract/status.js';
 import type { TemporalOverrides } from '../temporal-env.js';
 
 const COMMANDS = ['serve', 'update', 'apply', 'status', 'list', 'delete', 'watch'] as const;
@@ -21,6 +25,7 @@ interface Common {
 
 export type Command =
   | { kind: 'help'; topic?: CommandName }
+  | { kind: 'version' }
   | (Common & { kind: 'serve'; file: string; wait: boolean; timeoutMs?: number })
   | (Common & { kind: 'update'; file: string; wait: boolean; timeoutMs?: number })
   | (Common & { kind: 'apply'; file: string; wait: boolean; timeoutMs?: number })
@@ -73,6 +78,7 @@ export function parseCommand(argv: readonly string[]): Command {
     if (first === undefined) throw new UsageError('no command given');
     return { kind: 'help', topic };
   }
+  if (first === '--version' || first === '-V') return { kind: 'version' };
   if (!isCommand(first)) {
     throw new UsageError(
       first.startsWith('-')

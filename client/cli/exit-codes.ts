@@ -1,16 +1,5 @@
-// Exit codes scripts rely on; `ferry --help` lists them.
-import {
-  ConnectError,
-  InvalidSpecError,
-  ModelFailedError,
-  ModelNotFoundError,
-  NoWorkerError,
-  SpecConflictError,
-  WaitTimeoutError,
-} from '../errors.js';
-import { isUnavailable } from '../model-status.js';
-import { UsageError } from './args.js';
-
+// Exit codes scripts rely on; `ferry --help` lists them. Which error gets which: `exitCodeOf` in run.ts (this module
+// imports nothing, so `ferry --help` and `--version` can use it without loading the client library).
 export const EXIT = {
   /** Done. */
   ok: 0,
@@ -27,13 +16,3 @@ export const EXIT = {
   /** Interrupted (Ctrl-C). */
   interrupted: 130,
 } as const;
-
-export function exitCodeOf(err: unknown): number {
-  if (err instanceof UsageError || err instanceof InvalidSpecError || err instanceof SpecConflictError)
-    return EXIT.usage;
-  if (err instanceof ModelNotFoundError) return EXIT.notFound;
-  if (err instanceof WaitTimeoutError) return EXIT.timeout;
-  if (err instanceof ConnectError || err instanceof NoWorkerError || isUnavailable(err)) return EXIT.unavailable;
-  if (err instanceof ModelFailedError) return EXIT.failed;
-  return EXIT.failed;
-}

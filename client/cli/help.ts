@@ -22,7 +22,7 @@ Commands:
   delete NAME [-n NS] [--wait]                 tear the model down
   watch NAME [-n NS]                           follow phase changes and download progress live
 
-Every command takes -o json (machine-readable output) and -h/--help.
+Every command takes -o json (machine-readable output) and -h/--help. ferry --version (-V) prints Ferry's version.
 
 ${CONNECTION}
 

@@ -1,8 +1,9 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseCommand, UsageError } from '../../client/cli/args.js';
+import { repoRoot } from '../support/local-env.js';
 import { runCli } from '../../client/cli.js';
 import type { CliIO } from '../../client/cli/io.js';
 
@@ -98,6 +99,26 @@ describe('parseCommand', () => {
     expect(parseCommand(['serve', '-h'])).toEqual({ kind: 'help', topic: 'serve' });
   });
 
+  it('answers --version and -V before a command, and not as an option of one', () => {
+    expect(parseCommand(['--version'])).toEqual({ kind: 'version' });
+    expect(parseCommand(['-V'])).toEqual({ kind: 'version' });
+    expect(parseError(['status', 'qwen', '--version']).message).toMatch(/Unknown option '--version'/);
+  });
+
+  it('accepts a model name only when it is a DNS label', () => {
+    const accepts = (word: string) => {
+      try {
+        return parseCommand(['status', word]).kind === 'status';
+      } catch {
+        return false;
+      }
+    };
+    for (const word of ['qwen', 'q', '0', '7b', 'qwen-7b', 'a--b']) expect(accepts(word), word).toBe(true);
+    for (const word of ['Qwen', 'qwen_7b', 'qwen-', '-q', 'q.w', 'q w', 'ü', 'a'.repeat(64)]) {
+      expect(accepts(word), word).toBe(false);
+    }
+  });
+
   it('rejects bad usage with a message that says what is expected', () => {
     expect(parseError([]).message).toBe('no command given');
     expect(parseError(['launch']).message).toMatch(/unknown command "launch"; commands: serve, update/);
@@ -138,6 +159,16 @@ function fakeIO(files: Record<string, string> = {}): CliIO & { out: string; err:
 }
 
 describe('runCli without a server', () => {
+  it("prints `ferry <version>` from Ferry's package.json with exit 0", async () => {
+    const { version } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string };
+    for (const flag of ['--version', '-V']) {
+      const io = fakeIO();
+      expect(await runCli([flag], io)).toBe(0);
+      expect(io.out).toBe(`ferry ${version}\n`);
+      expect(io.err).toBe('');
+    }
+  });
+
   it('prints help on stdout with exit 0, and usage errors on stderr with exit 2', async () => {
     const help = fakeIO();
     expect(await runCli(['--help'], help)).toBe(0);

@@ -1,6 +1,9 @@
 // The building blocks of the schema: field rules that word their own messages for people. Pure.
 import { z } from 'zod';
 import { parseDuration, parseQuantity } from './quantities.js';
+import { DNS1123_LABEL } from './names.js';
+
+export { DNS1123_LABEL };
 
 type Rule<T> = (value: T) => string | undefined;
 
@@ -78,7 +81,6 @@ function editDistance(a: string, b: string): number {
 }
 
 const DNS1035_LABEL = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
-export const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const LABEL_NAME_PART = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
 export const C_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;

@@ -1,0 +1,56 @@
+// The compiled CLI as people run it (`node bin/ferry.js`, dist/ from `npm run build`, which `npm test` runs first):
+// --version and --help answer, and load nothing from node_modules (no Temporal client, no zod, no YAML) to do it.
+// How fast they start is bench/cli-start.sh's business, not a test's.
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { MAIN_HELP, COMMAND_HELP } from '../../client/cli/help.js';
+import { repoRoot } from '../support/local-env.js';
+
+const built = existsSync(join(repoRoot, 'dist/client/cli.js'));
+const { version } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string };
+
+// A module loader hook that fails the run when anything under node_modules/ loads.
+const NO_PACKAGES = `data:text/javascript,${encodeURIComponent(`
+import { register } from 'node:module';
+register('data:text/javascript,' + encodeURIComponent(
+  'export async function load(url, context, next) {' +
+  '  if (url.includes("/node_modules/")) throw new Error("ferry loaded " + url);' +
+  '  return next(url, context);' +
+  '}'));
+`)}`;
+
+function ferry(...args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const result = spawnSync(process.execPath, ['--import', NO_PACKAGES, 'bin/ferry.js', ...args], {
+    cwd: repoRoot,
+    encoding: 'utf8',
+    timeout: 20_000,
+  });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+describe.skipIf(!built)('bin/ferry.js (compiled)', () => {
+  it('prints `ferry <version>` from package.json and exits 0, with -V too', () => {
+    expect(ferry('--version')).toEqual({ status: 0, stdout: `ferry ${version}\n`, stderr: '' });
+    expect(ferry('-V')).toEqual({ status: 0, stdout: `ferry ${version}\n`, stderr: '' });
+  });
+
+  it('prints the help and exits 0, for the tool and for a command', () => {
+    expect(ferry('--help')).toEqual({ status: 0, stdout: MAIN_HELP, stderr: '' });
+    expect(ferry('serve', '--help')).toEqual({ status: 0, stdout: COMMAND_HELP.serve, stderr: '' });
+    expect(ferry('help', 'watch')).toEqual({ status: 0, stdout: COMMAND_HELP.watch, stderr: '' });
+  });
+
+  it('still exits 2 with the usage on a bad command line', () => {
+    const { status, stdout, stderr } = ferry('--bogus');
+    expect({ status, stdout }).toEqual({ status: 2, stdout: '' });
+    expect(stderr).toMatch(/^error: a command comes first .*got --bogus\n\nferry: serve LLMs/);
+  });
+
+  it('fails, in this harness, as soon as a command loads a package (the hook works)', () => {
+    const { status, stderr } = ferry('status', 'qwen', '--temporal-address', '127.0.0.1:9');
+    expect(status).not.toBe(0);
+    expect(stderr).toMatch(/ferry loaded file:\/\/.*\/node_modules\//);
+  });
+});
