@@ -4,6 +4,7 @@ import type { ActivityDeps } from './deps.js';
 import { claimName } from './steps/claim.js';
 import { applyEngine, scaleEngine } from './steps/engine.js';
 import { awaitHealth, type ApiKeyResolver } from './steps/health.js';
+import { lookAtModel } from './steps/look.js';
 import { awaitPuller, startPuller } from './steps/puller.js';
 import { readStatus } from './steps/read-status.js';
 import { releaseVolume } from './steps/release.js';
@@ -18,7 +19,11 @@ export interface ActivityOptions {
 
 export function createActivities(deps: ActivityDeps, options: ActivityOptions = {}): FerryActivities {
   return {
-    claimName: (input) => claimName(deps, input),
+    claimName: (input) => {
+      // A model's first step: from now on the worker's watch covers its namespace.
+      deps.watcher?.watchNamespace(input.model.metadata.namespace);
+      return claimName(deps, input);
+    },
     applyStorage: (input) => applyStorage(deps, input),
     startPuller: (input) => startPuller(deps, input),
     awaitPuller: (input) => awaitPuller(deps, input),
@@ -28,6 +33,7 @@ export function createActivities(deps: ActivityDeps, options: ActivityOptions = 
     awaitHealth: (input) => awaitHealth(deps, input, options.apiKeys),
     scaleEngine: (input) => scaleEngine(deps, input),
     readStatus: (input) => readStatus(deps, input, options.apiKeys),
+    lookAtModel: (input) => lookAtModel(deps, input, options.apiKeys),
     tearDown: (input) => tearDown(deps, input),
   };
 }

@@ -1,7 +1,11 @@
 // What the activities need from the outside world; the worker wires real ones, tests wire what they need.
 import type { Cluster } from './cluster/api.js';
 import type { ProgressSink } from './cluster/progress.js';
-import type { ServedModel } from '../workflows/contract/index.js';
+import type { ModelRef, ServedModel } from '../workflows/contract/index.js';
+import type { ModelWatcher } from './cluster/model-watcher.js';
+
+/** A model's spec at `generation`, for a look that carries only a reference (the worker asks the workflow). */
+export type SpecSource = (ref: ModelRef, generation: number) => Promise<ServedModel>;
 
 /** Where Ferry sends HTTP requests to a model's engine (health checks, the CLI's completion). */
 export type EndpointResolver = (model: ServedModel) => Promise<string>;
@@ -14,6 +18,10 @@ export interface ActivityDeps {
   endpoints: EndpointResolver;
   /** Delivers progress to the workflow (the worker signals it); unset means heartbeats only. */
   progress?: ProgressSink;
+  /** Where a look gets the spec; unset, `lookAtModel` cannot run. */
+  specs?: SpecSource;
+  /** The worker's watch: looks read from its memory, and a claim starts watching the model's namespace. */
+  watcher?: ModelWatcher;
   /** Poll and back-off intervals, shrunk by tests. */
   timing?: Partial<ActivityTiming>;
 }

@@ -1,20 +1,37 @@
 // The real activities for one cluster: Kubernetes from a kubeconfig or in-cluster credentials, engine endpoints as
-// FERRY_ENDPOINT_MODE says, and progress delivered to each workflow as a `progress` signal.
+// FERRY_ENDPOINT_MODE says, progress delivered to each workflow as a `progress` signal, and the watch that wakes a
+// model's workflow (`modelChanged`) when one of its objects changes.
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
-import type { Client } from '@temporalio/client';
 import type { Logger } from '@temporalio/worker';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { createActivities, type FerryActivities } from '../activities/index.js';
 import { Cluster } from '../activities/cluster/api.js';
 import { endpointResolverFromEnv } from '../activities/cluster/endpoints.js';
+import { ModelWatcher } from '../activities/cluster/model-watcher.js';
 import type { ProgressSink } from '../activities/cluster/progress.js';
-import { progressSignal } from '../workflows/contract/index.js';
+import type { SpecSource } from '../activities/deps.js';
+import {
+  ferryClusterKey,
+  ferryNamespaceKey,
+  modelChangedSignal,
+  progressSignal,
+  specQuery,
+  workflowIdFor,
+  type ServedModel,
+} from '../workflows/contract/index.js';
 import type { WorkerConfig } from './config.js';
 
+export interface RealActivities {
+  activities: FerryActivities;
+  /** Stops the watch (call once the worker has stopped). */
+  stop(): void;
+}
+
 /** Builds the activities; logs which Kubernetes API server and endpoint mode they use. */
-export function realActivities(config: WorkerConfig, client: Client, logger: Logger): FerryActivities {
+export function realActivities(config: WorkerConfig, client: Client, logger: Logger): RealActivities {
   const kc = new KubeConfig();
   // loadFromDefault: KUBECONFIG (which may list several files), ~/.kube/config, then the pod's service account.
   if (config.kubeconfig && !config.kubeconfig.includes(':')) kc.loadFromFile(config.kubeconfig);
@@ -31,12 +48,71 @@ export function realActivities(config: WorkerConfig, client: Client, logger: Log
     user: kc.getCurrentUser()?.name,
     endpointMode: endpoints.mode,
   });
-  return createActivities({
-    cluster: new Cluster(kc),
+  const cluster = new Cluster(kc);
+  const watcher = config.watch ? startWatcher(config, client, kc, cluster, logger) : undefined;
+  const activities = createActivities({
+    cluster,
     endpoints: endpoints.endpoints,
     ...(endpoints.http ? { http: endpoints.http } : {}),
     progress: progressSink(client),
+    specs: specSource(client),
+    ...(watcher ? { watcher } : {}),
   });
+  return { activities, stop: () => watcher?.stop() };
+}
+
+/**
+ * The watch over this cluster's models: the namespaces of the running models (from visibility) at start, each new
+ * one as a model claims its name. A change wakes the model's workflow with a `modelChanged` signal.
+ */
+function startWatcher(
+  config: WorkerConfig,
+  client: Client,
+  kc: KubeConfig,
+  cluster: Cluster,
+  logger: Logger,
+): ModelWatcher {
+  const watcher = new ModelWatcher(kc, cluster, {
+    wake: async ({ namespace, name, objects }) => {
+      const workflowId = workflowIdFor({ cluster: config.cluster, namespace, name });
+      try {
+        await client.workflow.getHandle(workflowId).signal(modelChangedSignal, { objects });
+      } catch (err) {
+        // A deleted model's objects go after its workflow has ended: nobody to wake.
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+      }
+    },
+    log: (level, message, meta) => {
+      logger[level](message, meta);
+    },
+  });
+  void (async () => {
+    const query = `${ferryClusterKey.name} = '${config.cluster}' AND ExecutionStatus = 'Running'`;
+    try {
+      for await (const execution of client.workflow.list({ query })) {
+        const namespace = execution.typedSearchAttributes.get(ferryNamespaceKey);
+        if (namespace) watcher.watchNamespace(namespace);
+      }
+    } catch (err) {
+      logger.warn('cannot list running models to watch their namespaces; each is watched from its next look', {
+        error: String(err),
+      });
+    }
+  })();
+  return watcher;
+}
+
+/** A model's spec from its workflow's `spec` query, asked once per generation (the answer is kept). */
+function specSource(client: Client): SpecSource {
+  const known = new Map<string, { generation: number; spec: ServedModel }>();
+  return async (ref, generation) => {
+    const workflowId = workflowIdFor(ref);
+    const cached = known.get(workflowId);
+    if (cached?.generation === generation) return cached.spec;
+    const spec = await client.workflow.getHandle(workflowId).query(specQuery);
+    known.set(workflowId, { generation, spec });
+    return spec;
+  };
 }
 
 /** Signals progress to the run that asked for it (a report for an older run fails, and is only logged). */

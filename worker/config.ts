@@ -24,6 +24,11 @@ export interface WorkerConfig {
   logLevel: LogLevel;
   /** Host the `ferry.models.v1` Nexus service (off for a Temporal server without Nexus). */
   nexus: boolean;
+  /**
+   * Watch the models' objects and wake their workflows when one changes (on); off, a Ready model is looked at only
+   * every safety-net interval (30 min), for a worker whose Role lacks list/watch.
+   */
+  watch: boolean;
   /** The environment the activities read their own settings from (FERRY_ENDPOINT_MODE, FERRY_ENDPOINT_OVERRIDES). */
   env: Env;
 }
@@ -46,6 +51,7 @@ Options (each overrides its environment variable):
   --shutdown-grace DURATION       FERRY_SHUTDOWN_GRACE   (default ${DEFAULT_SHUTDOWN_GRACE})
   --log-level LEVEL               FERRY_LOG_LEVEL        TRACE, DEBUG, INFO, WARN or ERROR (default INFO)
   --nexus on|off                  FERRY_NEXUS            host the ferry.models.v1 Nexus service (default on)
+  --watch on|off                  FERRY_WATCH            watch models' objects, wake their workflows (default on)
   -h, --help
 
 Also read: TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH,
@@ -76,6 +82,7 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'hel
         'shutdown-grace': { type: 'string' },
         'log-level': { type: 'string' },
         nexus: { type: 'string' },
+        watch: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -102,6 +109,8 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'hel
   }
   const nexusText = (values.nexus ?? env.FERRY_NEXUS ?? 'on').toLowerCase();
   if (nexusText !== 'on' && nexusText !== 'off') problems.push(`nexus ${JSON.stringify(nexusText)} must be on or off`);
+  const watchText = (values.watch ?? env.FERRY_WATCH ?? 'on').toLowerCase();
+  if (watchText !== 'on' && watchText !== 'off') problems.push(`watch ${JSON.stringify(watchText)} must be on or off`);
   let temporal: TemporalSettings | undefined;
   try {
     temporal = temporalSettingsFromEnv(env, {
@@ -125,6 +134,7 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'hel
     shutdownGraceMs,
     logLevel: level as LogLevel,
     nexus: nexusText !== 'off',
+    watch: watchText !== 'off',
     env,
   };
 }

@@ -6,6 +6,7 @@ import { NativeConnection, Runtime, Worker, type Logger, type WorkflowBundleOpti
 import { createServingActivities } from '../client/serving-activities.js';
 import { connectOptionsOf } from '../client/temporal-env.js';
 import type { FerryActivities } from '../workflows/contract/index.js';
+import type { RealActivities } from './activities.js';
 import type { WorkerConfig } from './config.js';
 import { ferryModelsHandler } from './nexus-handler.js';
 
@@ -37,10 +38,13 @@ export interface FerryWorker {
 /** Connects to Temporal and creates the worker; `worker.run()` starts polling, `worker.shutdown()` drains it. */
 export async function createWorker(config: WorkerConfig, overrides: WorkerOverrides = {}): Promise<FerryWorker> {
   const ownConnection = !overrides.connection;
+  let stopReal: (() => void) | undefined;
   const connection = overrides.connection ?? (await NativeConnection.connect(connectOptionsOf(config.temporal)));
   try {
     const client = new Client({ connection, namespace: config.temporal.namespace });
-    const ferry = overrides.activities ?? (await loadRealActivities(config, client, overrides.logger));
+    const real = overrides.activities ? undefined : await loadRealActivities(config, client, overrides.logger);
+    stopReal = real ? () => real.stop() : undefined;
+    const ferry = overrides.activities ?? real!.activities;
     // The Nexus service's command workflows act on models through their workflows, with this worker's client.
     const activities = { ...createServingActivities(client), ...ferry };
     const worker = await Worker.create({
@@ -58,10 +62,12 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
       client,
       connection,
       async close() {
+        stopReal?.();
         if (ownConnection) await connection.close();
       },
     };
   } catch (err) {
+    stopReal?.();
     if (ownConnection) await connection.close().catch(() => undefined);
     throw err;
   }
@@ -77,7 +83,7 @@ function workflowSource(
 }
 
 // Imported only when needed, so a worker with stub activities never loads the Kubernetes client.
-async function loadRealActivities(config: WorkerConfig, client: Client, logger?: Logger): Promise<FerryActivities> {
+async function loadRealActivities(config: WorkerConfig, client: Client, logger?: Logger): Promise<RealActivities> {
   const { realActivities } = await import('./activities.js');
   return realActivities(config, client, logger ?? Runtime.instance().logger);
 }

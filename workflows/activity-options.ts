@@ -14,6 +14,7 @@ const TEARDOWN_TIMEOUT_MS = 5 * 60_000;
 
 export interface ResolvedOptions {
   watchIntervalMs: number;
+  safetyNetIntervalMs: number;
   continueAsNewAfterEvents: number;
   initialIntervalMs: number;
   maximumIntervalMs: number;
@@ -25,6 +26,7 @@ export interface ResolvedOptions {
 export function resolveOptions(options: ServeModelOptions = {}): ResolvedOptions {
   return {
     watchIntervalMs: options.watchIntervalMs ?? 30_000,
+    safetyNetIntervalMs: options.safetyNetIntervalMs ?? 30 * 60_000,
     continueAsNewAfterEvents: options.continueAsNewAfterEvents ?? 5_000,
     initialIntervalMs: options.retry?.initialIntervalMs ?? 1_000,
     maximumIntervalMs: options.retry?.maximumIntervalMs ?? 30_000,

@@ -8,6 +8,7 @@ import {
   getExternalWorkflowHandle,
   isCancellation,
   log,
+  patched,
   setCurrentDetails,
   sleep,
   upsertSearchAttributes,
@@ -33,6 +34,8 @@ import {
   type DeleteModelInput,
   type DeleteResult,
   type FinalStatus,
+  type LookResult,
+  type ModelChanged,
   type ModelStatus,
   type PendingPull,
   type ServedModel,
@@ -59,6 +62,7 @@ import {
   initialStatus,
   markReady,
   observe,
+  recordRepair,
   retryingStep,
   SETTLED,
   skipDownload,
@@ -82,6 +86,14 @@ function now(): string {
   return new Date().toISOString();
 }
 
+/**
+ * Runs from before this patch look at a Ready model every watch interval (readStatus, the spec in every call); runs
+ * with it wait for the worker's watch to signal a change, look by reference, and repair what drifted.
+ */
+const WATCH_RECONCILES = 'watch-reconciles';
+/** Two looks woken back to back are at least this far apart (another controller fighting over a field). */
+const MIN_LOOK_SPACING_MS = 1_000;
+
 export class ModelLifecycle {
   /** The latest accepted spec. */
   desired: ServedModel;
@@ -96,6 +108,14 @@ export class ModelLifecycle {
   private deleted: DeleteResult | undefined;
   /** The spec the running reconcile works towards (an update may already have replaced `desired`). */
   private reconciling: ServedModel | undefined;
+  /** The worker's watch saw the model's objects change since the last look. */
+  private woken: ModelChanged | undefined;
+  /** A look found the root object or the weights volume gone: the whole sequence runs again. */
+  private lost: LookResult['lost'];
+  private watchReconciles: boolean | undefined;
+  private lastLookAt = 0;
+  private safetyNet: Promise<unknown> | undefined;
+  private safetyNetDue = false;
 
   constructor(
     spec: ServedModel,
@@ -109,6 +129,12 @@ export class ModelLifecycle {
   }
 
   // --- what the handlers call ---------------------------------------------------------------------------------
+
+  /** The worker's watch saw one of the model's objects change: look at it (when idle). */
+  wake(change: ModelChanged): void {
+    const objects = [...(this.woken?.objects ?? []), ...(change?.objects ?? [])];
+    this.woken = { objects: [...new Set(objects)].slice(0, 8) };
+  }
 
   progress(progress: StepProgress): void {
     this.set(foldProgress(this.status, progress, currentStep(this.status), now()));
@@ -160,7 +186,7 @@ export class ModelLifecycle {
 
   /** Work is due: an accepted generation not yet tried, or a reconcile that did not settle. */
   get due(): boolean {
-    return this.attempted < this.status.generation || !SETTLED.includes(this.status.phase);
+    return this.attempted < this.status.generation || !SETTLED.includes(this.status.phase) || !!this.lost;
   }
 
   historyIsLong(): boolean {
@@ -178,14 +204,46 @@ export class ModelLifecycle {
     };
   }
 
-  /** Waits for an update or a delete; a model that is not Failed is looked at every watch interval meanwhile. */
+  /**
+   * Waits for an update or a delete. Meanwhile a Ready model is looked at when the worker's watch wakes it, and at
+   * least every safety-net interval; a Degraded one every watch interval too (it may get well without any object
+   * changing); a Failed one not at all.
+   */
   async idle(): Promise<void> {
     const due = () => this.deletion !== undefined || this.attempted < this.status.generation;
     if (this.status.phase === 'Failed') {
       await condition(due);
-    } else if (!(await condition(due, this.options.watchIntervalMs))) {
-      await this.watch();
+      return;
     }
+    this.watchReconciles ??= patched(WATCH_RECONCILES);
+    if (!this.watchReconciles) {
+      if (!(await condition(due, this.options.watchIntervalMs))) await this.watch();
+      return;
+    }
+    const woken = () => due() || this.woken !== undefined;
+    if (this.status.phase === 'Degraded') {
+      // Degraded may end without any object changing (an engine that answers /health again): look every interval.
+      await condition(woken, this.options.watchIntervalMs);
+    } else {
+      // One safety-net timer at a time, kept across wakes: a wake costs no timer of its own.
+      this.safetyNet ??= sleep(this.options.safetyNetIntervalMs).then(
+        () => (this.safetyNetDue = true),
+        () => undefined,
+      );
+      await condition(() => woken() || this.safetyNetDue);
+    }
+    if (due()) return;
+    if (this.woken) {
+      // Woken right after a look: the next one waits a moment, so a fight with another controller stays slow.
+      const wait = this.lastLookAt + MIN_LOOK_SPACING_MS - Date.now();
+      if (wait > 0 && (await condition(due, wait))) return;
+    }
+    if (this.safetyNetDue) {
+      this.safetyNet = undefined;
+      this.safetyNetDue = false;
+    }
+    this.woken = undefined;
+    await this.look();
   }
 
   /** Reconciles the latest generation; an update or a delete that arrives meanwhile supersedes it. */
@@ -195,6 +253,8 @@ export class ModelLifecycle {
     this.attempted = generation;
     try {
       const completed = await this.interruptible(() => this.reconcile(spec, generation));
+      // What the watch saw meanwhile was the reconcile's own doing, which it has just waited for.
+      if (completed) this.woken = undefined;
       if (!completed) {
         const why = this.deletion ? 'cancelled by delete' : `superseded by generation ${this.status.generation}`;
         this.set(supersede(this.status, now(), why));
@@ -290,8 +350,29 @@ export class ModelLifecycle {
     this.reconciling = spec;
     const acts = activitiesFor(spec, this.options);
     const { world } = this;
+    const lost = this.lost;
+    if (lost) {
+      // The root object or the volume is gone: everything is made again, starting from a stopped engine (it holds
+      // the terminating volume until its pods are gone).
+      world.rootUid = undefined;
+      world.volumeSource = undefined;
+      world.appliedStorage = undefined;
+    }
     const newWeights = !world.volumeSource || !sameSource(world.volumeSource, spec.spec.source) || !world.rootUid;
-    if (this.status.observedGeneration > 0 || generation > 1) {
+    if (lost) {
+      this.set(beginUpdate(this.status, generation, now(), `generation ${generation}: rebuild (${lost.message})`));
+      if (world.engineApplied) {
+        await this.step(
+          'stop',
+          generation,
+          () => acts.short.scaleEngine({ model: spec, replicas: 0 }),
+          () => 'scaled to 0',
+        );
+        // Stopped: the download need not stop it again, unless the claim finds the Deployment still there.
+        world.engineApplied = false;
+      }
+      this.lost = undefined;
+    } else if (this.status.observedGeneration > 0 || generation > 1) {
       const how = newWeights ? `new weights ${describeSource(spec.spec.source)}` : 'in place';
       this.set(beginUpdate(this.status, generation, now(), `generation ${generation}: ${how}`));
     }
@@ -420,6 +501,7 @@ export class ModelLifecycle {
       },
       (r) => `revision ${r.generation}: ${r.readyReplicas} ready`,
     );
+    this.world.engineGeneration = rollout.generation;
     if (spec.spec.replicas === 0) {
       this.set(skipStep(this.status, 'startup', generation, now(), 'replicas is 0'));
       this.set(markReady(this.status, { generation, readyReplicas: 0 }, now()));
@@ -470,7 +552,41 @@ export class ModelLifecycle {
     }
   }
 
-  /** One look at a Ready or Degraded model. A failed look changes nothing: the model may be fine. */
+  /**
+   * One look that reconciles: by reference (the activity reads the spec), repairs recorded in the timeline, a lost
+   * root object or volume turned into a whole reconcile. A failed look changes nothing: the model may be fine.
+   */
+  private async look(): Promise<void> {
+    const acts = activitiesFor(this.desired, this.options);
+    const { rootUid, sourceHash, engineGeneration } = this.world;
+    await this.interruptible(async () => {
+      try {
+        const result = await acts.short.lookAtModel({
+          ref: modelRefOf(this.desired),
+          generation: this.status.generation,
+          rootUid: rootUid!,
+          sourceHash: sourceHash!,
+          ...(engineGeneration !== undefined ? { engineGeneration } : {}),
+        });
+        if (result.engineGeneration !== undefined) this.world.engineGeneration = result.engineGeneration;
+        const at = now();
+        if (result.lost) {
+          this.lost = result.lost;
+          const problem = { reason: result.lost.reason, message: result.lost.message };
+          this.set(observe(this.status, { ...result, problem }, at));
+          return;
+        }
+        this.set(observe(recordRepair(this.status, result.repaired, at), result, at));
+      } catch (err) {
+        if (isCancellation(err) || !(err instanceof ActivityFailure)) throw err;
+        log.warn('lookAtModel failed', { error: String(err.cause ?? err) });
+      } finally {
+        this.lastLookAt = Date.now();
+      }
+    });
+  }
+
+  /** One look at a Ready or Degraded model (runs from before WATCH_RECONCILES). A failed look changes nothing. */
   private async watch(): Promise<void> {
     const acts = activitiesFor(this.desired, this.options);
     await this.interruptible(async () => {

@@ -15,6 +15,7 @@ import {
   failure,
   formatSpecIssues,
   INVALID_SPEC,
+  modelChangedSignal,
   progressSignal,
   safeParseServedModel,
   specQuery,
@@ -34,6 +35,7 @@ export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalS
   setHandler(statusQuery, () => model.status);
   setHandler(specQuery, () => model.desired);
   setHandler(progressSignal, (progress) => model.progress(progress));
+  setHandler(modelChangedSignal, (change) => model.wake(change));
   setHandler(updateModelUpdate, (update) => model.update(update), {
     validator: (update: UpdateModelInput) => model.validateUpdate(update),
     description: 'Change the spec; rejected with field-level errors, reconciled afterwards',

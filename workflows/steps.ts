@@ -63,6 +63,8 @@ export const STEPS: Readonly<Record<Step, StepRow>> = {
   teardown: { phase: 'Deleting', progress: [] },
   update: { phase: 'Updating', progress: [], span: true },
   degraded: { phase: 'Degraded', progress: [], span: true },
+  /** A look put back what drifted (a deleted Service, a Deployment scaled by hand); recorded closed, with the detail. */
+  repair: { phase: 'Ready', progress: [], span: true },
 };
 
 /** The order conditions are listed in: the order the lifecycle satisfies them, `Ready` last. */

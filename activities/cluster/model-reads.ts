@@ -1,12 +1,49 @@
 // Reads of one model's objects with their context: the engine as it is now (Deployment, newest ReplicaSet, pods),
 // the Events of its pods and of its claim. What they mean is decided by the pure readers in ../readers/.
-import type { CoreV1Event, V1Deployment, V1PersistentVolumeClaim, V1Pod, V1ReplicaSet } from '@kubernetes/client-node';
+import type {
+  CoreV1Event,
+  KubernetesObject,
+  V1Deployment,
+  V1PersistentVolumeClaim,
+  V1Pod,
+  V1ReplicaSet,
+} from '@kubernetes/client-node';
 import type { ServedModel } from '../../workflows/contract/index.js';
 import { deploymentName, selectorLabels } from '../builders/index.js';
 import { classifyPod, type PodProblem } from '../readers/pod-problems.js';
 import { isPodReady, newestReplicaSet, POD_TEMPLATE_HASH, type EngineSnapshot } from '../readers/revision.js';
 import { pendingVolumeProblem } from '../readers/volume.js';
-import type { Cluster } from './api.js';
+import type { Cluster, ObjectRef } from './api.js';
+import { WATCHED_KINDS, type ModelWatcher } from './model-watcher.js';
+
+/** What the reads need of the cluster: the API server, or the worker's watch in front of it. */
+export type Reads = Pick<Cluster, 'get' | 'list'>;
+
+/**
+ * Reads from the worker's watch where it has the answer (the kinds it keeps, in a namespace it has listed), from the
+ * API server otherwise (Events, field selectors, a namespace not yet watched).
+ */
+export function cachedReads(cluster: Cluster, watcher: ModelWatcher | undefined): Reads {
+  if (!watcher) return cluster;
+  const watched = (kind: string): kind is (typeof WATCHED_KINDS)[number]['kind'] =>
+    WATCHED_KINDS.some((k) => k.kind === kind);
+  return {
+    async get<T extends KubernetesObject>(ref: ObjectRef): Promise<T | undefined> {
+      const cached = ref.namespace && watched(ref.kind) ? watcher.get<T>(ref.kind, ref.namespace, ref.name) : null;
+      return cached === null ? cluster.get<T>(ref) : cached;
+    },
+    async list<T extends KubernetesObject>(
+      apiVersion: string,
+      kind: string,
+      namespace: string,
+      selectors: { labelSelector?: string; fieldSelector?: string } = {},
+    ): Promise<T[]> {
+      const cached =
+        watched(kind) && !selectors.fieldSelector ? watcher.list<T>(kind, namespace, selectors.labelSelector) : null;
+      return cached ?? cluster.list<T>(apiVersion, kind, namespace, selectors);
+    },
+  };
+}
 
 /** `k=v,k=v` for a label map. */
 export const labelSelectorOf = (labels: Record<string, string>): string =>
@@ -30,7 +67,7 @@ export function engineWatches(model: ServedModel): { path: string; query: Record
 }
 
 /** The engine as it is now: Deployment, newest ReplicaSet, pods. */
-export async function readEngine(cluster: Cluster, model: ServedModel): Promise<EngineSnapshot> {
+export async function readEngine(cluster: Reads, model: ServedModel): Promise<EngineSnapshot> {
   const ns = model.metadata.namespace;
   const labelSelector = labelSelectorOf(selectorLabels(model.metadata.name));
   const [deployment, replicaSets, pods] = await Promise.all([
@@ -52,7 +89,7 @@ export async function readEngine(cluster: Cluster, model: ServedModel): Promise<
 }
 
 /** Each current-revision pod's problem, with the Events of the pods that are not ready (Multi-Attach, mounts). */
-export async function currentPodProblems(cluster: Cluster, snapshot: EngineSnapshot): Promise<PodProblem[]> {
+export async function currentPodProblems(cluster: Reads, snapshot: EngineSnapshot): Promise<PodProblem[]> {
   const problems: PodProblem[] = [];
   for (const pod of snapshot.currentPods) {
     if (isPodReady(pod)) {
@@ -68,7 +105,7 @@ export async function currentPodProblems(cluster: Cluster, snapshot: EngineSnaps
   return problems.sort((a, b) => Number(a.waiting) - Number(b.waiting));
 }
 
-async function podEvents(cluster: Cluster, pod: V1Pod): Promise<CoreV1Event[]> {
+async function podEvents(cluster: Reads, pod: V1Pod): Promise<CoreV1Event[]> {
   const name = pod.metadata?.name;
   const ns = pod.metadata?.namespace;
   if (!name || !ns) return [];
@@ -80,7 +117,7 @@ async function podEvents(cluster: Cluster, pod: V1Pod): Promise<CoreV1Event[]> {
 }
 
 /** Events about a claim; best effort (a Role without `events` access only loses detail). */
-export async function volumeEvents(cluster: Cluster, namespace: string, name: string): Promise<CoreV1Event[]> {
+export async function volumeEvents(cluster: Reads, namespace: string, name: string): Promise<CoreV1Event[]> {
   return cluster
     .list<CoreV1Event>('v1', 'Event', namespace, {
       fieldSelector: `involvedObject.kind=PersistentVolumeClaim,involvedObject.name=${name}`,
@@ -89,11 +126,7 @@ export async function volumeEvents(cluster: Cluster, namespace: string, name: st
 }
 
 /** Why the claim is still Pending, or undefined when it is bound (or gone). */
-export async function volumeProblem(
-  cluster: Cluster,
-  namespace: string,
-  name: string,
-): Promise<PodProblem | undefined> {
+export async function volumeProblem(cluster: Reads, namespace: string, name: string): Promise<PodProblem | undefined> {
   const pvc = await cluster.get<V1PersistentVolumeClaim>({
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',

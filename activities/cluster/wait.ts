@@ -22,6 +22,9 @@ export interface WaitOptions<T> {
   check: (trigger: WaitTrigger) => Promise<T | undefined>;
   watches?: Watched[];
   pollMs: number;
+  /** When the next tick is due, if sooner than `pollMs` (a check backing off from a short first pause); read after
+   * each check. */
+  nextTickMs?: () => number;
   /** Epoch ms after which the wait gives up and returns undefined; unset waits until cancelled. */
   deadline?: number;
   /** The activity's cancellation signal: the wait ends at once with its reason (a `CancelledFailure`). */
@@ -99,13 +102,14 @@ export async function waitFor<T>(cluster: Cluster, opts: WaitOptions<T>): Promis
       throwIfCancelled(opts.signal);
       const left = opts.deadline === undefined ? Infinity : opts.deadline - Date.now();
       if (left <= 0) return undefined;
-      const untilTick = Math.min(Math.max(0, lastTick + opts.pollMs - Date.now()), left);
+      const tickMs = Math.min(opts.nextTickMs?.() ?? opts.pollMs, opts.pollMs);
+      const untilTick = Math.min(Math.max(0, lastTick + tickMs - Date.now()), left);
       await pause(Math.min(MIN_GAP_MS, untilTick), opts.signal);
       if (!changed && !refused) {
         await pause(untilTick - MIN_GAP_MS, opts.signal, (w) => (wake = w));
         wake = undefined;
       }
-      const tickDue = Date.now() >= lastTick + opts.pollMs;
+      const tickDue = Date.now() >= lastTick + tickMs;
       trigger = tickDue ? 'tick' : 'change';
       if (tickDue) [...broken].forEach(hold);
     }

@@ -29,6 +29,8 @@ export type EngineProbe =
   | { ready: false; endpoint?: string; state: string; message: string };
 
 const REQUEST_TIMEOUT_MS = 5_000;
+/** The first pause between HTTP checks once a replica is ready; it doubles up to pollMs. */
+const FIRST_PROBE_GAP_MS = 100;
 const MODELS_PATH = '/v1/models';
 
 /**
@@ -166,9 +168,13 @@ export async function awaitHealth(
   const apiKey = model.spec.engine.apiKeySecret ? await apiKeys?.(model).catch(() => undefined) : undefined;
   let last: { state: string; message: string } = { state: 'Pending', message: 'the engine was not looked at yet' };
   const watch = { signal: ctx.cancellationSignal, pollMs: timing.pollMs, watches: engineWatches(model), deadline };
+  // No watch tells when the engine starts answering: from the first ready replica on, HTTP checks back off from
+  // 100 ms to pollMs instead of waiting a whole poll interval (an instant engine answers a moment after its pod).
+  let probeGapMs: number | undefined;
 
   const result = await waitFor(deps.cluster, {
     ...watch,
+    nextTickMs: () => probeGapMs ?? timing.pollMs,
     check: async (): Promise<HealthResult | undefined> => {
       const snapshot = await readEngine(deps.cluster, model);
       const deployment = assertOurs(model, snapshot.deployment);
@@ -189,6 +195,7 @@ export async function awaitHealth(
               };
         } else {
           const probe = await probeEngine(deps, model, { signal: ctx.cancellationSignal, apiKey });
+          probeGapMs = probeGapMs === undefined ? FIRST_PROBE_GAP_MS : Math.min(probeGapMs * 2, timing.pollMs);
           if (probe.ready) {
             const { endpoint, models, note } = probe;
             return note ? { endpoint, models, note } : { endpoint, models };

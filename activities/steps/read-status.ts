@@ -1,4 +1,4 @@
-// readStatus: one look at a Ready model, for the workflow's watch loop: replicas, the worst problem by name, the
+// readStatus: one look at a Ready model (runs from before lookAtModel; observeEngine is also its core): replicas, the worst problem by name, the
 // endpoint. Problems in order: a current-revision pod that crash-loops, OOMs or cannot pull its image; replicas
 // missing (ReplicasUnavailable); the engine not answering /health (Unhealthy).
 import { FATAL_POD_REASONS } from '../readers/pod-problems.js';
@@ -6,15 +6,25 @@ import type { ActivityDeps } from '../deps.js';
 import { probeEngine, type ApiKeyResolver } from './health.js';
 import { assertOurs } from '../readers/ownership.js';
 import { isPodReady } from '../readers/revision.js';
-import { currentPodProblems, readEngine } from '../cluster/model-reads.js';
-import type { ModelInput, ObservedStatus } from '../../workflows/contract/index.js';
+import { currentPodProblems, readEngine, type Reads } from '../cluster/model-reads.js';
+import type { ModelInput, ObservedStatus, ServedModel } from '../../workflows/contract/index.js';
 
 export async function readStatus(
   deps: ActivityDeps,
   { model }: ModelInput,
   apiKeys?: ApiKeyResolver,
 ): Promise<ObservedStatus> {
-  const snapshot = await readEngine(deps.cluster, model);
+  return await observeEngine(deps, deps.cluster, model, apiKeys);
+}
+
+/** The engine as it is, read through `reads` (the API server, or the worker's watch in front of it). */
+export async function observeEngine(
+  deps: ActivityDeps,
+  reads: Reads,
+  model: ServedModel,
+  apiKeys?: ApiKeyResolver,
+): Promise<ObservedStatus> {
+  const snapshot = await readEngine(reads, model);
   const deployment = assertOurs(model, snapshot.deployment);
   const endpoint = await deps.endpoints(model).catch(() => undefined);
   const at = (s: ObservedStatus): ObservedStatus => (endpoint ? { ...s, endpoint } : s);
@@ -31,7 +41,7 @@ export async function readStatus(
   const replicas = deployment.spec?.replicas ?? 1;
   // Ready replicas of the current revision only: an old revision's replica does not serve the current spec.
   const readyReplicas = snapshot.currentPods.filter(isPodReady).length;
-  const problems = await currentPodProblems(deps.cluster, snapshot);
+  const problems = await currentPodProblems(reads, snapshot);
   const failing = problems.find((p) => FATAL_POD_REASONS.has(p.reason));
   if (failing) return at({ replicas, readyReplicas, problem: { reason: failing.reason, message: failing.message } });
   if (readyReplicas < replicas) {

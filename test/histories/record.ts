@@ -6,7 +6,13 @@
 // A history recorded before a change must keep replaying after it (or the change needs `patched`): commit new
 // histories next to the old ones rather than replacing them when the workflow changes shape.
 import { join } from 'node:path';
-import { deleteModelUpdate, FAILURE, updateModelUpdate, workflowIdFor } from '../../workflows/contract/index.js';
+import {
+  deleteModelUpdate,
+  FAILURE,
+  modelChangedSignal,
+  updateModelUpdate,
+  workflowIdFor,
+} from '../../workflows/contract/index.js';
 import { writeHistory } from '../support/history-files.js';
 import { failure, reportProgress, StubActivities, transient } from '../support/stub-activities.js';
 import {
@@ -59,18 +65,21 @@ const scenarios: Scenario[] = [
     model: 'replay-failed',
     stub() {
       let looks = 0;
+      const look = () => {
+        looks++;
+        return looks === 2
+          ? { replicas: 1, readyReplicas: 0, problem: { reason: 'CrashLoopBackOff', message: 'restarted' } }
+          : { replicas: 1, readyReplicas: 1 };
+      };
       return new StubActivities()
         .once('awaitPuller', async (input) => {
           await reportProgress({ step: 'download', state: 'Running', bytes: 10, totalBytes: 100 });
           return { jobName: input.jobName, durationMs: 5 };
         })
         .throwOnce('awaitHealth', failure(FAILURE.CrashLoopBackOff, 'exit code 1'))
-        .on('readStatus', async () => {
-          looks++;
-          return looks === 2
-            ? { replicas: 1, readyReplicas: 0, problem: { reason: 'CrashLoopBackOff', message: 'restarted' } }
-            : { replicas: 1, readyReplicas: 1 };
-        })
+        // readStatus in the recording committed before the watch; lookAtModel in a new one.
+        .on('readStatus', async () => look())
+        .on('lookAtModel', async () => ({ ...look(), repaired: [] }))
         .throwOnce('tearDown', transient(FAILURE.TeardownIncomplete, 'Service/x: timeout'));
     },
     async run({ start }) {
@@ -104,6 +113,33 @@ const scenarios: Scenario[] = [
       await waitForStatus(handle, readyAt(2));
       await handle.cancel();
       await handle.result().catch(() => undefined);
+      return handle;
+    },
+  },
+  {
+    // The watch that reconciles: a wake finds a deleted Service and puts it back; a later wake finds the weights
+    // volume being deleted, and the whole sequence runs again (stop, claim, storage, download, release, rollout).
+    name: 'woken-repaired-rebuilt',
+    model: 'replay-watch',
+    stub() {
+      return new StubActivities()
+        .once('lookAtModel', async () => ({ replicas: 1, readyReplicas: 1, repaired: ['Service/x deleted; re-applied'] }))
+        .once('lookAtModel', async () => ({
+          replicas: 1,
+          readyReplicas: 0,
+          repaired: [],
+          lost: { object: 'PersistentVolumeClaim/x-weights', reason: 'VolumeTerminating', message: 'being deleted' },
+        }));
+    },
+    async run({ start }, stub) {
+      const handle = await start(modelDoc(undefined, this.model), { ...FAST, safetyNetIntervalMs: 3_600_000 });
+      await waitForStatus(handle, readyAt(1));
+      await handle.signal(modelChangedSignal, { objects: ['Service/x'] });
+      await waitForStatus(handle, (s) => s.timeline.some((e) => e.step === 'repair'));
+      await handle.signal(modelChangedSignal, { objects: ['PersistentVolumeClaim/x-weights'] });
+      await waitForStatus(handle, (s) => s.phase === 'Ready' && stub.callsOf('claimName').length === 2);
+      await handle.executeUpdate(deleteModelUpdate, { args: [{}] });
+      await handle.result();
       return handle;
     },
   },

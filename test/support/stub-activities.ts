@@ -98,6 +98,7 @@ const ACTIVITY_NAMES = Object.keys({
   awaitHealth: true,
   scaleEngine: true,
   readStatus: true,
+  lookAtModel: true,
   tearDown: true,
 } satisfies Record<ActivityName, true>) as ActivityName[];
 
@@ -106,6 +107,8 @@ export class StubActivities {
   private readonly scripted = new Map<ActivityName, Behaviour<ActivityName>>();
   private readonly queued = new Map<ActivityName, Behaviour<ActivityName>[]>();
   private deploymentGeneration = 0;
+  /** The latest spec each model's activities were given: a look carries only a reference. */
+  private readonly models = new Map<string, ServedModel>();
 
   /** What every later call of `name` does. */
   on<K extends ActivityName>(name: K, behaviour: Behaviour<K>): this {
@@ -134,7 +137,7 @@ export class StubActivities {
   /** Every later call of `name` for a model named `prefix…` throws what `error` makes; others run as unscripted. */
   failForModels(name: ActivityName, prefix: string, error: () => Error): this {
     return this.on(name, (input) =>
-      input.model.metadata.name.startsWith(prefix) ? Promise.reject(error()) : this.fallback(name, input),
+      this.modelOf(input).metadata.name.startsWith(prefix) ? Promise.reject(error()) : this.fallback(name, input),
     );
   }
 
@@ -164,8 +167,20 @@ export class StubActivities {
     ) as unknown as FerryActivities;
   }
 
+  /** The spec an activity works on: its input's, or for a look the latest one its model's activities were given. */
+  modelOf(input: ActivityInput<ActivityName>): ServedModel {
+    if ('model' in input) return input.model;
+    const model = this.models.get(`${input.ref.namespace}/${input.ref.name}`);
+    if (!model) throw new Error(`a look at ${input.ref.namespace}/${input.ref.name} before any other activity`);
+    return model;
+  }
+
   private async invoke(name: ActivityName, input: unknown): Promise<unknown> {
     const call: StubCall = { name, input };
+    if (typeof input === 'object' && input !== null && 'model' in input) {
+      const { model } = input as { model: ServedModel };
+      this.models.set(`${model.metadata.namespace}/${model.metadata.name}`, model);
+    }
     this.calls.push(call);
     const behaviour = this.queued.get(name)?.shift() ?? this.scripted.get(name);
     try {
@@ -180,7 +195,7 @@ export class StubActivities {
 
   /** What the real activity returns when all goes well. */
   fallback<K extends ActivityName>(name: K, input: ActivityInput<K>): Promise<ActivityOutput<K>> {
-    const model = input.model;
+    const model = this.modelOf(input);
     const { name: modelName, namespace } = model.metadata;
     const results: { [N in ActivityName]: () => ActivityOutput<N> } = {
       claimName: () => ({ rootUid: `uid-${modelName}`, sourceHash: fakeSourceHash(model), resumed: [] }),
@@ -200,6 +215,7 @@ export class StubActivities {
       }),
       scaleEngine: () => undefined,
       readStatus: () => ({ replicas: model.spec.replicas, readyReplicas: model.spec.replicas }),
+      lookAtModel: () => ({ replicas: model.spec.replicas, readyReplicas: model.spec.replicas, repaired: [] }),
       tearDown: () => {
         const pvc = `PersistentVolumeClaim/${modelName}-weights`;
         const retain = model.spec.storage.retainOnDelete;

@@ -36,9 +36,10 @@ import type { StubActivities } from './stub-activities.js';
 export type ModelHandle = WorkflowHandle<typeof ServeModelWorkflow>;
 export type StartedModel = WorkflowHandleWithFirstExecutionRunId<typeof ServeModelWorkflow>;
 
-/** Timings shrunk for tests: watch often, retry fast, small margins over the spec's budgets. */
+/** Timings shrunk for tests: look often (no watch wakes a stub's model), retry fast, small margins over the spec's budgets. */
 export const FAST: ServeModelOptions = {
   watchIntervalMs: 200,
+  safetyNetIntervalMs: 200,
   retry: { initialIntervalMs: 100, maximumIntervalMs: 200, maximumAttempts: 2 },
   timeoutMarginMs: 1_000,
 };

@@ -26,6 +26,7 @@ describe('worker configuration', () => {
       shutdownGraceMs: 25_000,
       logLevel: 'INFO',
       nexus: true,
+      watch: true,
       temporal: { address: 'localhost:7233', addressSource: 'default', namespace: 'default' },
     });
     expect(c.kubeconfig).toBeUndefined();

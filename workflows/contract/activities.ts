@@ -1,4 +1,5 @@
 // The activities a ServeModelWorkflow calls, with their inputs and results. Workflows import them as types only.
+import type { ModelRef } from './identity.js';
 import type { ServedModel } from './spec/index.js';
 
 /** What a long-running activity reports while it waits; sent to the workflow as the `progress` signal. */
@@ -64,6 +65,29 @@ export interface ObservedStatus {
   endpoint?: string;
 }
 
+/**
+ * A look that reconciles: which model (the activity reads the spec itself, so it does not travel in history with
+ * every look), the generation it is Ready at, and what the engine's objects are built from.
+ */
+export interface LookInput {
+  ref: ModelRef;
+  generation: number;
+  rootUid: string;
+  sourceHash: string;
+  /** The Deployment's `metadata.generation` after Ferry last applied it: another one means someone changed its spec. */
+  engineGeneration?: number;
+}
+
+/** What a look found and did: the engine as it is, and what it put back. */
+export interface LookResult extends ObservedStatus {
+  /** What drifted and was re-applied, in words: `Deployment/qwen deleted; re-created`. Empty when nothing drifted. */
+  repaired: string[];
+  /** The model's root object or its weights volume is gone or being deleted: only a whole reconcile brings it back. */
+  lost?: { object: string; reason: string; message: string };
+  /** The Deployment's `metadata.generation` now (after a repair, the repaired one). */
+  engineGeneration?: number;
+}
+
 export interface TeardownResult {
   /** `Kind/name` of each object deleted or already gone. */
   deleted: string[];
@@ -84,6 +108,8 @@ export interface FerryActivities {
   awaitRollout(input: ModelInput & { generation: number }): Promise<RolloutResult>;
   awaitHealth(input: ModelInput): Promise<HealthResult>;
   scaleEngine(input: ModelInput & { replicas: number }): Promise<void>;
+  /** The look of runs from before `lookAtModel` (kept so they replay). */
   readStatus(input: ModelInput): Promise<ObservedStatus>;
+  lookAtModel(input: LookInput): Promise<LookResult>;
   tearDown(input: ModelInput): Promise<TeardownResult>;
 }

@@ -11,8 +11,13 @@ import type { ModelStatus, Phase } from './status.js';
 
 /** Knobs that tests (and impatient people) turn; production leaves them unset. */
 export interface ServeModelOptions {
-  /** How often a Ready model is looked at with `readStatus`. Default 30 s. */
+  /** How often a Degraded model is looked at (and a Ready one, in runs from before the watch). Default 30 s. */
   watchIntervalMs?: number;
+  /**
+   * How often a Ready model is looked at when nothing wakes it: the worker's watch signals `modelChanged` when one of
+   * the model's objects changes, so this is only a safety net. Default 30 min.
+   */
+  safetyNetIntervalMs?: number;
   /** Continue as new once history is longer than this (or the server suggests it). Default 5,000 events. */
   continueAsNewAfterEvents?: number;
   /** Activity retries before a transient failure shows in status (the workflow then keeps retrying the step). */
@@ -50,6 +55,8 @@ export interface CarriedState {
   volumeSource?: SourceSpec;
   /** A Deployment may exist: a new source must scale it to 0 before the puller mounts the volume. */
   engineApplied: boolean;
+  /** The Deployment's `metadata.generation` after Ferry last applied it; a look that finds another repairs it. */
+  engineGeneration?: number;
   pendingPull?: PendingPull;
   /** The storage part of the spec (and labels) last applied: a change re-applies the PVC on an in-place update. */
   appliedStorage?: unknown;
@@ -118,6 +125,14 @@ export const specQuery = defineQuery<ServedModel>('spec');
 
 /** Activities report what they wait for (throttled by the sender); the workflow folds it into status. */
 export const progressSignal = defineSignal<[StepProgress]>('progress');
+
+/** What the worker's watch saw change among a model's objects (`Kind/name`, a few at most). */
+export interface ModelChanged {
+  objects: string[];
+}
+
+/** Sent by the worker's watch when one of a Ready or Degraded model's objects changes: the workflow looks. */
+export const modelChangedSignal = defineSignal<[ModelChanged]>('ferry.modelChanged');
 
 /** Failure type of a rejected update (or start): the document is invalid or changes an immutable field. */
 export const INVALID_SPEC = FAILURE.InvalidSpec;

@@ -35,10 +35,21 @@ export interface Condition {
 
 /**
  * A step of the lifecycle as the timeline records it. `stop` scales the engine to 0 before a new source is pulled;
- * `update` and `degraded` are spans over other steps (an update until Ready, a Ready model's trouble).
+ * `update` and `degraded` are spans over other steps (an update until Ready, a Ready model's trouble); `repair` is a
+ * look that put back what drifted (recorded closed, its detail says what).
  */
 export type Step =
-  'claim' | 'storage' | 'download' | 'release' | 'stop' | 'rollout' | 'startup' | 'update' | 'degraded' | 'teardown';
+  | 'claim'
+  | 'storage'
+  | 'download'
+  | 'release'
+  | 'stop'
+  | 'rollout'
+  | 'startup'
+  | 'update'
+  | 'degraded'
+  | 'repair'
+  | 'teardown';
 
 /** One step of the lifecycle with its timing; `endedAt` is unset while it runs. */
 export interface TimelineEntry {

@@ -253,6 +253,11 @@ export function beginUpdate(status: ModelStatus, generation: number, now: string
   return startStep(next, 'update', generation, now, detail);
 }
 
+/** A look put back what had drifted: one closed `repair` entry saying what. */
+export function recordRepair(status: ModelStatus, repaired: readonly string[], now: string): ModelStatus {
+  return repaired.length === 0 ? status : endStep(status, 'repair', 'Succeeded', now, repaired.join('; '));
+}
+
 /** A look at a Ready (or Degraded) model: a problem degrades it, its absence makes it Ready again. */
 export function observe(status: ModelStatus, observed: ObservedStatus, now: string): ModelStatus {
   if (status.phase !== 'Ready' && status.phase !== 'Degraded') return status;

@@ -120,6 +120,19 @@ describe('awaitHealth', () => {
   });
 });
 
+describe('awaitHealth without fixed waits', () => {
+  it('checks HTTP again within a fraction of the poll interval once a replica is ready', async () => {
+    const { model } = await rolledOut('quick');
+    // /health answers 503 for 1 s, then 200: with 100 ms doubling the wait ends long before one 10 s poll.
+    await standIn('quick', { servedModelNames: ['quick'], loadDelaySeconds: 1 });
+    const slowPoll = createActivities({ ...env.deps, timing: { ...env.deps.timing, pollMs: 10_000 } });
+    const started = Date.now();
+    const result = await activity(slowPoll.awaitHealth, { model });
+    expect(result.models).toEqual(['quick']);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+});
+
 describe('readStatus', () => {
   it('a healthy model: replicas, ready replicas, the endpoint and no problem', async () => {
     const { model } = await rolledOut('fine');

@@ -218,10 +218,11 @@ describe('ServeModelWorkflow lifecycle', () => {
 
   it('goes Degraded when a look finds a problem, and back to Ready by itself when it is gone', async () => {
     let problem: { reason: string; message: string } | undefined;
-    const stub = new StubActivities().on('readStatus', async () => ({
+    const stub = new StubActivities().on('lookAtModel', async () => ({
       replicas: 1,
       readyReplicas: problem ? 0 : 1,
-      problem,
+      repaired: [],
+      ...(problem ? { problem } : {}),
     }));
     await withReadyModel(harness, stub, async ({ handle }) => {
       problem = { reason: 'CrashLoopBackOff', message: 'container vllm restarted 3 times, last exit code 137' };

@@ -31,7 +31,7 @@ const callsSince = (stub: StubActivities, from: number) =>
   stub
     .names()
     .slice(from)
-    .filter((n) => n !== 'readStatus');
+    .filter((n) => n !== 'readStatus' && n !== 'lookAtModel');
 
 /** The rejection of an update, as the client sees it. */
 async function rejection(promise: Promise<unknown>): Promise<ApplicationFailure> {

@@ -1,0 +1,294 @@
+// The worker's watch over the objects Ferry owns: one list+watch per kind and namespace (label
+// app.kubernetes.io/managed-by=ferry), kept in memory. A change to a model's object wakes that model's workflow (the
+// `wake` callback, coalesced per model); looks read from the same memory instead of asking the API server.
+import { Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import { LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY } from '../builders/labels.js';
+import type { Cluster } from './api.js';
+
+/** What the watcher keeps per namespace; every kind a Ready model's look reads. */
+export const WATCHED_KINDS = [
+  { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps' },
+  { apiVersion: 'v1', kind: 'PersistentVolumeClaim', plural: 'persistentvolumeclaims' },
+  { apiVersion: 'v1', kind: 'Service', plural: 'services' },
+  { apiVersion: 'v1', kind: 'Pod', plural: 'pods' },
+  { apiVersion: 'apps/v1', kind: 'Deployment', plural: 'deployments' },
+  { apiVersion: 'apps/v1', kind: 'ReplicaSet', plural: 'replicasets' },
+] as const;
+
+type Kind = (typeof WATCHED_KINDS)[number]['kind'];
+
+/** A model whose objects changed, and which (`Kind/name`). */
+export interface ModelChange {
+  namespace: string;
+  name: string;
+  objects: string[];
+}
+
+export interface ModelWatcherOptions {
+  /** Tells a model's workflow that its objects changed; a failure is logged and forgotten (the safety net looks). */
+  wake: (change: ModelChange) => Promise<void>;
+  /** Events of one model within this long become one wake. Default 250 ms. */
+  coalesceMs?: number;
+  /** Wait before a failed watch is started again (a refused list, an API server away). Default 2 s, doubling to 60 s. */
+  restartMs?: number;
+  log?: (level: 'info' | 'warn', message: string, meta?: Record<string, unknown>) => void;
+}
+
+/** The selector every watch uses: only Ferry's objects. */
+const SELECTOR = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
+/** A model's changes that never need a look: the puller's Job and pods come and go while the model downloads. */
+const QUIET_COMPONENTS = new Set(['puller']);
+const MAX_RESTART_MS = 60_000;
+/** A watch that ends sooner than this without an error is ended too fast to go on at once (410 Gone, a proxy). */
+const MIN_WATCH_MS = 1_000;
+/** A watch lasts 30 to 60 minutes before it is renewed from its resourceVersion (bookmarks keep that fresh). */
+const WATCH_SECONDS = 1_800;
+
+/** One kind in one namespace: list, then watch from the list's resourceVersion; relist after 410 Gone or an error. */
+class KindWatch {
+  readonly objects = new Map<string, KubernetesObject>();
+  synced = false;
+  private resourceVersion = '';
+  private stopped = false;
+  private request: AbortController | undefined;
+  private pause: { timer: NodeJS.Timeout; resolve: () => void } | undefined;
+
+  constructor(
+    private readonly kind: (typeof WATCHED_KINDS)[number],
+    private readonly namespace: string,
+    private readonly kc: KubeConfig,
+    private readonly cluster: Cluster,
+    private readonly onChange: (obj: KubernetesObject) => void,
+    private readonly options: ModelWatcherOptions,
+  ) {
+    void this.run();
+  }
+
+  private get path(): string {
+    const { apiVersion, plural } = this.kind;
+    return `${apiVersion === 'v1' ? '/api/v1' : `/apis/${apiVersion}`}/namespaces/${this.namespace}/${plural}`;
+  }
+
+  private async run(): Promise<void> {
+    const firstPause = this.options.restartMs ?? 2_000;
+    let pauseMs = firstPause;
+    while (!this.stopped) {
+      const started = Date.now();
+      let failed: unknown;
+      try {
+        if (!this.resourceVersion) await this.relist();
+        failed = await this.watchOnce();
+      } catch (err) {
+        failed = err;
+      }
+      if (this.stopped) return;
+      if (failed === undefined && Date.now() - started > MIN_WATCH_MS) {
+        // The server ended the watch on schedule: go on from the last resourceVersion.
+        pauseMs = firstPause;
+        continue;
+      }
+      if (failed !== undefined) {
+        // Events may have been missed: the next round lists afresh and wakes the models whose objects differ.
+        this.synced = false;
+        this.resourceVersion = '';
+        this.options.log?.('warn', 'watch failed; listing again after a pause', {
+          namespace: this.namespace,
+          kind: this.kind.kind,
+          error: failed instanceof Error ? failed.message : JSON.stringify(failed),
+          retryInMs: pauseMs,
+        });
+      }
+      await this.sleep(pauseMs);
+      pauseMs = Math.min(pauseMs * 2, MAX_RESTART_MS);
+    }
+  }
+
+  /** Lists, and reports every object that is new, changed or gone since the memory was last right. */
+  private async relist(): Promise<void> {
+    const { apiVersion, kind } = this.kind;
+    const res: KubernetesListObject<KubernetesObject> = await this.cluster.objects.list(
+      apiVersion,
+      kind,
+      this.namespace,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      SELECTOR,
+    );
+    const seen = new Set<string>();
+    for (const obj of res.items) {
+      const name = obj.metadata?.name ?? '';
+      seen.add(name);
+      const known = this.objects.get(name);
+      this.objects.set(name, { apiVersion, kind, ...obj });
+      if (known?.metadata?.resourceVersion !== obj.metadata?.resourceVersion) this.onChange(obj);
+    }
+    for (const [name, obj] of this.objects) {
+      if (seen.has(name)) continue;
+      this.objects.delete(name);
+      this.onChange(obj);
+    }
+    this.resourceVersion = res.metadata?.resourceVersion ?? '';
+    this.synced = true;
+  }
+
+  /** One watch until the server ends it (undefined) or it fails (the error); 410 Gone clears the resourceVersion. */
+  private watchOnce(): Promise<unknown> {
+    return new Promise<unknown>((resolve) => {
+      // The server ends a watch after timeoutSeconds; a jitter keeps many watches from renewing at once.
+      const timeoutSeconds = WATCH_SECONDS + Math.floor(Math.random() * WATCH_SECONDS);
+      new Watch(this.kc)
+        .watch(
+          this.path,
+          { resourceVersion: this.resourceVersion, labelSelector: SELECTOR, allowWatchBookmarks: true, timeoutSeconds },
+          (type: string, obj: KubernetesObject & { code?: number }) => this.event(type, obj),
+          (err: unknown) => resolve(err ?? undefined),
+        )
+        .then((controller) => {
+          this.request = controller;
+          if (this.stopped) controller.abort();
+        })
+        .catch(resolve);
+    });
+  }
+
+  private event(type: string, obj: KubernetesObject & { code?: number }): void {
+    if (type === 'ERROR') {
+      // 410 Gone: the resourceVersion is too old; the watch ends and the next round lists afresh.
+      if (obj.code === 410) this.resourceVersion = '';
+      return;
+    }
+    if (obj.metadata?.resourceVersion) this.resourceVersion = obj.metadata.resourceVersion;
+    if (type === 'BOOKMARK') return;
+    const name = obj.metadata?.name ?? '';
+    if (type === 'DELETED') this.objects.delete(name);
+    else this.objects.set(name, { apiVersion: this.kind.apiVersion, kind: this.kind.kind, ...obj });
+    this.onChange(obj);
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      this.pause = { timer: setTimeout(resolve, ms), resolve };
+    });
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.request?.abort();
+    if (this.pause) {
+      clearTimeout(this.pause.timer);
+      this.pause.resolve();
+    }
+  }
+}
+
+class NamespaceWatch {
+  readonly kinds = new Map<Kind, KindWatch>();
+
+  constructor(
+    namespace: string,
+    kc: KubeConfig,
+    cluster: Cluster,
+    onChange: (kind: Kind, obj: KubernetesObject) => void,
+    options: ModelWatcherOptions,
+  ) {
+    for (const k of WATCHED_KINDS) {
+      this.kinds.set(k.kind, new KindWatch(k, namespace, kc, cluster, (obj) => onChange(k.kind, obj), options));
+    }
+  }
+
+  get synced(): boolean {
+    return [...this.kinds.values()].every((k) => k.synced);
+  }
+
+  stop(): void {
+    for (const k of this.kinds.values()) k.stop();
+  }
+}
+
+/** A label selector of `k=v` terms, as the reads use them. */
+function matches(labels: Record<string, string> | undefined, selector: string | undefined): boolean {
+  if (!selector) return true;
+  return selector.split(',').every((term) => {
+    const [key, value] = term.split('=');
+    return labels?.[key!] === value;
+  });
+}
+
+export class ModelWatcher {
+  private readonly namespaces = new Map<string, NamespaceWatch>();
+  private readonly pending = new Map<string, { change: ModelChange; timer: NodeJS.Timeout }>();
+  private stopped = false;
+
+  constructor(
+    private readonly kc: KubeConfig,
+    private readonly cluster: Cluster,
+    private readonly options: ModelWatcherOptions,
+  ) {}
+
+  /** Starts watching `namespace` (once; later calls do nothing). */
+  watchNamespace(namespace: string): void {
+    if (this.stopped || this.namespaces.has(namespace)) return;
+    this.options.log?.('info', 'watching namespace', { namespace });
+    this.namespaces.set(
+      namespace,
+      new NamespaceWatch(namespace, this.kc, this.cluster, (kind, obj) => this.changed(kind, obj), this.options),
+    );
+  }
+
+  get watchedNamespaces(): string[] {
+    return [...this.namespaces.keys()];
+  }
+
+  /** True when every kind of `namespace` has been listed: reads from memory are then as good as a GET. */
+  isSynced(namespace: string): boolean {
+    return this.namespaces.get(namespace)?.synced ?? false;
+  }
+
+  /** The object from memory, or `null` when the namespace is not synced (ask the API server instead). */
+  get<T extends KubernetesObject>(kind: Kind, namespace: string, name: string): T | undefined | null {
+    if (!this.isSynced(namespace)) return null;
+    return this.namespaces.get(namespace)!.kinds.get(kind)!.objects.get(name) as T | undefined;
+  }
+
+  /** The objects from memory, or `null` when the namespace is not synced. */
+  list<T extends KubernetesObject>(kind: Kind, namespace: string, labelSelector?: string): T[] | null {
+    if (!this.isSynced(namespace)) return null;
+    const all = [...this.namespaces.get(namespace)!.kinds.get(kind)!.objects.values()];
+    return all.filter((o) => matches(o.metadata?.labels, labelSelector)) as T[];
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const { timer } of this.pending.values()) clearTimeout(timer);
+    this.pending.clear();
+    for (const ns of this.namespaces.values()) ns.stop();
+  }
+
+  private changed(kind: Kind, obj: KubernetesObject): void {
+    const labels = obj.metadata?.labels;
+    const model = labels?.[LABEL_MODEL];
+    const namespace = obj.metadata?.namespace;
+    if (this.stopped || !model || !namespace || QUIET_COMPONENTS.has(labels[LABEL_COMPONENT] ?? '')) return;
+    const key = `${namespace}/${model}`;
+    const object = `${kind}/${obj.metadata?.name}`;
+    const pending = this.pending.get(key);
+    if (pending) {
+      if (!pending.change.objects.includes(object) && pending.change.objects.length < 8) {
+        pending.change.objects.push(object);
+      }
+      return;
+    }
+    const change: ModelChange = { namespace, name: model, objects: [object] };
+    const timer = setTimeout(() => {
+      this.pending.delete(key);
+      this.options
+        .wake(change)
+        .catch((err: unknown) =>
+          this.options.log?.('warn', 'could not wake the model', { model: key, error: String(err) }),
+        );
+    }, this.options.coalesceMs ?? 250);
+    this.pending.set(key, { change, timer });
+  }
+}

@@ -1,0 +1,135 @@
+// lookAtModel: a look at a Ready (or Degraded) model that reconciles, not only observes. It reads the spec itself (the
+// input is a reference), reads the objects from the worker's watch where it can, puts back what drifted — a deleted
+// or edited Service, a deleted Deployment or one whose spec someone changed (scaled by hand) — by server-side apply
+// under Ferry's field manager, and reports the engine as readStatus does. A root object or weights volume that is
+// gone or going is reported as lost: only the whole sequence (claim, storage, pull) brings those back.
+import type { V1ConfigMap, V1Deployment, V1PersistentVolumeClaim, V1Service } from '@kubernetes/client-node';
+import { FAILURE, failure, type LookInput, type LookResult, type ServedModel } from '../../workflows/contract/index.js';
+import type { ActivityDeps } from '../deps.js';
+import {
+  buildDeployment,
+  buildService,
+  deploymentName,
+  FIELD_MANAGER,
+  pvcName,
+  rootName,
+  serviceName,
+} from '../builders/index.js';
+import { cachedReads } from '../cluster/model-reads.js';
+import { assertOurs } from '../readers/ownership.js';
+import type { ApiKeyResolver } from './health.js';
+import { observeEngine } from './read-status.js';
+import { SCALE_FIELD_MANAGER } from './engine.js';
+
+export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?: ApiKeyResolver): Promise<LookResult> {
+  if (!deps.specs) {
+    throw failure(FAILURE.InvalidInput, 'this worker cannot read specs: lookAtModel needs a Temporal client');
+  }
+  const model = await deps.specs(input.ref, input.generation);
+  const ns = model.metadata.namespace;
+  deps.watcher?.watchNamespace(ns);
+  const reads = cachedReads(deps.cluster, deps.watcher);
+  const ref = (apiVersion: string, kind: string, name: string) => ({ apiVersion, kind, name, namespace: ns });
+
+  const [root, pvc] = await Promise.all([
+    reads.get<V1ConfigMap>(ref('v1', 'ConfigMap', rootName(model.metadata.name))),
+    reads.get<V1PersistentVolumeClaim>(ref('v1', 'PersistentVolumeClaim', pvcName(model.metadata.name))),
+  ]);
+  const lost = lostObject(model, input, root, pvc);
+  if (lost) return { replicas: model.spec.replicas, readyReplicas: 0, repaired: [], lost };
+
+  const [deployment, service] = await Promise.all([
+    reads.get<V1Deployment>(ref('apps/v1', 'Deployment', deploymentName(model.metadata.name))),
+    reads.get<V1Service>(ref('v1', 'Service', serviceName(model.metadata.name))),
+  ]);
+  assertOurs(model, deployment);
+  assertOurs(model, service);
+  const repaired: string[] = [];
+  const desiredService = buildService(model, { rootUid: input.rootUid });
+  const serviceDrift = service ? serviceDrifted(service, desiredService) : 'deleted';
+  if (serviceDrift) {
+    await deps.cluster.apply(desiredService, FIELD_MANAGER);
+    repaired.push(`Service/${desiredService.metadata!.name} ${serviceDrift}; re-applied`);
+  }
+  let engineGeneration = deployment?.metadata?.generation;
+  if (!deployment || engineGeneration !== input.engineGeneration) {
+    // Forced apply under Ferry's field manager: fields someone else took over (a `kubectl scale`, an edited image)
+    // come back; fields Ferry never sets stay as they are, and an unchanged spec is not written at all.
+    const applied = await deps.cluster.apply(buildDeployment(model, { rootUid: input.rootUid }), FIELD_MANAGER);
+    const name = applied.metadata?.name ?? deploymentName(model.metadata.name);
+    if (!deployment) repaired.push(`Deployment/${name} deleted; re-created`);
+    else if (applied.metadata?.generation !== engineGeneration) repaired.push(deploymentDrift(deployment, model));
+    engineGeneration = applied.metadata?.generation;
+  }
+  // After a repair the watch's memory lags behind what was just written: ask the API server.
+  const observed = await observeEngine(deps, repaired.length ? deps.cluster : reads, model, apiKeys);
+  return { ...observed, repaired, ...(engineGeneration !== undefined ? { engineGeneration } : {}) };
+}
+
+/** The root object or the weights volume, when it is gone or going: everything else hangs on them. */
+function lostObject(
+  model: ServedModel,
+  input: LookInput,
+  root: V1ConfigMap | undefined,
+  pvc: V1PersistentVolumeClaim | undefined,
+): LookResult['lost'] {
+  const ns = model.metadata.namespace;
+  const rootObject = `ConfigMap/${rootName(model.metadata.name)}`;
+  if (!root || root.metadata?.deletionTimestamp || root.metadata?.uid !== input.rootUid) {
+    const what = !root ? 'was deleted' : root.metadata?.deletionTimestamp ? 'is being deleted' : 'was replaced';
+    return {
+      object: rootObject,
+      reason: 'RootMissing',
+      message: `the model's root object ${ns}/${rootName(model.metadata.name)} ${what}; its objects go with it and are made again`,
+    };
+  }
+  const claim = `${ns}/${pvcName(model.metadata.name)}`;
+  if (!pvc) {
+    return {
+      object: `PersistentVolumeClaim/${pvcName(model.metadata.name)}`,
+      reason: 'VolumeMissing',
+      message: `the weights volume ${claim} was deleted; it is provisioned and filled again`,
+    };
+  }
+  if (pvc.metadata?.deletionTimestamp) {
+    return {
+      object: `PersistentVolumeClaim/${pvcName(model.metadata.name)}`,
+      reason: 'VolumeTerminating',
+      message: `the weights volume ${claim} is being deleted (it stays until the engine lets go); it is provisioned and filled again`,
+    };
+  }
+  return undefined;
+}
+
+/** What differs in the Service's fields Ferry sets, in words; undefined when nothing does. */
+function serviceDrifted(live: V1Service, desired: V1Service): string | undefined {
+  const want = desired.spec!;
+  const have = live.spec ?? {};
+  const sorted = (m: Record<string, string> | undefined) => JSON.stringify(Object.entries(m ?? {}).sort());
+  const selector = sorted(want.selector) !== sorted(have.selector);
+  const ports = (p: V1Service['spec']) =>
+    JSON.stringify((p?.ports ?? []).map((x) => [x.name ?? '', x.port, String(x.targetPort ?? x.port)]));
+  const portsDiffer = ports(want) !== ports(have);
+  if (!selector && !portsDiffer) return undefined;
+  return `edited (${[selector && 'selector', portsDiffer && 'ports'].filter(Boolean).join(', ')})`;
+}
+
+/** What someone did to the Deployment's spec, in words: scaled it, or edited it (by whom, from managedFields). */
+function deploymentDrift(live: V1Deployment, model: ServedModel): string {
+  const name = live.metadata?.name;
+  const who = [
+    ...new Set(
+      (live.metadata?.managedFields ?? [])
+        .map((f) => f.manager)
+        .filter(
+          (m): m is string =>
+            !!m && m !== FIELD_MANAGER && m !== SCALE_FIELD_MANAGER && m !== 'kube-controller-manager',
+        ),
+    ),
+  ];
+  const by = who.length ? ` by ${who.join(', ')}` : '';
+  if (live.spec?.replicas !== undefined && live.spec.replicas !== model.spec.replicas) {
+    return `Deployment/${name} scaled to ${live.spec.replicas}${by}; back to ${model.spec.replicas}`;
+  }
+  return `Deployment/${name} spec edited${by}; Ferry's fields re-applied`;
+}

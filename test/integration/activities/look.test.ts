@@ -1,0 +1,209 @@
+// lookAtModel and the worker's watch against the local control plane: a look reads through the watch's memory, puts
+// back a deleted Service or Deployment and a hand-scaled replica count, leaves foreign fields alone, writes nothing
+// when nothing drifted, and reports a deleted volume or root object as lost. The watch wakes a model once per burst.
+import type { V1Deployment, V1Service } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createEngineSim, type EngineSim } from '../../../deploy/engine-sim/server.js';
+import { overrideEndpoints } from '../../../activities/cluster/endpoints.js';
+import { ModelWatcher, type ModelChange } from '../../../activities/cluster/model-watcher.js';
+import { pvcName, rootName } from '../../../activities/builders/index.js';
+import { createActivities } from '../../../activities/create-activities.js';
+import type { LookInput, ServedModel, ServedModelInput } from '../../../workflows/contract/index.js';
+import { activity, testModel } from '../../support/activity-env.js';
+import { prepareModel } from '../../support/engine-env.js';
+import { useActivityEnv } from '../../support/fixtures.js';
+import { adminKubeConfig } from '../../support/kube.js';
+
+const overrides: Record<string, string> = {};
+const specs = new Map<string, ServedModel>();
+const changes: ModelChange[] = [];
+let watcher: ModelWatcher;
+const env = useActivityEnv('act-look', {
+  timing: { pollMs: 250 },
+  deps: () => ({
+    endpoints: overrideEndpoints(() => overrides),
+    specs: async (ref) => {
+      const spec = specs.get(ref.name);
+      if (!spec) throw new Error(`no spec for ${ref.name}`);
+      return spec;
+    },
+  }),
+});
+const sims: EngineSim[] = [];
+
+beforeAll(async () => {
+  watcher = new ModelWatcher(adminKubeConfig(), env.cluster, {
+    wake: async (change) => {
+      changes.push(change);
+    },
+  });
+});
+afterAll(async () => {
+  watcher?.stop();
+  await Promise.all(sims.map((s) => s.stop()));
+});
+
+async function until<T>(read: () => T | Promise<T>, ok: (v: T) => boolean, timeoutMs = 15_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (ok(value)) return value;
+    if (Date.now() > end) throw new Error(`condition not met in ${timeoutMs} ms; last: ${JSON.stringify(value)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** A model rolled out on the local cluster (simulated pods), its spec known to the look, its engine a stand-in. */
+async function served(name: string, spec: Partial<ServedModelInput['spec']> = {}) {
+  const model = testModel(name, env.ns, { spec: { resources: { gpus: 0 }, ...spec } });
+  specs.set(name, model);
+  const sim = createEngineSim({ port: 0, servedModelNames: [name], loadDelaySeconds: 0 });
+  sims.push(sim);
+  overrides[`${env.ns}/${name}`] = `http://127.0.0.1:${(await sim.start()).port}`;
+  const rootUid = await prepareModel(model, env.cluster);
+  const { generation } = await activity(env.acts.applyEngine, { model, rootUid, sourceHash: 'x' });
+  await activity(env.acts.awaitRollout, { model, generation });
+  const input: LookInput = {
+    ref: { cluster: 'test', namespace: env.ns, name },
+    generation: 1,
+    rootUid,
+    sourceHash: 'x',
+    engineGeneration: generation,
+  };
+  return { model, input };
+}
+
+const deploymentOf = (name: string) =>
+  env.cluster.get<V1Deployment>({ apiVersion: 'apps/v1', kind: 'Deployment', name, namespace: env.ns });
+const serviceOf = (name: string) =>
+  env.cluster.get<V1Service>({ apiVersion: 'v1', kind: 'Service', name, namespace: env.ns });
+
+describe('lookAtModel', () => {
+  let look: ReturnType<typeof createActivities>['lookAtModel'];
+  beforeAll(() => {
+    look = createActivities({ ...env.deps, watcher }).lookAtModel;
+    watcher.watchNamespace(env.ns);
+  });
+
+  it('finds a healthy model as it is and writes nothing', async () => {
+    const { input } = await served('calm');
+    await until(
+      () => watcher.isSynced(env.ns),
+      (v) => v,
+    );
+    const before = await deploymentOf('calm');
+    const result = await activity(look, input);
+    expect(result).toEqual({
+      replicas: 1,
+      readyReplicas: 1,
+      endpoint: overrides[`${env.ns}/calm`],
+      repaired: [],
+      engineGeneration: input.engineGeneration,
+    });
+    expect((await deploymentOf('calm'))!.metadata!.resourceVersion).toBe(before!.metadata!.resourceVersion);
+  });
+
+  it('re-creates a deleted Service and a deleted Deployment', async () => {
+    const { input } = await served('gone');
+    await env.cluster.delete({ apiVersion: 'v1', kind: 'Service', name: 'gone', namespace: env.ns });
+    await env.cluster.delete({ apiVersion: 'apps/v1', kind: 'Deployment', name: 'gone', namespace: env.ns });
+    // The look reads the watch's memory: wait until it has seen both go.
+    await until(
+      () => watcher.get('Deployment', env.ns, 'gone') ?? watcher.get('Service', env.ns, 'gone'),
+      (v) => v === undefined,
+    );
+    const result = await activity(look, input);
+    expect(result.repaired).toEqual(['Service/gone deleted; re-applied', 'Deployment/gone deleted; re-created']);
+    expect(await serviceOf('gone')).toBeDefined();
+    const deployment = await deploymentOf('gone');
+    expect(deployment!.metadata!.ownerReferences?.[0]?.uid).toBe(input.rootUid);
+    expect(result.engineGeneration).toBe(deployment!.metadata!.generation);
+    // The new pods are not ready yet, or just became so: either way the look says how many.
+    expect(result.replicas).toBe(1);
+  });
+
+  it('scales a hand-scaled Deployment back, and keeps a foreign annotation', async () => {
+    const { input } = await served('scaled');
+    await env.cluster.mergePatch(
+      { apiVersion: 'apps/v1', kind: 'Deployment', name: 'scaled', namespace: env.ns },
+      {
+        metadata: { annotations: { 'example.com/owner': 'team-a' } },
+        spec: { replicas: 3 },
+      },
+    );
+    await until(
+      () => watcher.get<V1Deployment>('Deployment', env.ns, 'scaled'),
+      (d) => d?.spec?.replicas === 3,
+    );
+    const result = await activity(look, input);
+    expect(result.repaired).toHaveLength(1);
+    expect(result.repaired[0]).toMatch(/^Deployment\/scaled scaled to 3 by .+; back to 1$/);
+    const after = await deploymentOf('scaled');
+    expect(after!.spec!.replicas).toBe(1);
+    expect(after!.metadata!.annotations?.['example.com/owner']).toBe('team-a');
+    expect(result.engineGeneration).toBe(after!.metadata!.generation);
+  });
+
+  it('reports a weights volume being deleted, and a deleted root object, as lost', async () => {
+    const { model, input } = await served('unmoored');
+    const pvc = { apiVersion: 'v1', kind: 'PersistentVolumeClaim', name: pvcName('unmoored'), namespace: env.ns };
+    await env.cluster.delete(pvc);
+    const terminating = await until(
+      () => activity(look, input),
+      (r) => r.lost !== undefined,
+    );
+    // The engine's pod still uses it, so it stays (Terminating) until the engine lets go.
+    expect(terminating.lost).toEqual({
+      object: `PersistentVolumeClaim/${pvcName('unmoored')}`,
+      reason: 'VolumeTerminating',
+      message: `the weights volume ${env.ns}/${pvcName('unmoored')} is being deleted (it stays until the engine lets go); it is provisioned and filled again`,
+    });
+    await env.cluster.delete({ apiVersion: 'v1', kind: 'ConfigMap', name: rootName('unmoored'), namespace: env.ns });
+    const rootless = await until(
+      () => activity(look, input),
+      (r) => r.lost?.reason === 'RootMissing',
+    );
+    expect(rootless.lost!.object).toBe(`ConfigMap/${rootName(model.metadata.name)}`);
+  });
+});
+
+describe('the worker watch', () => {
+  it('wakes a model once for a burst of changes to its objects, naming them', async () => {
+    await served('woken');
+    await until(
+      () => watcher.isSynced(env.ns),
+      (v) => v,
+    );
+    // Let the serve's own changes settle into their wakes, then start counting.
+    await new Promise((r) => setTimeout(r, 1_000));
+    changes.length = 0;
+    await env.cluster.delete({ apiVersion: 'v1', kind: 'Service', name: 'woken', namespace: env.ns });
+    await env.cluster.mergePatch(
+      { apiVersion: 'apps/v1', kind: 'Deployment', name: 'woken', namespace: env.ns },
+      {
+        metadata: { annotations: { touched: 'yes' } },
+      },
+    );
+    const woken = await until(
+      () => changes.filter((c) => c.name === 'woken'),
+      (c) => c.length > 0,
+    );
+    await new Promise((r) => setTimeout(r, 600));
+    const all = changes.filter((c) => c.name === 'woken');
+    expect(all).toHaveLength(1);
+    expect(woken[0]).toMatchObject({ namespace: env.ns, name: 'woken' });
+    expect(all[0]!.objects).toEqual(expect.arrayContaining(['Service/woken', 'Deployment/woken']));
+  });
+
+  it('reads from memory what the API server holds', async () => {
+    const { model } = await served('mirror');
+    const live = await deploymentOf('mirror');
+    const cached = await until(
+      () => watcher.get<V1Deployment>('Deployment', env.ns, 'mirror'),
+      (d) => d?.metadata?.resourceVersion === live!.metadata!.resourceVersion,
+    );
+    expect(cached!.metadata!.uid).toBe(live!.metadata!.uid);
+    expect(watcher.list('Pod', env.ns, `app.kubernetes.io/instance=${model.metadata.name}`)!.length).toBeGreaterThan(0);
+    expect(watcher.get('Deployment', 'not-watched', 'x')).toBeNull();
+  });
+});

@@ -1,0 +1,109 @@
+// The watch that reconciles, end to end: a real worker process (its watch on), the CLI, the local control plane. The
+// model runs with the default options, so its safety-net look is 30 minutes away: everything seen here comes from
+// the worker's watch waking the workflow. Reaction times are a benchmark's business (bench/reactions.ts); these
+// tests only give them generous bounds.
+import { beforeAll, describe, expect, it } from 'vitest';
+import { pvcName } from '../../../activities/builders/index.js';
+import type { ModelStatus } from '../../../workflows/contract/index.js';
+import { runFerry, writeDoc } from '../../support/ferry-worker.js';
+import type { Doc } from '../../support/workflow-harness.js';
+import { expectOk, ferryJson, uniqueCluster } from '../../support/e2e.js';
+import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
+import { waitFor } from '../../support/kube.js';
+
+const kube = useNamespace('e2e-watch', RESTRICTED);
+const startWorkerProcess = useWorkerProcesses();
+const cluster = uniqueCluster('watch');
+
+beforeAll(async () => {
+  await startWorkerProcess(cluster);
+}, 180_000);
+
+const ref = (name: string) => [name, '-n', kube.ns, '--cluster', cluster];
+const status = (name: string) => ferryJson<ModelStatus>(['status', ...ref(name)]);
+
+async function serve(name: string): Promise<ModelStatus> {
+  const doc: Doc = {
+    apiVersion: 'ferry.dev/v1alpha1',
+    kind: 'ServedModel',
+    metadata: {
+      name,
+      namespace: kube.ns,
+      labels: { 'sim.ferry.dev/load-delay-seconds': '0', 'sim.ferry.dev/complete-delay': '1s' },
+    },
+    spec: {
+      cluster,
+      source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision: 'main' } },
+      engine: { startupTimeout: '3m' },
+      puller: { deadline: '5m' },
+    },
+  };
+  expectOk(await runFerry(['serve', '-f', writeDoc(doc), '--wait', '--timeout', '4m']), 'ferry serve');
+  return await status(name);
+}
+
+describe('the watch that reconciles, end to end', { timeout: 300_000 }, () => {
+  it('restores a deleted Service and a hand-scaled Deployment, and says so in the timeline', async () => {
+    await serve('mend');
+    const before = await kube.core.readNamespacedService({ name: 'mend', namespace: kube.ns });
+    await kube.core.deleteNamespacedService({ name: 'mend', namespace: kube.ns });
+    const restored = await waitFor('the Service to be back', 20_000, async () => {
+      const svc = await kube.core.readNamespacedService({ name: 'mend', namespace: kube.ns }).catch(() => undefined);
+      return svc && svc.metadata?.uid !== before.metadata?.uid ? svc : undefined;
+    });
+    expect(restored.spec?.selector).toEqual(before.spec?.selector);
+
+    // What `kubectl scale --replicas 3` does: a write to the scale subresource.
+    await kube.apps.replaceNamespacedDeploymentScale({
+      name: 'mend',
+      namespace: kube.ns,
+      body: { metadata: { name: 'mend', namespace: kube.ns }, spec: { replicas: 3 } },
+    });
+    await waitFor('the Deployment back at 1 replica', 20_000, async () => {
+      const d = await kube.apps.readNamespacedDeployment({ name: 'mend', namespace: kube.ns });
+      return d.spec?.replicas === 1;
+    });
+    const s = await waitFor('both repairs in the timeline', 20_000, async () => {
+      const st = await status('mend');
+      return st.timeline.filter((e) => e.step === 'repair').length >= 2 ? st : undefined;
+    });
+    const repairs = s.timeline.filter((e) => e.step === 'repair').map((e) => e.detail);
+    expect(repairs[0]).toBe('Service/mend deleted; re-applied');
+    expect(repairs[1]).toMatch(/^Deployment\/mend scaled to 3 by .+; back to 1$/);
+  });
+
+  it('shows Degraded when the engine pod is deleted, and Ready again once its replacement serves', async () => {
+    await serve('blink');
+    const [pod] = (await kube.core.listNamespacedPod({ namespace: kube.ns, labelSelector: 'ferry.dev/model=blink' }))
+      .items;
+    await kube.core.deleteNamespacedPod({ name: pod!.metadata!.name!, namespace: kube.ns });
+    const back = await waitFor('Degraded, then Ready again', 60_000, async () => {
+      const st = await status('blink');
+      const degraded = st.timeline.find((e) => e.step === 'degraded');
+      return st.phase === 'Ready' && degraded?.outcome === 'Succeeded' ? st : undefined;
+    });
+    expect(back.timeline.find((e) => e.step === 'degraded')!.detail).toMatch(/^ReplicasUnavailable|^Unhealthy/);
+    expect(back.readyReplicas).toBe(1);
+  });
+
+  it('re-provisions and re-pulls a weights volume someone deletes, back to Ready unaided', async () => {
+    await serve('anchor');
+    const old = await kube.core.readNamespacedPersistentVolumeClaim({ name: pvcName('anchor'), namespace: kube.ns });
+    await kube.core.deleteNamespacedPersistentVolumeClaim({ name: pvcName('anchor'), namespace: kube.ns });
+    const rebuilt = await waitFor('Ready on a new volume', 120_000, async () => {
+      const st = await status('anchor');
+      const pvc = await kube.core
+        .readNamespacedPersistentVolumeClaim({ name: pvcName('anchor'), namespace: kube.ns })
+        .catch(() => undefined);
+      return st.phase === 'Ready' && pvc && pvc.metadata?.uid !== old.metadata?.uid ? st : undefined;
+    });
+    expect(rebuilt.generation).toBe(1);
+    const update = rebuilt.timeline.filter((e) => e.step === 'update').at(-1)!;
+    expect(update.detail).toMatch(/^generation 1: rebuild \(the weights volume .* is being deleted/);
+    expect(update.outcome).toBe('Succeeded');
+    expect(rebuilt.timeline.filter((e) => e.step === 'download').map((e) => e.outcome)).toEqual([
+      'Succeeded',
+      'Succeeded',
+    ]);
+  });
+});
