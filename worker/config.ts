@@ -29,12 +29,20 @@ export interface WorkerConfig {
    * every safety-net interval (30 min), for a worker whose Role lacks list/watch.
    */
   watch: boolean;
+  /**
+   * How many workflows stay in the worker's memory between their tasks (the SDK's `maxCachedWorkflows`). An idle
+   * model needs a task only when woken or at its safety net, and one that was evicted is replayed then (its history
+   * is bounded by continue-as-new): the cache is what a worker's memory grows with, per model.
+   */
+  maxCachedWorkflows: number;
   /** The environment the activities read their own settings from (FERRY_ENDPOINT_MODE, FERRY_ENDPOINT_OVERRIDES). */
   env: Env;
 }
 
 /** Below Kubernetes' default terminationGracePeriodSeconds (30 s), so the worker exits before it is killed. */
 const DEFAULT_SHUTDOWN_GRACE = '25s';
+/** Workflows kept in memory between tasks; measured by bench/steady-state.ts (docs/performance.md). */
+const DEFAULT_MAX_CACHED = 100;
 const LOG_LEVELS: readonly LogLevel[] = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'];
 
 export const WORKER_USAGE = `Usage: ferry-worker [options]
@@ -52,6 +60,7 @@ Options (each overrides its environment variable):
   --log-level LEVEL               FERRY_LOG_LEVEL        TRACE, DEBUG, INFO, WARN or ERROR (default INFO)
   --nexus on|off                  FERRY_NEXUS            host the ferry.models.v1 Nexus service (default on)
   --watch on|off                  FERRY_WATCH            watch models' objects, wake their workflows (default on)
+  --max-cached-workflows N        FERRY_MAX_CACHED_WORKFLOWS  workflows kept in memory between tasks (default ${DEFAULT_MAX_CACHED})
   -h, --help
 
 Also read: TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH,
@@ -83,6 +92,7 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'hel
         'log-level': { type: 'string' },
         nexus: { type: 'string' },
         watch: { type: 'string' },
+        'max-cached-workflows': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -111,6 +121,11 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'hel
   if (nexusText !== 'on' && nexusText !== 'off') problems.push(`nexus ${JSON.stringify(nexusText)} must be on or off`);
   const watchText = (values.watch ?? env.FERRY_WATCH ?? 'on').toLowerCase();
   if (watchText !== 'on' && watchText !== 'off') problems.push(`watch ${JSON.stringify(watchText)} must be on or off`);
+  const cachedText = values['max-cached-workflows'] ?? env.FERRY_MAX_CACHED_WORKFLOWS ?? String(DEFAULT_MAX_CACHED);
+  const maxCachedWorkflows = Number(cachedText);
+  if (!/^\d+$/.test(cachedText.trim()) || maxCachedWorkflows < 0) {
+    problems.push(`max cached workflows ${JSON.stringify(cachedText)} must be a whole number (0 turns the cache off)`);
+  }
   let temporal: TemporalSettings | undefined;
   try {
     temporal = temporalSettingsFromEnv(env, {
@@ -135,6 +150,7 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'hel
     logLevel: level as LogLevel,
     nexus: nexusText !== 'off',
     watch: watchText !== 'off',
+    maxCachedWorkflows,
     env,
   };
 }

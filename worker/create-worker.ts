@@ -54,6 +54,7 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
       activities,
       ...(config.nexus ? { nexusServices: [ferryModelsHandler] } : {}),
       ...workflowSource(config, overrides),
+      maxCachedWorkflows: config.maxCachedWorkflows,
       shutdownGraceTime: config.shutdownGraceMs,
       shutdownForceTime: config.shutdownGraceMs + FORCE_AFTER_GRACE_MS,
     });

@@ -93,6 +93,8 @@ function now(): string {
 const WATCH_RECONCILES = 'watch-reconciles';
 /** Two looks woken back to back are at least this far apart (another controller fighting over a field). */
 const MIN_LOOK_SPACING_MS = 1_000;
+/** A Degraded model's first look without a wake comes this soon; later ones back off to the watch interval. */
+const FIRST_DEGRADED_LOOK_MS = 1_000;
 
 export class ModelLifecycle {
   /** The latest accepted spec. */
@@ -116,6 +118,8 @@ export class ModelLifecycle {
   private lastLookAt = 0;
   private safetyNet: Promise<unknown> | undefined;
   private safetyNetDue = false;
+  /** Looks since the model became Degraded: the next one waits longer. */
+  private degradedLooks = 0;
 
   constructor(
     spec: ServedModel,
@@ -222,9 +226,16 @@ export class ModelLifecycle {
     }
     const woken = () => due() || this.woken !== undefined;
     if (this.status.phase === 'Degraded') {
-      // Degraded may end without any object changing (an engine that answers /health again): look every interval.
-      await condition(woken, this.options.watchIntervalMs);
+      // Degraded may end without any object changing (an engine that answers /health again): look again soon, then
+      // less often — 1 s doubling up to the watch interval.
+      const backoff = Math.min(
+        FIRST_DEGRADED_LOOK_MS * 2 ** Math.min(this.degradedLooks, 10),
+        this.options.watchIntervalMs,
+      );
+      this.degradedLooks++;
+      await condition(woken, backoff);
     } else {
+      this.degradedLooks = 0;
       // One safety-net timer at a time, kept across wakes: a wake costs no timer of its own.
       this.safetyNet ??= sleep(this.options.safetyNetIntervalMs).then(
         () => (this.safetyNetDue = true),

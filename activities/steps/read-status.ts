@@ -1,6 +1,6 @@
 // readStatus: one look at a Ready model, for runs from before lookAtModel (observeEngine is both looks' core):
-// replicas, the worst problem by name, the endpoint. Problems in order: a current-revision pod that crash-loops, OOMs or cannot pull its image; replicas
-// missing (ReplicasUnavailable); the engine not answering /health (Unhealthy).
+// replicas, the worst problem by name, the endpoint. Problems in order: a current-revision pod that crash-loops, OOMs
+// or cannot pull its image; replicas missing (ReplicasUnavailable); the engine not answering /health (Unhealthy).
 import { FATAL_POD_REASONS } from '../readers/pod-problems.js';
 import type { ActivityDeps } from '../deps.js';
 import { probeEngine, type ApiKeyResolver } from './health.js';

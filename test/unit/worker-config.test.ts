@@ -27,6 +27,7 @@ describe('worker configuration', () => {
       logLevel: 'INFO',
       nexus: true,
       watch: true,
+      maxCachedWorkflows: 100,
       temporal: { address: 'localhost:7233', addressSource: 'default', namespace: 'default' },
     });
     expect(c.kubeconfig).toBeUndefined();
@@ -38,6 +39,16 @@ describe('worker configuration', () => {
     expect(config([], { FERRY_NEXUS: 'off' }).nexus).toBe(false);
     expect(config(['--nexus', 'on'], { FERRY_NEXUS: 'off' }).nexus).toBe(true);
     expect(() => config(['--nexus', 'maybe'], {})).toThrow(/nexus "maybe" must be on or off/);
+  });
+
+  it('watches unless told off, and keeps as many workflows cached as it is told', () => {
+    expect(config([], { FERRY_WATCH: 'off' }).watch).toBe(false);
+    expect(config(['--watch', 'on'], { FERRY_WATCH: 'off' }).watch).toBe(true);
+    expect(() => config(['--watch', 'sometimes'], {})).toThrow(/watch "sometimes" must be on or off/);
+    expect(config([], { FERRY_MAX_CACHED_WORKFLOWS: '20' }).maxCachedWorkflows).toBe(20);
+    expect(config(['--max-cached-workflows', '0'], { FERRY_MAX_CACHED_WORKFLOWS: '20' }).maxCachedWorkflows).toBe(0);
+    expect(() => config(['--max-cached-workflows', 'many'], {})).toThrow(/max cached workflows "many" must be a whole/);
+    expect(() => config([], { FERRY_MAX_CACHED_WORKFLOWS: '-1' })).toThrow(/must be a whole number/);
   });
 
   it("reads Temporal's variables and Ferry's, and flags win over both", () => {

@@ -127,7 +127,7 @@ describe('ServeModelWorkflow watch', () => {
     });
   });
 
-  it('looks at a Degraded model every watch interval, so it gets well without a wake', async () => {
+  it('looks at a Degraded model again within seconds, so it gets well without a wake', async () => {
     let sick = true;
     const stub = new StubActivities().on('lookAtModel', async () => ({
       replicas: 1,
@@ -136,7 +136,8 @@ describe('ServeModelWorkflow watch', () => {
       ...(sick ? { problem: { reason: 'Unhealthy', message: 'HTTP 503 from /health' } } : {}),
     }));
     await withWorker(harness, stub, async ({ start }) => {
-      const handle = await start(modelDoc(), QUIET);
+      // The watch interval is the production one: only the Degraded backoff (1 s, 2 s, …) can look in time.
+      const handle = await start(modelDoc(), { ...QUIET, watchIntervalMs: 30_000 });
       await waitForStatus(handle, readyAt(1));
       await handle.signal(modelChangedSignal, { objects: ['Pod/qwen-abc'] });
       await waitForStatus(handle, phaseIs('Degraded'));

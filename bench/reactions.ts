@@ -1,0 +1,226 @@
+// How fast Ferry reacts, with the worker's watch on and the default workflow options (safety net 30 min, so every
+// reaction here comes from the watch): a Ready model's engine pod deleted → status Degraded; its Service or
+// Deployment deleted → back; its weights PVC deleted → Degraded → Ready again; an update → Deployment patched; a
+// delete → the Deployment going. Times are from the benchmark's call to the moment it sees the effect (a status
+// query every 25 ms, or a watch event), so each includes up to ~25 ms of observation delay.
+//
+//   npm run bench:reactions -- [--trials 20] [--models 4]
+//
+// Simulated: KWOK pods, the engine stand-in. Real: Temporal, the API server, the controllers, the worker.
+import type { KubernetesObject, V1Deployment, V1Pod } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, Watch } from '@kubernetes/client-node';
+import { parseArgs } from 'node:util';
+import { pvcName } from '../activities/builders/index.js';
+import { deleteModel } from '../client/delete-model.js';
+import { getModelStatus } from '../client/model-status.js';
+import { serveModel } from '../client/serve-model.js';
+import { updateModel } from '../client/update-model.js';
+import type { ModelRef, ModelStatus } from '../workflows/contract/index.js';
+import {
+  adminKubeConfig,
+  countingProxy,
+  createNamespace,
+  deleteNamespace,
+  ensureGpuNodes,
+  inParallel,
+  instantModel,
+  machine,
+  percentile,
+  startWorker,
+  temporalClient,
+  uniqueName,
+} from './lib.js';
+
+const { values } = parseArgs({
+  options: {
+    trials: { type: 'string', default: '20' },
+    models: { type: 'string', default: '4' },
+    'pvc-trials': { type: 'string', default: '3' },
+  },
+});
+const trials = Number(values.trials);
+const kc = adminKubeConfig();
+const core = kc.makeApiClient(CoreV1Api);
+const apps = kc.makeApiClient(AppsV1Api);
+const client = await temporalClient();
+const cluster = uniqueName('react');
+const namespace = cluster;
+const proxy = await countingProxy(kc);
+const log = (msg: string) => process.stderr.write(`[bench] ${new Date().toISOString()} ${msg}\n`);
+
+await ensureGpuNodes(kc, Number(values.models));
+await createNamespace(kc, namespace);
+const worker = await startWorker(cluster, proxy.kubeconfig);
+
+/** Every watch event in the namespace, with the moment it arrived. */
+const seen: { at: number; type: string; kind: string; obj: KubernetesObject }[] = [];
+const watches = await Promise.all(
+  [
+    ['/api/v1', 'services', 'Service'],
+    ['/apis/apps/v1', 'deployments', 'Deployment'],
+  ].map(([base, plural, kind]) =>
+    new Watch(kc).watch(
+      `${base}/namespaces/${namespace}/${plural}`,
+      {},
+      (type: string, obj: KubernetesObject) => seen.push({ at: performance.now(), type, kind: kind!, obj }),
+      () => undefined,
+    ),
+  ),
+);
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 120_000): Promise<T> {
+  const end = performance.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+const statusOf = (ref: ModelRef): Promise<ModelStatus> => getModelStatus(client, ref);
+const ready = (ref: ModelRef) =>
+  until(`${ref.name} Ready`, async () => ((await statusOf(ref)).phase === 'Ready' ? true : undefined));
+
+const samples: Record<string, number[]> = {};
+const record = (name: string, ms: number) => (samples[name] ??= []).push(ms);
+
+try {
+  const refs = Array.from({ length: Number(values.models) }, (_, i) => ({ cluster, namespace, name: `r${i}` }));
+  // Instant serves, one at a time: from the library call to Ready.
+  for (const ref of refs) {
+    const t0 = performance.now();
+    await serveModel(client, instantModel(ref.name, namespace, cluster), { wait: true });
+    record('serve → Ready (instant simulated stages)', performance.now() - t0);
+  }
+
+  for (let i = 0; i < trials; i++) {
+    const ref = refs[i % refs.length]!;
+    await ready(ref);
+
+    // An engine pod deleted → Degraded.
+    const pods = await core.listNamespacedPod({ namespace, labelSelector: `ferry.dev/model=${ref.name}` });
+    const pod = pods.items.find((p: V1Pod) => p.metadata?.labels?.['app.kubernetes.io/component'] === 'engine');
+    let t0 = performance.now();
+    await core.deleteNamespacedPod({ name: pod!.metadata!.name!, namespace, gracePeriodSeconds: 0 });
+    await until('Degraded', async () => ((await statusOf(ref)).phase === 'Degraded' ? true : undefined));
+    record('pod deleted → Degraded', performance.now() - t0);
+    await ready(ref);
+
+    // The Service deleted → back.
+    t0 = performance.now();
+    const mark = seen.length;
+    await core.deleteNamespacedService({ name: ref.name, namespace });
+    await until('the Service back', async () =>
+      seen.slice(mark).some((e) => e.kind === 'Service' && e.type === 'ADDED' && e.obj.metadata?.name === ref.name)
+        ? true
+        : undefined,
+    );
+    const svcBack = seen.slice(mark).find((e) => e.kind === 'Service' && e.type === 'ADDED')!.at;
+    record('Service deleted → re-created', svcBack - t0);
+    await ready(ref);
+
+    // The Deployment deleted → back.
+    t0 = performance.now();
+    const mark2 = seen.length;
+    await apps.deleteNamespacedDeployment({ name: ref.name, namespace });
+    await until('the Deployment back', async () =>
+      seen.slice(mark2).some((e) => e.kind === 'Deployment' && e.type === 'ADDED' && e.obj.metadata?.name === ref.name)
+        ? true
+        : undefined,
+    );
+    const depBack = seen.slice(mark2).find((e) => e.kind === 'Deployment' && e.type === 'ADDED')!.at;
+    record('Deployment deleted → re-created', depBack - t0);
+    await ready(ref);
+
+    // An update (engine args) → the Deployment's spec patched.
+    const doc = instantModel(ref.name, namespace, cluster) as ReturnType<typeof instantModel> & {
+      spec: { engine: { args?: string[] } };
+    };
+    doc.spec.engine.args = [`--max-model-len=${4096 + i}`];
+    const mark3 = seen.length;
+    t0 = performance.now();
+    await updateModel(client, doc);
+    await until('the Deployment patched', async () =>
+      seen
+        .slice(mark3)
+        .some(
+          (e) =>
+            e.kind === 'Deployment' &&
+            e.type === 'MODIFIED' &&
+            ((e.obj as V1Deployment).spec?.template.spec?.containers[0]?.args ?? []).some((a) =>
+              a.startsWith(`--max-model-len=${4096 + i}`),
+            ),
+        )
+        ? true
+        : undefined,
+    );
+    record('update call → Deployment patched', performance.now() - t0);
+    await ready(ref);
+    log(`trial ${i + 1}/${trials} done`);
+  }
+
+  // A weights PVC deleted → Degraded, → Ready on a new volume (slow: the whole sequence runs again).
+  for (let i = 0; i < Number(values['pvc-trials']); i++) {
+    const ref = refs[i % refs.length]!;
+    await ready(ref);
+    const t0 = performance.now();
+    await core.deleteNamespacedPersistentVolumeClaim({ name: pvcName(ref.name), namespace });
+    await until('not Ready', async () => ((await statusOf(ref)).phase !== 'Ready' ? true : undefined));
+    record('PVC deleted → not Ready (Degraded, then rebuilding)', performance.now() - t0);
+    await ready(ref);
+    record('PVC deleted → Ready again on a new volume', performance.now() - t0);
+  }
+
+  // A delete → the Deployment going (its DELETED event, or a deletionTimestamp).
+  for (const ref of refs) {
+    const mark = seen.length;
+    const t0 = performance.now();
+    const deleting = deleteModel(client, ref, { wait: true });
+    await until('the Deployment going', async () =>
+      seen
+        .slice(mark)
+        .some(
+          (e) =>
+            e.kind === 'Deployment' &&
+            e.obj.metadata?.name === ref.name &&
+            (e.type === 'DELETED' || e.obj.metadata?.deletionTimestamp),
+        )
+        ? true
+        : undefined,
+    );
+    record('delete call → Deployment deleted', performance.now() - t0);
+    await deleting;
+  }
+
+  const summary = Object.fromEntries(
+    Object.entries(samples).map(([name, ms]) => [
+      name,
+      {
+        n: ms.length,
+        p50Ms: Math.round(percentile(ms, 50)),
+        p99Ms: Math.round(percentile(ms, 99)),
+        maxMs: Math.round(Math.max(...ms)),
+      },
+    ]),
+  );
+  console.log(JSON.stringify({ machine: machine(), config: { trials, models: refs.length }, summary }, null, 2));
+} catch (err) {
+  process.stderr.write(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exitCode = 1;
+} finally {
+  for (const w of watches) w.abort();
+  await inParallel(
+    Array.from({ length: Number(values.models) }, (_, i) => `r${i}`),
+    4,
+    async (name) => {
+      await deleteModel(client, { cluster, namespace, name }, { wait: true, timeoutMs: 120_000 }).catch(
+        () => undefined,
+      );
+    },
+  );
+  await deleteNamespace(kc, namespace);
+  await worker.stop();
+  await proxy.close();
+  await client.connection.close();
+}

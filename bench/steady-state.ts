@@ -1,0 +1,132 @@
+// What N Ready models cost when nothing happens to them: API requests per model per second (counted by a proxy in
+// front of the API server, so only the worker's own requests count), history events per model-hour and Temporal
+// actions per model-day (from each model's history over the window), the worker's CPU and RSS.
+//
+//   npm run bench:steady -- [--models 300] [--window 31m] [--watch on|off] [--parallel 10] [--keep]
+//
+// The window should span one safety-net interval (30 min) so that every model's safety-net look falls in it;
+// a shorter window (CI runs `--models 5 --window 40s`) measures wakes only and says so. Everything is simulated
+// except Temporal, the API server and the controllers: KWOK pods, the engine stand-in.
+import { parseArgs } from 'node:util';
+import { parseDuration, workflowIdFor } from '../workflows/contract/index.js';
+import { serveModel } from '../client/serve-model.js';
+import { deleteModel } from '../client/delete-model.js';
+import {
+  adminKubeConfig,
+  countingProxy,
+  createNamespace,
+  deleteNamespace,
+  ensureGpuNodes,
+  inParallel,
+  instantModel,
+  machine,
+  sleep,
+  startWorker,
+  temporalClient,
+  uniqueName,
+} from './lib.js';
+
+/** Temporal's EventType numbers (temporal.api.enums.v1.EventType) of the events that are billed actions. */
+const EVENT = { ACTIVITY_TASK_SCHEDULED: 10, TIMER_STARTED: 17, WORKFLOW_EXECUTION_SIGNALED: 26 } as const;
+
+const { values } = parseArgs({
+  options: {
+    models: { type: 'string', default: '300' },
+    window: { type: 'string', default: '31m' },
+    watch: { type: 'string', default: 'on' },
+    parallel: { type: 'string', default: '10' },
+    settle: { type: 'string', default: '30s' },
+    keep: { type: 'boolean', default: false },
+  },
+});
+const models = Number(values.models);
+const windowMs = parseDuration(values.window);
+const settleMs = parseDuration(values.settle);
+
+const kc = adminKubeConfig();
+const client = await temporalClient();
+const cluster = uniqueName('bench');
+const namespace = cluster;
+const proxy = await countingProxy(kc);
+const names = Array.from({ length: models }, (_, i) => `m${String(i).padStart(3, '0')}`);
+await ensureGpuNodes(kc, models);
+await createNamespace(kc, namespace);
+const worker = await startWorker(cluster, proxy.kubeconfig, { FERRY_WATCH: values.watch });
+const log = (msg: string) => process.stderr.write(`[bench] ${new Date().toISOString()} ${msg}\n`);
+
+try {
+  const setupStart = Date.now();
+  let ready = 0;
+  await inParallel(names, Number(values.parallel), async (name) => {
+    await serveModel(client, instantModel(name, namespace, cluster), { wait: true, timeoutMs: 10 * 60_000 });
+    if (++ready % 25 === 0 || ready === models) log(`${ready}/${models} Ready`);
+  });
+  log(`all ${models} Ready in ${Math.round((Date.now() - setupStart) / 1000)} s; settling ${values.settle}`);
+  await sleep(settleMs);
+
+  const handles = names.map((name) => client.workflow.getHandle(workflowIdFor({ cluster, namespace, name })));
+  const before = { api: proxy.counts(), usage: worker.usage(), at: Date.now() };
+  log(`window of ${values.window} starts`);
+  await sleep(windowMs);
+  const after = { api: proxy.counts(), usage: worker.usage(), at: Date.now() };
+  const seconds = (after.at - before.at) / 1000;
+
+  // History over the window, per model: every event, and the ones Temporal bills as actions.
+  let events = 0;
+  const actions = { timers: 0, activities: 0, signals: 0 };
+  await inParallel(handles, 10, async (handle) => {
+    const history = await handle.fetchHistory();
+    for (const e of history.events ?? []) {
+      const at = Number(e.eventTime?.seconds ?? 0) * 1000 + Math.floor((e.eventTime?.nanos ?? 0) / 1e6);
+      if (at < before.at || at > after.at) continue;
+      events++;
+      const type = Number(e.eventType);
+      if (type === EVENT.TIMER_STARTED) actions.timers++;
+      if (type === EVENT.ACTIVITY_TASK_SCHEDULED) actions.activities++;
+      if (type === EVENT.WORKFLOW_EXECUTION_SIGNALED) actions.signals++;
+    }
+  });
+  const apiRequests = after.api.total - before.api.total;
+  const byKind = Object.fromEntries(
+    Object.entries(after.api.byKind)
+      .map(([k, v]) => [k, v - (before.api.byKind[k] ?? 0)] as const)
+      .filter(([, v]) => v > 0),
+  );
+  const modelHours = (models * seconds) / 3600;
+  const allActions = actions.timers + actions.activities + actions.signals;
+  const result = {
+    machine: machine(),
+    config: { models, window: values.window, watch: values.watch, safetyNet: '30m (default)' },
+    windowSeconds: Math.round(seconds),
+    apiRequests,
+    apiRequestsByKind: byKind,
+    apiRequestsPerModelPerSecond: apiRequests / models / seconds,
+    historyEvents: events,
+    historyEventsPerModelHour: events / modelHours,
+    actions,
+    actionsPerModelDay: (allActions / modelHours) * 24,
+    workerCpuPercentOfACore: ((after.usage.cpuSeconds - before.usage.cpuSeconds) / seconds) * 100,
+    workerRssMiB: Math.round(after.usage.rssBytes / 2 ** 20),
+    note:
+      windowMs < 30 * 60_000
+        ? 'the window is shorter than the 30-min safety net: safety-net looks are not in it (wakes only)'
+        : 'the window spans the 30-min safety net: each model had its safety-net look in it',
+  };
+  console.log(JSON.stringify(result, null, 2));
+} catch (err) {
+  process.stderr.write(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exitCode = 1;
+} finally {
+  if (!values.keep) {
+    log('deleting the models');
+    await inParallel(names, 20, async (name) => {
+      await deleteModel(client, { cluster, namespace, name }, { wait: true, timeoutMs: 120_000 }).catch(
+        () => undefined,
+      );
+    });
+    await deleteNamespace(kc, namespace);
+  }
+  await worker.stop();
+  await proxy.close();
+  await client.connection.close();
+}

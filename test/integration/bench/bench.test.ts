@@ -1,0 +1,46 @@
+// The benchmarks' small slice, run with the suite: each benchmark's command works against the local stack, and the
+// quiet steady state stays quiet — Ready models that nothing touches cost the worker no API request and their
+// workflows no history event (the full runs, 300 models over 31 minutes, are `npm run bench:steady` and
+// `npm run bench:reactions`; docs/performance.md has their results).
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { repoRoot } from '../../support/local-env.js';
+
+async function bench(script: string, args: string[]): Promise<Record<string, unknown>> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'bench', script), ...args], {
+    cwd: repoRoot,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  if (code !== 0) throw new Error(`bench/${script} exited ${code}:\n${stderr.slice(-4000)}`);
+  return JSON.parse(stdout) as Record<string, unknown>;
+}
+
+describe('benchmarks, small slice', { timeout: 300_000 }, () => {
+  it('steady state: three quiet Ready models cost no API request and no history event over 20 s', async () => {
+    const result = await bench('steady-state.ts', ['--models', '3', '--window', '20s', '--settle', '10s']);
+    expect(result).toMatchObject({ config: { models: 3, watch: 'on' }, apiRequests: 0, historyEvents: 0 });
+    expect(result.workerRssMiB).toBeGreaterThan(0);
+  });
+
+  it('reactions: one model, one trial of each, every reaction seen', async () => {
+    const result = await bench('reactions.ts', ['--trials', '1', '--models', '1', '--pvc-trials', '1']);
+    const summary = result.summary as Record<string, { n: number; p50Ms: number }>;
+    expect(Object.keys(summary)).toEqual([
+      'serve → Ready (instant simulated stages)',
+      'pod deleted → Degraded',
+      'Service deleted → re-created',
+      'Deployment deleted → re-created',
+      'update call → Deployment patched',
+      'PVC deleted → not Ready (Degraded, then rebuilding)',
+      'PVC deleted → Ready again on a new volume',
+      'delete call → Deployment deleted',
+    ]);
+    for (const s of Object.values(summary)) expect(s.n).toBe(1);
+  });
+});
