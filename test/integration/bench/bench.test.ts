@@ -1,7 +1,7 @@
 // The benchmarks' small slice, run with the suite: each benchmark's command works against the local stack, and the
 // quiet steady state stays quiet — Ready models that nothing touches cost the worker no API request and their
 // workflows no history event (the full runs, 300 models over 31 minutes, are `npm run bench:steady` and
-// `npm run bench:reactions`; docs/performance.md has their results).
+// `npm run bench:reactions`, `npm run bench:serve`; docs/performance.md has their results).
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -42,5 +42,11 @@ describe('benchmarks, small slice', { timeout: 300_000 }, () => {
       'delete call → Deployment deleted',
     ]);
     for (const s of Object.values(summary)) expect(s.n).toBe(1);
+  });
+
+  it('instant serve: ferry and the kubectl script both reach a serving engine, and the ratio is reported', async () => {
+    const result = await bench('serve-vs-kubectl.ts', ['--trials', '1']);
+    expect(result).toMatchObject({ trials: 1 });
+    expect(result.medianRatio).toBeGreaterThan(0);
   });
 });
