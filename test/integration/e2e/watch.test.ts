@@ -106,4 +106,22 @@ describe('the watch that reconciles, end to end', { timeout: 300_000 }, () => {
       'Succeeded',
     ]);
   });
+
+  it('still repairs once with a second worker on the same task queue (both watch, both wake the model)', async () => {
+    await startWorkerProcess(cluster);
+    await serve('twice');
+    const before = await kube.core.readNamespacedService({ name: 'twice', namespace: kube.ns });
+    await kube.core.deleteNamespacedService({ name: 'twice', namespace: kube.ns });
+    await waitFor('the Service to be back', 20_000, async () => {
+      const svc = await kube.core.readNamespacedService({ name: 'twice', namespace: kube.ns }).catch(() => undefined);
+      return svc && svc.metadata?.uid !== before.metadata?.uid;
+    });
+    // Let both workers' wakes arrive and be looked at: the second look finds nothing to repair.
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const st = await status('twice');
+    expect(st.phase).toBe('Ready');
+    expect(st.timeline.filter((e) => e.step === 'repair').map((e) => e.detail)).toEqual([
+      'Service/twice deleted; re-applied',
+    ]);
+  });
 });
