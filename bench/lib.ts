@@ -10,7 +10,9 @@ import { tmpdir, cpus } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
 import { Client, Connection } from '@temporalio/client';
+import { deleteModel } from '../client/delete-model.js';
 import { simulatedNode } from '../deploy/local/simulated-node.js';
+import type { ModelRef } from '../workflows/contract/index.js';
 
 export const repoRoot = join(import.meta.dirname, '..');
 
@@ -300,6 +302,13 @@ export function instantModel(name: string, namespace: string, cluster: string, g
       puller: { deadline: '5m' },
     },
   };
+}
+
+/** Deletes the models, waiting for each teardown (2 min at most each); a model already gone is fine. */
+export async function deleteModels(client: Client, refs: ModelRef[]): Promise<void> {
+  await inParallel(refs, 20, async (ref) => {
+    await deleteModel(client, ref, { wait: true, timeoutMs: 120_000 }).catch(() => undefined);
+  });
 }
 
 /** Runs `work` over `items` with at most `limit` at once. */

@@ -22,7 +22,7 @@ import {
   createNamespace,
   deleteNamespace,
   ensureGpuNodes,
-  inParallel,
+  deleteModels,
   instantModel,
   machine,
   percentile,
@@ -82,6 +82,17 @@ const statusOf = (ref: ModelRef): Promise<ModelStatus> => getModelStatus(client,
 const ready = (ref: ModelRef) =>
   until(`${ref.name} Ready`, async () => ((await statusOf(ref)).phase === 'Ready' ? true : undefined));
 
+/** Deletes an object and records how long until the benchmark's watch sees one of that name ADDED again. */
+async function deletedUntilBack(kind: string, name: string, remove: () => Promise<unknown>): Promise<void> {
+  const t0 = performance.now();
+  const mark = seen.length;
+  await remove();
+  const back = await until(`the ${kind} back`, async () =>
+    seen.slice(mark).find((e) => e.kind === kind && e.type === 'ADDED' && e.obj.metadata?.name === name),
+  );
+  record(`${kind} deleted → re-created`, back.at - t0);
+}
+
 const samples: Record<string, number[]> = {};
 const record = (name: string, ms: number) => (samples[name] ??= []).push(ms);
 
@@ -101,36 +112,18 @@ try {
     // An engine pod deleted → Degraded.
     const pods = await core.listNamespacedPod({ namespace, labelSelector: `ferry.dev/model=${ref.name}` });
     const pod = pods.items.find((p: V1Pod) => p.metadata?.labels?.['app.kubernetes.io/component'] === 'engine');
-    let t0 = performance.now();
+    const t0 = performance.now();
     await core.deleteNamespacedPod({ name: pod!.metadata!.name!, namespace, gracePeriodSeconds: 0 });
     await until('Degraded', async () => ((await statusOf(ref)).phase === 'Degraded' ? true : undefined));
     record('pod deleted → Degraded', performance.now() - t0);
     await ready(ref);
 
-    // The Service deleted → back.
-    t0 = performance.now();
-    const mark = seen.length;
-    await core.deleteNamespacedService({ name: ref.name, namespace });
-    await until('the Service back', async () =>
-      seen.slice(mark).some((e) => e.kind === 'Service' && e.type === 'ADDED' && e.obj.metadata?.name === ref.name)
-        ? true
-        : undefined,
-    );
-    const svcBack = seen.slice(mark).find((e) => e.kind === 'Service' && e.type === 'ADDED')!.at;
-    record('Service deleted → re-created', svcBack - t0);
+    // The Service, then the Deployment, deleted → back.
+    await deletedUntilBack('Service', ref.name, () => core.deleteNamespacedService({ name: ref.name, namespace }));
     await ready(ref);
-
-    // The Deployment deleted → back.
-    t0 = performance.now();
-    const mark2 = seen.length;
-    await apps.deleteNamespacedDeployment({ name: ref.name, namespace });
-    await until('the Deployment back', async () =>
-      seen.slice(mark2).some((e) => e.kind === 'Deployment' && e.type === 'ADDED' && e.obj.metadata?.name === ref.name)
-        ? true
-        : undefined,
+    await deletedUntilBack('Deployment', ref.name, () =>
+      apps.deleteNamespacedDeployment({ name: ref.name, namespace }),
     );
-    const depBack = seen.slice(mark2).find((e) => e.kind === 'Deployment' && e.type === 'ADDED')!.at;
-    record('Deployment deleted → re-created', depBack - t0);
     await ready(ref);
 
     // An update (engine args) → the Deployment's spec patched.
@@ -139,7 +132,7 @@ try {
     };
     doc.spec.engine.args = [`--max-model-len=${4096 + i}`];
     const mark3 = seen.length;
-    t0 = performance.now();
+    const sent = performance.now();
     await updateModel(client, doc);
     await until('the Deployment patched', async () =>
       seen
@@ -155,7 +148,7 @@ try {
         ? true
         : undefined,
     );
-    record('update call → Deployment patched', performance.now() - t0);
+    record('update call → Deployment patched', performance.now() - sent);
     await ready(ref);
     log(`trial ${i + 1}/${trials} done`);
   }
@@ -210,14 +203,9 @@ try {
   process.exitCode = 1;
 } finally {
   for (const w of watches) w.abort();
-  await inParallel(
-    Array.from({ length: Number(values.models) }, (_, i) => `r${i}`),
-    4,
-    async (name) => {
-      await deleteModel(client, { cluster, namespace, name }, { wait: true, timeoutMs: 120_000 }).catch(
-        () => undefined,
-      );
-    },
+  await deleteModels(
+    client,
+    Array.from({ length: Number(values.models) }, (_, i) => ({ cluster, namespace, name: `r${i}` })),
   );
   await deleteNamespace(kc, namespace);
   await worker.stop();

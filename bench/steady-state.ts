@@ -10,11 +10,11 @@
 import { parseArgs } from 'node:util';
 import { parseDuration, workflowIdFor } from '../workflows/contract/index.js';
 import { serveModel } from '../client/serve-model.js';
-import { deleteModel } from '../client/delete-model.js';
 import {
   adminKubeConfig,
   countingProxy,
   createNamespace,
+  deleteModels,
   deleteNamespace,
   ensureGpuNodes,
   inParallel,
@@ -119,11 +119,10 @@ try {
 } finally {
   if (!values.keep) {
     log('deleting the models');
-    await inParallel(names, 20, async (name) => {
-      await deleteModel(client, { cluster, namespace, name }, { wait: true, timeoutMs: 120_000 }).catch(
-        () => undefined,
-      );
-    });
+    await deleteModels(
+      client,
+      names.map((name) => ({ cluster, namespace, name })),
+    );
     await deleteNamespace(kc, namespace);
   }
   await worker.stop();

@@ -373,12 +373,7 @@ export class ModelLifecycle {
     if (lost) {
       this.set(beginUpdate(this.status, generation, now(), `generation ${generation}: rebuild (${lost.message})`));
       if (world.engineApplied) {
-        await this.step(
-          'stop',
-          generation,
-          () => acts.short.scaleEngine({ model: spec, replicas: 0 }),
-          () => 'scaled to 0',
-        );
+        await this.stopEngine(acts, spec, generation);
         // Stopped: the download need not stop it again, unless the claim finds the Deployment still there.
         world.engineApplied = false;
       }
@@ -465,12 +460,7 @@ export class ModelLifecycle {
     }
     if (world.engineApplied) {
       // ReadWriteOnce: the engine's pod must let go of the volume before the puller can mount it.
-      await this.step(
-        'stop',
-        generation,
-        () => acts.short.scaleEngine({ model: spec, replicas: 0 }),
-        () => 'scaled to 0',
-      );
+      await this.stopEngine(acts, spec, generation);
     }
     const pulled = await this.step(
       'download',
@@ -492,6 +482,16 @@ export class ModelLifecycle {
       acts.short.releaseVolume({ model: spec, jobName: pulled.jobName, sourceHash }),
     );
     world.pendingPull = undefined;
+  }
+
+  /** Scales the engine to 0 and waits until its pods are gone (the `stop` step). */
+  private async stopEngine(acts: Activities, spec: ServedModel, generation: number): Promise<void> {
+    await this.step(
+      'stop',
+      generation,
+      () => acts.short.scaleEngine({ model: spec, replicas: 0 }),
+      () => 'scaled to 0',
+    );
   }
 
   /** Applies the engine, waits for its rollout and for a healthy replica of the current revision: Ready. */
