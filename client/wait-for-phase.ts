@@ -1,8 +1,22 @@
-// Waiting for a model by polling its status: Ready after serve or update, Deleted after delete, any phase for watch.
+// Waiting for a model: Ready after serve or update, Deleted after delete, any phase for watch. The wait itself is
+// one `awaitPhase` update the workflow answers the moment the phase is reached; status queries alongside it (one
+// per poll interval) only feed progress to `onStatus`, and decide the wait when the update cannot be used (a worker
+// from before it, or none at all).
 import type { Client } from '@temporalio/client';
-import type { ModelRef, ModelStatus, Phase } from '../workflows/contract/index.js';
+import {
+  awaitPhaseUpdate,
+  type ModelRef,
+  type ModelStatus,
+  type Phase,
+  waitOutcome,
+} from '../workflows/contract/index.js';
 import { ModelDeletedError, ModelFailedError, NoWorkerError, WaitTimeoutError } from './errors.js';
-import { getModelStatus } from './model-status.js';
+import { getModelStatus, modelHandle } from './model-status.js';
+
+/** Updates tried per wait before it settles for polling (each returns early when the run continues as new). */
+const MAX_PHASE_UPDATES = 5;
+/** The pause before asking again, doubling with every update tried. */
+const UPDATE_RETRY_MS = 200;
 
 export interface WaitOptions {
   /** Give up after this long (`Infinity` waits for ever). */
@@ -40,72 +54,105 @@ export async function waitForPhase(
   let lastJson: string | undefined;
   let noWorker: NoWorkerError | undefined;
 
-  for (;;) {
-    signal?.throwIfAborted();
-    let status: ModelStatus | undefined;
-    try {
-      status = signal
-        ? await abortable(signal, (s) => client.withAbortSignal(s, () => getModelStatus(client, ref)))
-        : await getModelStatus(client, ref);
-      noWorker = undefined;
-    } catch (err) {
+  // The update in flight, resolving with a status (or undefined when it could not be used); aborted on return.
+  const updates = new AbortController();
+  let held: Promise<ModelStatus | undefined> | undefined;
+  let updatesTried = 0;
+  /** An update that returned early (its run closing) or failed is asked again no sooner than this. */
+  let nextUpdateAt = 0;
+  let next: ModelStatus | undefined;
+  try {
+    for (;;) {
       signal?.throwIfAborted();
-      if (!(err instanceof NoWorkerError)) throw err;
-      if (!noWorker) onNoWorker?.(err);
-      noWorker = err;
-    }
-    if (status) {
-      const json = JSON.stringify(status);
-      if (json !== lastJson) onStatus?.(status);
-      [last, lastJson] = [status, json];
-      target ??= status.generation;
-      const outcome = outcomeOf(status, phases, target);
-      if (outcome === 'done') return status;
-      if (outcome === 'failed') throw new ModelFailedError(ref, status.lastError, status);
-      if (outcome === 'deleted') {
-        throw new ModelDeletedError(
-          ref,
-          status.phase as 'Deleting' | 'Deleted',
-          `it will not become ${phases.join(' or ')}`,
-        );
+      let status: ModelStatus | undefined = next;
+      next = undefined;
+      if (!status) {
+        try {
+          status = signal
+            ? await abortable(signal, (s) => client.withAbortSignal(s, () => getModelStatus(client, ref)))
+            : await getModelStatus(client, ref);
+          noWorker = undefined;
+        } catch (err) {
+          signal?.throwIfAborted();
+          if (!(err instanceof NoWorkerError)) throw err;
+          if (!noWorker) onNoWorker?.(err);
+          noWorker = err;
+        }
+      }
+      if (status) {
+        const json = JSON.stringify(status);
+        if (json !== lastJson) onStatus?.(status);
+        [last, lastJson] = [status, json];
+        target ??= status.generation;
+        const outcome = waitOutcome(status, phases, target);
+        if (outcome === 'done') return status;
+        if (outcome === 'failed') throw new ModelFailedError(ref, status.lastError, status);
+        if (outcome === 'deleted') {
+          throw new ModelDeletedError(
+            ref,
+            status.phase as 'Deleting' | 'Deleted',
+            `it will not become ${phases.join(' or ')}`,
+          );
+        }
+        if (!held && updatesTried < MAX_PHASE_UPDATES && isLive(status) && Date.now() >= nextUpdateAt) {
+          updatesTried++;
+          held = holdUpdate(client, ref, { phases: [...phases], generation: target }, updates.signal);
+        }
+      }
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) {
+        if (noWorker && !last) throw noWorker;
+        throw new WaitTimeoutError(ref, timeoutMs, `become ${phases.join(' or ')}`, last, noWorker?.message);
+      }
+      const retryIn = !held && updatesTried < MAX_PHASE_UPDATES ? Math.max(0, nextUpdateAt - Date.now()) : Infinity;
+      const answered = await sleepUnless(Math.min(pollIntervalMs, remaining, retryIn), held, signal);
+      if (answered !== 'slept') {
+        // Decided, or let go by a run continuing as new (the next run is asked shortly), or failed.
+        held = undefined;
+        next = answered;
+        nextUpdateAt = Date.now() + UPDATE_RETRY_MS * 2 ** (updatesTried - 1);
       }
     }
-    const remaining = deadline - Date.now();
-    if (remaining <= 0) {
-      if (noWorker && !last) throw noWorker;
-      throw new WaitTimeoutError(ref, timeoutMs, `become ${phases.join(' or ')}`, last, noWorker?.message);
-    }
-    await sleep(Math.min(pollIntervalMs, remaining), signal);
+  } finally {
+    updates.abort();
   }
 }
 
-/** What a status means for a wait for `phases` at `generation`. */
-function outcomeOf(
-  status: ModelStatus,
-  phases: readonly Phase[],
-  generation: number,
-): 'done' | 'failed' | 'deleted' | 'pending' {
-  if (phases.includes(status.phase) && atGeneration(status, generation)) return 'done';
-  if (status.phase === 'Failed' && atGeneration(status, generation)) return 'failed';
-  const deleting = status.phase === 'Deleting' || status.phase === 'Deleted';
-  if (deleting && !phases.includes('Deleting') && !phases.includes('Deleted')) return 'deleted';
-  return 'pending';
+/** A running workflow answers updates; a Deleted status comes from a completed one. */
+function isLive(status: ModelStatus): boolean {
+  return status.phase !== 'Deleted';
 }
 
-/** Whether the status's phase is about `generation` (or a newer one). */
-function atGeneration(status: ModelStatus, generation: number): boolean {
-  switch (status.phase) {
-    case 'Ready':
-    case 'Degraded':
-      return status.observedGeneration >= generation;
-    case 'Failed':
-      return (status.lastError?.generation ?? status.generation) >= generation;
-    case 'Deleting':
-    case 'Deleted':
-      return true;
-    default:
-      return status.generation >= generation;
+/** The `awaitPhase` update: its status, or undefined when it failed (an older worker, the run closed, an abort). */
+async function holdUpdate(
+  client: Client,
+  ref: ModelRef,
+  input: { phases: Phase[]; generation: number },
+  signal: AbortSignal,
+): Promise<ModelStatus | undefined> {
+  try {
+    return await client.withAbortSignal(signal, () =>
+      modelHandle(client, ref).executeUpdate(awaitPhaseUpdate, { args: [input] }),
+    );
+  } catch {
+    return undefined;
   }
+}
+
+/** Sleeps `ms`, or less when `held` resolves first (with its answer); rejects when `signal` aborts. */
+function sleepUnless(
+  ms: number,
+  held: Promise<ModelStatus | undefined> | undefined,
+  signal?: AbortSignal,
+): Promise<ModelStatus | undefined | 'slept'> {
+  if (!held) return sleep(ms, signal).then(() => 'slept' as const);
+  const stop = new AbortController();
+  const follow = () => stop.abort(signal?.reason);
+  signal?.addEventListener('abort', follow, { once: true });
+  return Promise.race([sleep(ms, stop.signal).then(() => 'slept' as const), held]).finally(() => {
+    signal?.removeEventListener('abort', follow);
+    stop.abort();
+  });
 }
 
 /**

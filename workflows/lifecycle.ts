@@ -31,6 +31,7 @@ import {
   specChanges,
   specForUpdate,
   type CarriedState,
+  type AwaitPhaseInput,
   type DeleteModelInput,
   type DeleteResult,
   type FinalStatus,
@@ -46,6 +47,8 @@ import {
   type TeardownResult,
   type UpdateModelInput,
   type UpdateResult,
+  PHASES,
+  waitOutcome,
 } from './contract/index.js';
 import { classifyFailure, type Budgets } from './status/failure.js';
 import { summarizeStatus } from './status/summary.js';
@@ -120,6 +123,10 @@ export class ModelLifecycle {
   private safetyNetDue = false;
   /** Looks since the model became Degraded: the next one waits longer. */
   private degradedLooks = 0;
+  /** `awaitPhase` updates in flight. */
+  private waiters = 0;
+  /** The run is about to close or continue as new: waits in flight return what they have. */
+  private closing = false;
 
   constructor(
     spec: ServedModel,
@@ -178,6 +185,38 @@ export class ModelLifecycle {
     this.active?.cancel();
     await condition(() => this.deleted !== undefined);
     return this.deleted!;
+  }
+
+  /** Rejects a phase wait that could never be decided before it reaches history. */
+  validateAwaitPhase(input: AwaitPhaseInput): void {
+    const phases: unknown = input?.phases;
+    if (!Array.isArray(phases) || phases.length === 0 || !phases.every((p) => PHASES.includes(p as never))) {
+      throw failure(FAILURE.InvalidInput, `awaitPhase needs phases, a non-empty list of ${PHASES.join(', ')}`);
+    }
+    if (!Number.isInteger(input.generation) || input.generation < 0) {
+      throw failure(FAILURE.InvalidInput, 'awaitPhase needs generation, a whole number ≥ 0');
+    }
+  }
+
+  /** Resolves with the status once the wait is decided, or when the run closes (still pending: ask the next run). */
+  async awaitPhase({ phases, generation }: AwaitPhaseInput): Promise<ModelStatus> {
+    this.waiters++;
+    try {
+      await condition(() => this.closing || waitOutcome(this.status, phases, generation) !== 'pending');
+    } finally {
+      this.waiters--;
+    }
+    return this.status;
+  }
+
+  /** Someone waits for a phase: continue-as-new must first let them go (`close`). */
+  get waiting(): boolean {
+    return this.waiters > 0;
+  }
+
+  /** Called before the run waits for its handlers to finish and ends or continues as new. */
+  close(): void {
+    this.closing = true;
   }
 
   // --- what the main loop calls -------------------------------------------------------------------------------

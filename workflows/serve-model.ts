@@ -11,6 +11,7 @@ import {
 } from '@temporalio/workflow';
 import { resolveOptions } from './activity-options.js';
 import {
+  awaitPhaseUpdate,
   deleteModelUpdate,
   failure,
   formatSpecIssues,
@@ -22,6 +23,7 @@ import {
   statusQuery,
   UNSUPPORTED_INPUT,
   updateModelUpdate,
+  type AwaitPhaseInput,
   type FinalStatus,
   type ServedModel,
   type ServeModelInput,
@@ -43,6 +45,10 @@ export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalS
   setHandler(deleteModelUpdate, (request) => model.delete(request), {
     description: 'Tear the model down; returns what was deleted and retained',
   });
+  setHandler(awaitPhaseUpdate, (request) => model.awaitPhase(request), {
+    validator: (request: AwaitPhaseInput) => model.validateAwaitPhase(request),
+    description: 'Wait for a phase at a generation; returns the status (early, still pending, before the run ends)',
+  });
   model.publish();
 
   try {
@@ -52,7 +58,9 @@ export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalS
         await model.reconcileLatest();
         continue;
       }
-      if (model.historyIsLong() && allHandlersFinished()) {
+      // A phase wait in flight is let go (it asks the next run); other handlers finish first.
+      if (model.historyIsLong() && (allHandlersFinished() || model.waiting)) {
+        model.close();
         await condition(allHandlersFinished);
         await continueAsNew<typeof ServeModelWorkflow>(model.carryOver());
       }
@@ -63,6 +71,7 @@ export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalS
       model.deletion ??= { reason: 'workflow cancelled' };
       await CancellationScope.nonCancellable(async () => {
         await model.tearDown();
+        model.close();
         await condition(allHandlersFinished);
       });
     }
@@ -70,6 +79,7 @@ export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalS
   }
   return await CancellationScope.nonCancellable(async () => {
     const result = await model.tearDown();
+    model.close();
     await condition(allHandlersFinished);
     return model.final(result);
   });

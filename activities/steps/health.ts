@@ -29,8 +29,9 @@ export type EngineProbe =
   | { ready: false; endpoint?: string; state: string; message: string };
 
 const REQUEST_TIMEOUT_MS = 5_000;
-/** The first pause between HTTP checks once a replica is ready; it doubles up to pollMs. */
+/** The pause between HTTP checks once a replica is ready, for PROBE_FAST_MS; then it doubles up to pollMs. */
 const FIRST_PROBE_GAP_MS = 100;
+const PROBE_FAST_MS = 3_000;
 const MODELS_PATH = '/v1/models';
 
 /**
@@ -168,40 +169,50 @@ export async function awaitHealth(
   const apiKey = model.spec.engine.apiKeySecret ? await apiKeys?.(model).catch(() => undefined) : undefined;
   let last: { state: string; message: string } = { state: 'Pending', message: 'the engine was not looked at yet' };
   const watch = { signal: ctx.cancellationSignal, pollMs: timing.pollMs, watches: engineWatches(model), deadline };
-  // No watch tells when the engine starts answering: from the first ready replica on, HTTP checks back off from
-  // 100 ms to pollMs instead of waiting a whole poll interval (an instant engine answers a moment after its pod).
-  let probeGapMs: number | undefined;
+  // No watch tells when the engine starts answering: from the first ready replica on, the engine is probed over HTTP
+  // every 100 ms for PROBE_FAST_MS, then backing off to pollMs, and the cluster is read again only when a watch
+  // says it changed or a poll interval has passed (an instant engine answers a moment after its pod is ready).
+  let probing: { since: number; gapMs: number; readAt: number; readyReplicas: number } | undefined;
 
   const result = await waitFor(deps.cluster, {
     ...watch,
-    nextTickMs: () => probeGapMs ?? timing.pollMs,
-    check: async (): Promise<HealthResult | undefined> => {
-      const snapshot = await readEngine(deps.cluster, model);
-      const deployment = assertOurs(model, snapshot.deployment);
-      const readyReplicas = snapshot.currentPods.filter(isPodReady).length;
-      if (!deployment) {
-        last = { state: 'EngineMissing', message: `Deployment ${ns}/${model.metadata.name} does not exist` };
-      } else {
-        const problems = await currentPodProblems(deps.cluster, snapshot);
-        const fatal = confirmer.confirmed(fatalProblems(problems));
-        if (fatal) throw await podFailure(deps.cluster, ns, fatal);
-        if (readyReplicas === 0) {
-          const top = problems[0];
-          last = top
-            ? { state: top.reason, message: top.message }
-            : {
-                state: 'WaitingForReplica',
-                message: `no replica of the current revision is ready yet (${podsState(snapshot)})`,
-              };
+    nextTickMs: () => probing?.gapMs ?? timing.pollMs,
+    check: async (trigger): Promise<HealthResult | undefined> => {
+      const now = Date.now();
+      const reread = !probing || trigger !== 'tick' || now - probing.readAt >= timing.pollMs;
+      let readyReplicas = probing?.readyReplicas ?? 0;
+      if (reread) {
+        const snapshot = await readEngine(deps.cluster, model);
+        const deployment = assertOurs(model, snapshot.deployment);
+        readyReplicas = snapshot.currentPods.filter(isPodReady).length;
+        if (!deployment) {
+          last = { state: 'EngineMissing', message: `Deployment ${ns}/${model.metadata.name} does not exist` };
+          readyReplicas = 0;
         } else {
-          const probe = await probeEngine(deps, model, { signal: ctx.cancellationSignal, apiKey });
-          probeGapMs = probeGapMs === undefined ? FIRST_PROBE_GAP_MS : Math.min(probeGapMs * 2, timing.pollMs);
-          if (probe.ready) {
-            const { endpoint, models, note } = probe;
-            return note ? { endpoint, models, note } : { endpoint, models };
+          const problems = await currentPodProblems(deps.cluster, snapshot);
+          const fatal = confirmer.confirmed(fatalProblems(problems));
+          if (fatal) throw await podFailure(deps.cluster, ns, fatal);
+          if (readyReplicas === 0) {
+            const top = problems[0];
+            last = top
+              ? { state: top.reason, message: top.message }
+              : {
+                  state: 'WaitingForReplica',
+                  message: `no replica of the current revision is ready yet (${podsState(snapshot)})`,
+                };
           }
-          last = { state: probe.state, message: probe.message };
         }
+        if (readyReplicas === 0) probing = undefined;
+        else probing = { since: now, gapMs: FIRST_PROBE_GAP_MS, ...probing, readAt: now, readyReplicas };
+      }
+      if (probing) {
+        const probe = await probeEngine(deps, model, { signal: ctx.cancellationSignal, apiKey });
+        if (probe.ready) {
+          const { endpoint, models, note } = probe;
+          return note ? { endpoint, models, note } : { endpoint, models };
+        }
+        if (now - probing.since >= PROBE_FAST_MS) probing.gapMs = Math.min(probing.gapMs * 2, timing.pollMs);
+        last = { state: probe.state, message: probe.message };
       }
       await reporter.report({ step: 'startup', state: last.state, message: last.message, readyReplicas });
       return undefined;

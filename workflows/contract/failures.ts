@@ -53,7 +53,7 @@ export const FAILURES = {
   TeardownIncomplete: { retryable: true, meaning: 'some objects could not be deleted; the message lists each' },
   // --- the workflow's own
   InvalidSpec: { retryable: false, meaning: 'the document is invalid or changes an immutable field' },
-  InvalidInput: { retryable: false, meaning: 'an activity was called with inconsistent input (a bug)' },
+  InvalidInput: { retryable: false, meaning: 'an activity or a message was called with inconsistent input (a bug)' },
   UnsupportedInput: { retryable: false, meaning: 'the workflow was started with an input version it does not know' },
   ModelNotFound: { retryable: false, meaning: 'no model of that name was ever served on that cluster' },
   ModelDeleting: { retryable: false, meaning: 'the model is being deleted: no update is accepted' },

@@ -117,6 +117,20 @@ export const updateModelUpdate = defineUpdate<UpdateResult, [UpdateModelInput]>(
 /** Tear the model down; returns once everything is deleted (or retained), then the workflow completes. */
 export const deleteModelUpdate = defineUpdate<DeleteResult, [DeleteModelInput]>('delete');
 
+/** A wait for a phase, held inside the workflow: see `awaitPhaseUpdate`. */
+export interface AwaitPhaseInput {
+  phases: Phase[];
+  /** The spec generation the phase must be about (see `waitOutcome`). */
+  generation: number;
+}
+
+/**
+ * Returns the status once `waitOutcome` is decided for the input, or earlier, still pending, when the run is about to
+ * continue as new or close (then ask again). One update per wait, where polling the `status` query once a second
+ * would cost a billed query per second for as long as the model takes.
+ */
+export const awaitPhaseUpdate = defineUpdate<ModelStatus, [AwaitPhaseInput]>('ferry.awaitPhase');
+
 /** The model's full status. */
 export const statusQuery = defineQuery<ModelStatus>('status');
 

@@ -108,3 +108,34 @@ export interface ModelStatus {
   startedAt: string;
   updatedAt: string;
 }
+
+/** What a status means for someone waiting for `phases` at spec `generation`. */
+export type WaitOutcome = 'done' | 'failed' | 'deleted' | 'pending';
+
+/**
+ * `done` once the model is in one of `phases` at `generation` (or a newer one); `failed` once an attempt at it
+ * failed (unless Failed is waited for); `deleted` once it is being deleted (unless that is waited for).
+ */
+export function waitOutcome(status: ModelStatus, phases: readonly Phase[], generation: number): WaitOutcome {
+  if (phases.includes(status.phase) && atGeneration(status, generation)) return 'done';
+  if (status.phase === 'Failed' && atGeneration(status, generation)) return 'failed';
+  const deleting = status.phase === 'Deleting' || status.phase === 'Deleted';
+  if (deleting && !phases.includes('Deleting') && !phases.includes('Deleted')) return 'deleted';
+  return 'pending';
+}
+
+/** Whether the status's phase is about `generation` (or a newer one). */
+function atGeneration(status: ModelStatus, generation: number): boolean {
+  switch (status.phase) {
+    case 'Ready':
+    case 'Degraded':
+      return status.observedGeneration >= generation;
+    case 'Failed':
+      return (status.lastError?.generation ?? status.generation) >= generation;
+    case 'Deleting':
+    case 'Deleted':
+      return true;
+    default:
+      return status.generation >= generation;
+  }
+}

@@ -121,15 +121,16 @@ describe('awaitHealth', () => {
 });
 
 describe('awaitHealth without fixed waits', () => {
-  it('checks HTTP again within a fraction of the poll interval once a replica is ready', async () => {
+  it('checks HTTP every 100 ms at first once a replica is ready, whatever the poll interval', async () => {
     const { model } = await rolledOut('quick');
-    // /health answers 503 for 1 s, then 200: with 100 ms doubling the wait ends long before one 10 s poll.
-    await standIn('quick', { servedModelNames: ['quick'], loadDelaySeconds: 1 });
+    // /health answers 503 for 2 s, then 200: probed every 100 ms for the first 3 s, the wait ends a moment after
+    // (checks doubling from 100 ms would come at 1.5 s and 3.1 s; one 10 s poll at 10 s).
+    await standIn('quick', { servedModelNames: ['quick'], loadDelaySeconds: 2 });
     const slowPoll = createActivities({ ...env.deps, timing: { ...env.deps.timing, pollMs: 10_000 } });
     const started = Date.now();
     const result = await activity(slowPoll.awaitHealth, { model });
     expect(result.models).toEqual(['quick']);
-    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(Date.now() - started).toBeLessThan(2_900);
   });
 });
 
