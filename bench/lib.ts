@@ -320,3 +320,12 @@ export async function inParallel<T>(items: T[], limit: number, work: (item: T) =
     }),
   );
 }
+
+/**
+ * Deletes the benchmark's extra nodes (`ensureGpuNodes`), so that the tests that expect pods on the local stack's own
+ * `gpu-node-*` nodes find no others after a long benchmark.
+ */
+export async function removeGpuNodes(kc: KubeConfig, names: string[]): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  await Promise.all(names.map((name) => core.deleteNode({ name }).catch(() => undefined)));
+}

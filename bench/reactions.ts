@@ -1,14 +1,23 @@
 // How fast Ferry reacts, with the worker's watch on and the default workflow options (safety net 30 min, so every
-// reaction here comes from the watch): a Ready model's engine pod deleted → status Degraded; its Service or
-// Deployment deleted → back; its weights PVC deleted → Degraded → Ready again; an update → Deployment patched; a
-// delete → the Deployment going. Times are from the benchmark's call to the moment it sees the effect (a status
-// query every 25 ms, or a watch event), so each includes up to ~25 ms of observation delay.
+// reaction here comes from the watch): a Ready model's engine pod deleted → status Degraded; its engine reported
+// crash-looping → Degraded; its Service or Deployment deleted → back; its weights PVC deleted → Degraded → Ready
+// again; an update → Deployment patched; a delete → the Deployment going. Update and delete are timed twice: from
+// the library call, and from starting a `ferry` process (the compiled CLI: Node's start, loading the Temporal
+// client, connecting). Times are from the benchmark's call to the moment it sees the effect (a status query every
+// 25 ms, or a watch event), so each includes up to ~25 ms of observation delay.
+//
+// The crash loop is written into the pod's status the way the kubelet reports one (waiting CrashLoopBackOff, the
+// last exit code, Ready False): KWOK's stages only crash pods from their start, and a real kubelet is not here.
 //
 //   npm run bench:reactions -- [--trials 20] [--models 4]
 //
 // Simulated: KWOK pods, the engine stand-in. Real: Temporal, the API server, the controllers, the worker.
 import type { KubernetesObject, V1Deployment, V1Pod } from '@kubernetes/client-node';
-import { AppsV1Api, CoreV1Api, Watch } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, PatchStrategy, setHeaderOptions, Watch } from '@kubernetes/client-node';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { pvcName } from '../activities/builders/index.js';
 import { deleteModel } from '../client/delete-model.js';
@@ -24,8 +33,11 @@ import {
   ensureGpuNodes,
   deleteModels,
   instantModel,
+  localEnv,
   machine,
   percentile,
+  removeGpuNodes,
+  repoRoot,
   startWorker,
   temporalClient,
   uniqueName,
@@ -48,7 +60,7 @@ const namespace = cluster;
 const proxy = await countingProxy(kc);
 const log = (msg: string) => process.stderr.write(`[bench] ${new Date().toISOString()} ${msg}\n`);
 
-await ensureGpuNodes(kc, Number(values.models));
+const extraNodes = await ensureGpuNodes(kc, Number(values.models));
 await createNamespace(kc, namespace);
 const worker = await startWorker(cluster, proxy.kubeconfig);
 
@@ -93,6 +105,67 @@ async function deletedUntilBack(kind: string, name: string, remove: () => Promis
   record(`${kind} deleted → re-created`, back.at - t0);
 }
 
+/** Runs `ferry <args>` (the compiled CLI) against the local stack's Temporal; resolves with its exit code. */
+function ferry(args: string[]): Promise<number | null> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [join(repoRoot, 'bin/ferry.js'), ...args], {
+      env: { ...process.env, TEMPORAL_ADDRESS: localEnv().TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE: 'default' },
+      stdio: 'ignore',
+    });
+    child.on('exit', resolve);
+  });
+}
+const docs = mkdtempSync(join(tmpdir(), 'ferry-react-'));
+
+/** The pod's status as a kubelet writes it for a container that keeps crashing. */
+function crashLooping(pod: V1Pod): object {
+  const name = pod.spec!.containers[0]!.name;
+  return {
+    status: {
+      conditions: [
+        { type: 'Ready', status: 'False', reason: 'ContainersNotReady' },
+        { type: 'ContainersReady', status: 'False', reason: 'ContainersNotReady' },
+      ],
+      containerStatuses: [
+        {
+          name,
+          image: pod.spec!.containers[0]!.image,
+          imageID: '',
+          ready: false,
+          started: false,
+          restartCount: 1,
+          lastState: { terminated: { exitCode: 1, reason: 'Error' } },
+          state: {
+            waiting: { reason: 'CrashLoopBackOff', message: `back-off 10s restarting failed container=${name}` },
+          },
+        },
+      ],
+    },
+  };
+}
+
+/** Whether the benchmark's watch saw, since `mark`, the Deployment's args change to `arg`. */
+const patchedWith = (mark: number, arg: string) =>
+  seen
+    .slice(mark)
+    .some(
+      (e) =>
+        e.kind === 'Deployment' &&
+        e.type === 'MODIFIED' &&
+        ((e.obj as V1Deployment).spec?.template.spec?.containers[0]?.args ?? []).includes(arg),
+    );
+
+/** Whether the benchmark's watch saw, since `mark`, the model's Deployment deleted or being deleted. */
+const deploymentGoing = (mark: number, name: string) =>
+  seen
+    .slice(mark)
+    .some(
+      (e) =>
+        e.kind === 'Deployment' &&
+        e.obj.metadata?.name === name &&
+        (e.type === 'DELETED' || !!e.obj.metadata?.deletionTimestamp),
+    );
+
 const samples: Record<string, number[]> = {};
 const record = (name: string, ms: number) => (samples[name] ??= []).push(ms);
 
@@ -118,6 +191,21 @@ try {
     record('pod deleted → Degraded', performance.now() - t0);
     await ready(ref);
 
+    // The engine reported crash-looping → Degraded; deleting that pod lets a fresh one make it Ready again.
+    const again = await core.listNamespacedPod({ namespace, labelSelector: `ferry.dev/model=${ref.name}` });
+    const live = again.items.find(
+      (p: V1Pod) => p.metadata?.labels?.['app.kubernetes.io/component'] === 'engine' && !p.metadata.deletionTimestamp,
+    )!;
+    const t1 = performance.now();
+    await core.patchNamespacedPodStatus(
+      { name: live.metadata!.name!, namespace, body: crashLooping(live) },
+      setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
+    );
+    await until('Degraded', async () => ((await statusOf(ref)).phase === 'Degraded' ? true : undefined));
+    record('engine crash-looping → Degraded', performance.now() - t1);
+    await core.deleteNamespacedPod({ name: live.metadata!.name!, namespace, gracePeriodSeconds: 0 });
+    await ready(ref);
+
     // The Service, then the Deployment, deleted → back.
     await deletedUntilBack('Service', ref.name, () => core.deleteNamespacedService({ name: ref.name, namespace }));
     await ready(ref);
@@ -135,20 +223,23 @@ try {
     const sent = performance.now();
     await updateModel(client, doc);
     await until('the Deployment patched', async () =>
-      seen
-        .slice(mark3)
-        .some(
-          (e) =>
-            e.kind === 'Deployment' &&
-            e.type === 'MODIFIED' &&
-            ((e.obj as V1Deployment).spec?.template.spec?.containers[0]?.args ?? []).some((a) =>
-              a.startsWith(`--max-model-len=${4096 + i}`),
-            ),
-        )
-        ? true
-        : undefined,
+      patchedWith(mark3, `--max-model-len=${4096 + i}`) ? true : undefined,
     );
     record('update call → Deployment patched', performance.now() - sent);
+    await ready(ref);
+
+    // The same from a `ferry update` process.
+    doc.spec.engine.args = [`--max-model-len=${8192 + i}`];
+    const file = join(docs, `${ref.name}.json`);
+    writeFileSync(file, JSON.stringify(doc));
+    const mark4 = seen.length;
+    const spawned = performance.now();
+    const exited = ferry(['update', '-f', file]);
+    await until('the Deployment patched', async () =>
+      patchedWith(mark4, `--max-model-len=${8192 + i}`) ? true : undefined,
+    );
+    record('ferry update (process start) → Deployment patched', performance.now() - spawned);
+    if ((await exited) !== 0) throw new Error(`ferry update exited non-zero for ${ref.name}`);
     await ready(ref);
     log(`trial ${i + 1}/${trials} done`);
   }
@@ -165,24 +256,20 @@ try {
     record('PVC deleted → Ready again on a new volume', performance.now() - t0);
   }
 
-  // A delete → the Deployment going (its DELETED event, or a deletionTimestamp).
-  for (const ref of refs) {
+  // A delete → the Deployment going (its DELETED event, or a deletionTimestamp): by the library for every other
+  // model, by a `ferry delete` process for the rest.
+  for (const [i, ref] of refs.entries()) {
     const mark = seen.length;
     const t0 = performance.now();
-    const deleting = deleteModel(client, ref, { wait: true });
-    await until('the Deployment going', async () =>
-      seen
-        .slice(mark)
-        .some(
-          (e) =>
-            e.kind === 'Deployment' &&
-            e.obj.metadata?.name === ref.name &&
-            (e.type === 'DELETED' || e.obj.metadata?.deletionTimestamp),
-        )
-        ? true
-        : undefined,
+    const byCli = i % 2 === 1;
+    const deleting = byCli
+      ? ferry(['delete', ref.name, '-n', namespace, '--cluster', cluster, '--wait'])
+      : deleteModel(client, ref, { wait: true });
+    await until('the Deployment going', async () => (deploymentGoing(mark, ref.name) ? true : undefined));
+    record(
+      byCli ? 'ferry delete (process start) → Deployment deleted' : 'delete call → Deployment deleted',
+      performance.now() - t0,
     );
-    record('delete call → Deployment deleted', performance.now() - t0);
     await deleting;
   }
 
@@ -208,6 +295,7 @@ try {
     Array.from({ length: Number(values.models) }, (_, i) => ({ cluster, namespace, name: `r${i}` })),
   );
   await deleteNamespace(kc, namespace);
+  await removeGpuNodes(kc, extraNodes);
   await worker.stop();
   await proxy.close();
   await client.connection.close();

@@ -23,6 +23,7 @@ import {
   localEnv,
   machine,
   percentile,
+  removeGpuNodes,
   repoRoot,
   startWorker,
   temporalClient,
@@ -40,7 +41,7 @@ const namespace = cluster;
 const dir = mkdtempSync(join(tmpdir(), 'ferry-ab-'));
 const log = (msg: string) => process.stderr.write(`[bench] ${new Date().toISOString()} ${msg}\n`);
 
-await ensureGpuNodes(kc, 2);
+const extraNodes = await ensureGpuNodes(kc, 2);
 await createNamespace(kc, namespace);
 const worker = await startWorker(cluster, env.KUBECONFIG);
 
@@ -141,6 +142,7 @@ try {
   process.exitCode = 1;
 } finally {
   await deleteNamespace(kc, namespace);
+  await removeGpuNodes(kc, extraNodes);
   await worker.stop();
   await client.connection.close();
 }

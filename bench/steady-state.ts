@@ -20,6 +20,7 @@ import {
   inParallel,
   instantModel,
   machine,
+  removeGpuNodes,
   sleep,
   startWorker,
   temporalClient,
@@ -49,7 +50,7 @@ const cluster = uniqueName('bench');
 const namespace = cluster;
 const proxy = await countingProxy(kc);
 const names = Array.from({ length: models }, (_, i) => `m${String(i).padStart(3, '0')}`);
-await ensureGpuNodes(kc, models);
+const extraNodes = await ensureGpuNodes(kc, models);
 await createNamespace(kc, namespace);
 const worker = await startWorker(cluster, proxy.kubeconfig, { FERRY_WATCH: values.watch });
 const log = (msg: string) => process.stderr.write(`[bench] ${new Date().toISOString()} ${msg}\n`);
@@ -107,12 +108,15 @@ try {
     actionsPerModelDay: (allActions / modelHours) * 24,
     workerCpuPercentOfACore: ((after.usage.cpuSeconds - before.usage.cpuSeconds) / seconds) * 100,
     workerRssMiB: Math.round(after.usage.rssBytes / 2 ** 20),
+    watchFailures: watchFailures(worker.log()),
     note:
       windowMs < 30 * 60_000
         ? 'the window is shorter than the 30-min safety net: safety-net looks are not in it (wakes only)'
         : 'the window spans the 30-min safety net: each model had its safety-net look in it',
   };
   console.log(JSON.stringify(result, null, 2));
+  if (result.watchFailures.total > 0)
+    log(`watch failures, from the worker's log:\n${result.watchFailures.lines.join('\n')}`);
 } catch (err) {
   process.stderr.write(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exitCode = 1;
@@ -124,8 +128,27 @@ try {
       names.map((name) => ({ cluster, namespace, name })),
     );
     await deleteNamespace(kc, namespace);
+    await removeGpuNodes(kc, extraNodes);
   }
   await worker.stop();
   await proxy.close();
   await client.connection.close();
+}
+
+/** The worker's `watch failed` warnings (JSON lines) over the whole run: how many, by kind and error, the first few. */
+function watchFailures(text: string): { total: number; byKindAndError: Record<string, number>; lines: string[] } {
+  const lines = text.split('\n').filter((l) => l.includes('watch failed'));
+  const byKindAndError: Record<string, number> = {};
+  for (const line of lines) {
+    let key = line.slice(0, 200);
+    try {
+      const entry = JSON.parse(line) as { meta?: { kind?: string; error?: string }; kind?: string; error?: string };
+      const fields = entry.meta ?? entry;
+      key = `${fields.kind ?? '?'}: ${fields.error ?? '?'}`;
+    } catch {
+      // not a JSON line: counted under its own text
+    }
+    byKindAndError[key] = (byKindAndError[key] ?? 0) + 1;
+  }
+  return { total: lines.length, byKindAndError, lines: lines.slice(0, 10) };
 }

@@ -7,6 +7,7 @@
 // histories next to the old ones rather than replacing them when the workflow changes shape.
 import { join } from 'node:path';
 import {
+  awaitPhaseUpdate,
   deleteModelUpdate,
   FAILURE,
   modelChangedSignal,
@@ -140,6 +141,24 @@ const scenarios: Scenario[] = [
       await waitForStatus(handle, (s) => s.phase === 'Ready' && stub.callsOf('claimName').length === 2);
       await handle.executeUpdate(deleteModelUpdate, { args: [{}] });
       await handle.result();
+      return handle;
+    },
+  },
+  {
+    // Phase waits held as updates: one answered at Ready, one in flight let go when the run continues as new.
+    name: 'awaited-let-go',
+    model: 'replay-await',
+    stub: () => new StubActivities(),
+    async run({ start }) {
+      const handle = await start(modelDoc(undefined, this.model), { ...FAST, continueAsNewAfterEvents: 150 });
+      await handle.executeUpdate(awaitPhaseUpdate, { args: [{ phases: ['Ready'], generation: 1 }] });
+      const letGo = await handle.executeUpdate(awaitPhaseUpdate, { args: [{ phases: ['Degraded'], generation: 1 }] });
+      if (letGo.phase !== 'Ready') throw new Error(`the wait for Degraded returned ${letGo.phase}, not Ready`);
+      for (;;) {
+        const { runId } = await handle.describe();
+        if (runId !== handle.firstExecutionRunId) break;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
       return handle;
     },
   },

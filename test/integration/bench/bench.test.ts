@@ -28,20 +28,24 @@ describe('benchmarks, small slice', { timeout: 300_000 }, () => {
     expect(result.workerRssMiB).toBeGreaterThan(0);
   });
 
-  it('reactions: one model, one trial of each, every reaction seen', async () => {
-    const result = await bench('reactions.ts', ['--trials', '1', '--models', '1', '--pvc-trials', '1']);
+  it('reactions: two models, one trial of each, every reaction seen', async () => {
+    // Two models: the second is deleted by a `ferry delete` process, the first from the library.
+    const result = await bench('reactions.ts', ['--trials', '1', '--models', '2', '--pvc-trials', '1']);
     const summary = result.summary as Record<string, { n: number; p50Ms: number }>;
     expect(Object.keys(summary)).toEqual([
       'serve → Ready (instant simulated stages)',
       'pod deleted → Degraded',
+      'engine crash-looping → Degraded',
       'Service deleted → re-created',
       'Deployment deleted → re-created',
       'update call → Deployment patched',
+      'ferry update (process start) → Deployment patched',
       'PVC deleted → not Ready (Degraded, then rebuilding)',
       'PVC deleted → Ready again on a new volume',
       'delete call → Deployment deleted',
+      'ferry delete (process start) → Deployment deleted',
     ]);
-    for (const s of Object.values(summary)) expect(s.n).toBe(1);
+    for (const [name, s] of Object.entries(summary)) expect(s.n, name).toBe(name.startsWith('serve') ? 2 : 1);
   });
 
   it('instant serve: ferry and the kubectl script both reach a serving engine, and the ratio is reported', async () => {
