@@ -2,7 +2,7 @@
 // one `awaitPhase` update the workflow answers the moment the phase is reached; status queries alongside it (one
 // per poll interval) only feed progress to `onStatus`, and decide the wait when the update cannot be used (a worker
 // from before it, or none at all).
-import type { Client } from '@temporalio/client';
+import { isGrpcServiceError, ServiceError, type Client } from '@temporalio/client';
 import {
   awaitPhaseUpdate,
   type ModelRef,
@@ -10,13 +10,21 @@ import {
   type Phase,
   waitOutcome,
 } from '../workflows/contract/index.js';
-import { ModelDeletedError, ModelFailedError, NoWorkerError, WaitTimeoutError } from './errors.js';
+import {
+  ModelDeletedError,
+  ModelFailedError,
+  ModelNotFoundError,
+  ModelWorkflowClosedError,
+  NoWorkerError,
+  WaitTimeoutError,
+} from './errors.js';
 import { getModelStatus, modelHandle } from './model-status.js';
 
-/** Updates tried per wait before it settles for polling (each returns early when the run continues as new). */
-const MAX_PHASE_UPDATES = 5;
-/** The pause before asking again, doubling with every update tried. */
+/** The pause before the update is asked again after it returned early or failed; it doubles with each failure. */
 const UPDATE_RETRY_MS = 200;
+const MAX_UPDATE_RETRY_MS = 10_000;
+/** Between status reads that failed for a passing reason, doubling up to the poll interval. */
+const FIRST_READ_RETRY_MS = 250;
 
 export interface WaitOptions {
   /** Give up after this long (`Infinity` waits for ever). */
@@ -30,6 +38,11 @@ export interface WaitOptions {
   onStatus?: (status: ModelStatus) => void;
   /** Called when a poll finds no worker for the model's cluster; the wait goes on (a worker may be starting). */
   onNoWorker?: (error: NoWorkerError) => void;
+  /**
+   * Called once per streak of status reads that failed for a reason that passes (a worker restarting, Temporal
+   * restarting or overloaded); the wait goes on, reading again with a backoff.
+   */
+  onRetry?: (error: Error) => void;
   /** Default 1 s. */
   pollIntervalMs?: number;
   /** Stops the wait; it rejects with the signal's reason. */
@@ -39,7 +52,9 @@ export interface WaitOptions {
 /**
  * Resolves with the status once the model is in one of `phases` at the generation waited for. Rejects with
  * `ModelFailedError` when it fails instead (unless Failed is one of `phases`), `ModelDeletedError` when it is
- * deleted instead, `WaitTimeoutError` (or `NoWorkerError`, if no worker ever answered) when time runs out.
+ * deleted instead, `WaitTimeoutError` (or `NoWorkerError`, if no worker answered at the end) when time runs out.
+ * A worker or Temporal restarting does not end the wait: the update held in the workflow survives both, and reads
+ * that fail meanwhile are retried (`onRetry`).
  */
 export async function waitForPhase(
   client: Client,
@@ -47,17 +62,20 @@ export async function waitForPhase(
   phases: readonly Phase[],
   options: WaitOptions,
 ): Promise<ModelStatus> {
-  const { timeoutMs, onStatus, onNoWorker, pollIntervalMs = 1_000, signal } = options;
+  const { timeoutMs, onStatus, onNoWorker, onRetry, pollIntervalMs = 1_000, signal } = options;
   const deadline = Date.now() + timeoutMs;
   let target = options.generation;
   let last: ModelStatus | undefined;
   let lastJson: string | undefined;
   let noWorker: NoWorkerError | undefined;
+  /** The latest read that failed for a passing reason, and how long to wait before the next read. */
+  let unreadable: Error | undefined;
+  let readRetryMs = FIRST_READ_RETRY_MS;
 
   // The update in flight, resolving with a status (or undefined when it could not be used); aborted on return.
   const updates = new AbortController();
   let held: Promise<ModelStatus | undefined> | undefined;
-  let updatesTried = 0;
+  let updateFailures = 0;
   /** An update that returned early (its run closing) or failed is asked again no sooner than this. */
   let nextUpdateAt = 0;
   let next: ModelStatus | undefined;
@@ -71,12 +89,18 @@ export async function waitForPhase(
           status = signal
             ? await abortable(signal, (s) => client.withAbortSignal(s, () => getModelStatus(client, ref)))
             : await getModelStatus(client, ref);
-          noWorker = undefined;
+          [noWorker, unreadable, readRetryMs] = [undefined, undefined, FIRST_READ_RETRY_MS];
         } catch (err) {
           signal?.throwIfAborted();
-          if (!(err instanceof NoWorkerError)) throw err;
-          if (!noWorker) onNoWorker?.(err);
-          noWorker = err;
+          if (err instanceof NoWorkerError) {
+            if (!noWorker) onNoWorker?.(err);
+            noWorker = err;
+          } else if (isPassing(err)) {
+            if (!unreadable) onRetry?.(err);
+            unreadable = err;
+          } else {
+            throw err;
+          }
         }
       }
       if (status) {
@@ -94,29 +118,55 @@ export async function waitForPhase(
             `it will not become ${phases.join(' or ')}`,
           );
         }
-        if (!held && updatesTried < MAX_PHASE_UPDATES && isLive(status) && Date.now() >= nextUpdateAt) {
-          updatesTried++;
+        if (!held && isLive(status) && Date.now() >= nextUpdateAt) {
           held = holdUpdate(client, ref, { phases: [...phases], generation: target }, updates.signal);
         }
       }
       const remaining = deadline - Date.now();
       if (remaining <= 0) {
-        if (noWorker && !last) throw noWorker;
-        throw new WaitTimeoutError(ref, timeoutMs, `become ${phases.join(' or ')}`, last, noWorker?.message);
+        if (noWorker) throw noWorker;
+        const hint = unreadable ? `the status could not be read lately: ${unreadable.message}` : undefined;
+        throw new WaitTimeoutError(ref, timeoutMs, `become ${phases.join(' or ')}`, last, hint);
       }
-      const retryIn = !held && updatesTried < MAX_PHASE_UPDATES ? Math.max(0, nextUpdateAt - Date.now()) : Infinity;
-      const answered = await sleepUnless(Math.min(pollIntervalMs, remaining, retryIn), held, signal);
+      let pause = pollIntervalMs;
+      if (unreadable || noWorker) {
+        pause = readRetryMs;
+        readRetryMs = Math.min(readRetryMs * 2, pollIntervalMs);
+      }
+      const retryIn = held ? Infinity : Math.max(0, nextUpdateAt - Date.now());
+      const answered = await sleepUnless(Math.min(pause, remaining, retryIn), held, signal);
       if (answered !== 'slept') {
-        // Decided, or let go by a run continuing as new (the next run is asked shortly), or failed.
+        // Decided, or let go by a run continuing as new (the next run is asked shortly), or failed (a worker from
+        // before the update, Temporal restarting: asked again later, less and less often).
         held = undefined;
         next = answered;
-        nextUpdateAt = Date.now() + UPDATE_RETRY_MS * 2 ** (updatesTried - 1);
+        updateFailures = answered ? 0 : updateFailures + 1;
+        nextUpdateAt = Date.now() + Math.min(UPDATE_RETRY_MS * 2 ** updateFailures, MAX_UPDATE_RETRY_MS);
       }
     }
   } finally {
     updates.abort();
   }
 }
+
+/**
+ * Whether a failed status read is worth repeating: Temporal or a worker unreachable, overloaded or restarting (the
+ * server's `Failed to query Workflow`, deadlines, UNAVAILABLE). Not: a model that does not exist or whose workflow
+ * ended for good, and credentials or requests the server refuses.
+ */
+function isPassing(err: unknown): err is Error {
+  if (err instanceof ModelNotFoundError || err instanceof ModelWorkflowClosedError) return false;
+  let serverSide = false;
+  for (let e = err; e instanceof Error; e = e.cause) {
+    if (e instanceof ServiceError || isGrpcServiceError(e)) serverSide = true;
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'number' && REFUSED_CODES.has(code)) return false;
+  }
+  return serverSide;
+}
+
+/** gRPC codes that no retry changes: INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED, UNIMPLEMENTED, UNAUTHENTICATED. */
+const REFUSED_CODES = new Set([3, 5, 7, 12, 16]);
 
 /** A running workflow answers updates; a Deleted status comes from a completed one. */
 function isLive(status: ModelStatus): boolean {

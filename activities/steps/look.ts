@@ -1,13 +1,21 @@
 // lookAtModel: a look at a Ready (or Degraded) model that reconciles, not only observes. It reads the spec itself (the
 // input is a reference), reads the objects from the worker's watch where it can, puts back what drifted — a deleted
-// or edited Service, a deleted Deployment or one whose spec someone changed (scaled by hand) — by server-side apply
-// under Ferry's field manager, and reports the engine as readStatus does. A root object or weights volume that is
-// gone or going is reported as lost: only the whole sequence (claim, storage, pull) brings those back.
-import type { V1ConfigMap, V1Deployment, V1PersistentVolumeClaim, V1Service } from '@kubernetes/client-node';
+// or edited Service, a deleted Deployment or one whose spec someone changed (scaled by hand), labels, annotations or
+// data Ferry sets on the root object, the Deployment or the Service — by server-side apply under Ferry's field
+// manager, and reports the engine as readStatus does. A root object or weights volume that is gone or going is
+// reported as lost: only the whole sequence (claim, storage, pull) brings those back.
+import type {
+  KubernetesObject,
+  V1ConfigMap,
+  V1Deployment,
+  V1PersistentVolumeClaim,
+  V1Service,
+} from '@kubernetes/client-node';
 import { FAILURE, failure, type LookInput, type LookResult, type ServedModel } from '../../workflows/contract/index.js';
 import type { ActivityDeps } from '../deps.js';
 import {
   buildDeployment,
+  buildRoot,
   buildService,
   deploymentName,
   FIELD_MANAGER,
@@ -15,6 +23,7 @@ import {
   rootName,
   serviceName,
 } from '../builders/index.js';
+import type { ObjectRef } from '../cluster/api.js';
 import { cachedReads } from '../cluster/model-reads.js';
 import { assertOurs } from '../readers/ownership.js';
 import type { ApiKeyResolver } from './health.js';
@@ -30,40 +39,74 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
   deps.watcher?.watchNamespace(ns);
   const reads = cachedReads(deps.cluster, deps.watcher);
   const ref = (apiVersion: string, kind: string, name: string) => ({ apiVersion, kind, name, namespace: ns });
+  // The watch selects Ferry's objects by label: one whose labels someone edited away looks deleted there, so an
+  // object missing from memory is asked of the API server before anything is re-created or rebuilt.
+  const read = async <T extends KubernetesObject>(r: ObjectRef): Promise<T | undefined> =>
+    (await reads.get<T>(r)) ?? (reads === deps.cluster ? undefined : await deps.cluster.get<T>(r));
+  /** Ours by its labels, or by its owner reference to the model's root (labels edited away): repaired, not refused. */
+  const ours = <T extends KubernetesObject>(obj: T | undefined): T | undefined => {
+    const owned = obj?.metadata?.ownerReferences?.some((o) => o.uid === input.rootUid);
+    return owned ? obj : assertOurs(model, obj);
+  };
 
   const [root, pvc] = await Promise.all([
-    reads.get<V1ConfigMap>(ref('v1', 'ConfigMap', rootName(model.metadata.name))),
-    reads.get<V1PersistentVolumeClaim>(ref('v1', 'PersistentVolumeClaim', pvcName(model.metadata.name))),
+    read<V1ConfigMap>(ref('v1', 'ConfigMap', rootName(model.metadata.name))),
+    read<V1PersistentVolumeClaim>(ref('v1', 'PersistentVolumeClaim', pvcName(model.metadata.name))),
   ]);
   const lost = lostObject(model, input, root, pvc);
   if (lost) return { replicas: model.spec.replicas, readyReplicas: 0, repaired: [], lost };
 
-  const [deployment, service] = await Promise.all([
-    reads.get<V1Deployment>(ref('apps/v1', 'Deployment', deploymentName(model.metadata.name))),
-    reads.get<V1Service>(ref('v1', 'Service', serviceName(model.metadata.name))),
-  ]);
-  assertOurs(model, deployment);
-  assertOurs(model, service);
   const repaired: string[] = [];
+  const desiredRoot = buildRoot(model);
+  const rootDrift = metadataDrift(root!, desiredRoot);
+  if (dataDiffers(root!.data, desiredRoot.data)) rootDrift.push('data');
+  if (rootDrift.length) {
+    await deps.cluster.apply(desiredRoot, FIELD_MANAGER);
+    repaired.push(`ConfigMap/${desiredRoot.metadata!.name} edited (${rootDrift.join(', ')}); re-applied`);
+  }
+
+  const [deployment, service] = await Promise.all([
+    read<V1Deployment>(ref('apps/v1', 'Deployment', deploymentName(model.metadata.name))).then(ours),
+    read<V1Service>(ref('v1', 'Service', serviceName(model.metadata.name))).then(ours),
+  ]);
   const desiredService = buildService(model, { rootUid: input.rootUid });
-  const serviceDrift = service ? serviceDrifted(service, desiredService) : 'deleted';
+  const serviceMeta = service ? metadataDrift(service, desiredService) : [];
+  const serviceDrift = service
+    ? (serviceDrifted(service, desiredService) ?? (serviceMeta.length ? `${serviceMeta.join(', ')} edited` : undefined))
+    : 'deleted';
   if (serviceDrift) {
     await deps.cluster.apply(desiredService, FIELD_MANAGER);
     repaired.push(`Service/${desiredService.metadata!.name} ${serviceDrift}; re-applied`);
   }
   let engineGeneration = deployment?.metadata?.generation;
-  if (!deployment || engineGeneration !== input.engineGeneration) {
-    // Forced apply under Ferry's field manager: fields someone else took over (a `kubectl scale`, an edited image)
-    // come back; fields Ferry never sets stay as they are, and an unchanged spec is not written at all.
-    const applied = await deps.cluster.apply(buildDeployment(model, { rootUid: input.rootUid }), FIELD_MANAGER);
+  const desiredDeployment = buildDeployment(model, { rootUid: input.rootUid });
+  const deploymentMeta = deployment ? metadataDrift(deployment, desiredDeployment) : [];
+  if (!deployment || engineGeneration !== input.engineGeneration || deploymentMeta.length) {
+    // Forced apply under Ferry's field manager: fields someone else took over (a `kubectl scale`, an edited image,
+    // a label) come back; fields Ferry never sets stay as they are, and an unchanged spec is not written at all.
+    const applied = await deps.cluster.apply(desiredDeployment, FIELD_MANAGER);
     const name = applied.metadata?.name ?? deploymentName(model.metadata.name);
     if (!deployment) repaired.push(`Deployment/${name} deleted; re-created`);
     else if (applied.metadata?.generation !== engineGeneration) repaired.push(deploymentDrift(deployment, model));
+    if (deployment && deploymentMeta.length)
+      repaired.push(`Deployment/${name} ${deploymentMeta.join(', ')} edited; re-applied`);
     engineGeneration = applied.metadata?.generation;
   }
   // After a repair the watch's memory lags behind what was just written: ask the API server.
   const observed = await observeEngine(deps, repaired.length ? deps.cluster : reads, model, apiKeys);
   return { ...observed, repaired, ...(engineGeneration !== undefined ? { engineGeneration } : {}) };
+}
+
+/** Which of `labels` and `annotations` Ferry sets on `desired` are missing or different on `live`. */
+function metadataDrift(live: KubernetesObject, desired: KubernetesObject): string[] {
+  const drifted = (field: 'labels' | 'annotations') =>
+    Object.entries(desired.metadata?.[field] ?? {}).some(([k, v]) => live.metadata?.[field]?.[k] !== v);
+  return (['labels', 'annotations'] as const).filter(drifted);
+}
+
+/** Whether a key Ferry writes in the root's data is missing or different (keys others add are theirs). */
+function dataDiffers(live: Record<string, string> | undefined, desired: Record<string, string> | undefined): boolean {
+  return Object.entries(desired ?? {}).some(([k, v]) => live?.[k] !== v);
 }
 
 /** The root object or the weights volume, when it is gone or going: everything else hangs on them. */

@@ -91,6 +91,8 @@ async function waitUntilReady(
       ...(generation !== undefined ? { generation } : {}),
       onStatus: (status) => printer.update(status),
       onNoWorker: (err) => ctx.io.stderr.write(`warning: ${err.message}; still waiting\n`),
+      onRetry: (err) =>
+        ctx.io.stderr.write(`warning: cannot read the status right now (${err.message}); still waiting\n`),
       signal: ctx.io.signal,
     });
   } finally {

@@ -17,6 +17,8 @@ export async function watchCommand(ctx: CliContext, cmd: Extract<Command, { kind
       timeoutMs: cmd.timeoutMs ?? Infinity,
       onStatus: (s) => (json ? ctx.io.stdout.write(`${JSON.stringify(s)}\n`) : printer.update(s)),
       onNoWorker: (err) => ctx.io.stderr.write(`warning: ${err.message}; still watching\n`),
+      onRetry: (err) =>
+        ctx.io.stderr.write(`warning: cannot read the status right now (${err.message}); still watching\n`),
       signal: ctx.io.signal,
     });
     if (status.phase === 'Failed') {

@@ -1,7 +1,7 @@
 // lookAtModel and the worker's watch against the local control plane: a look reads through the watch's memory, puts
 // back a deleted Service or Deployment and a hand-scaled replica count, leaves foreign fields alone, writes nothing
 // when nothing drifted, and reports a deleted volume or root object as lost. The watch wakes a model once per burst.
-import type { V1Deployment, V1Service } from '@kubernetes/client-node';
+import type { V1ConfigMap, V1Deployment, V1Service } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEngineSim, type EngineSim } from '../../../deploy/engine-sim/server.js';
 import { overrideEndpoints } from '../../../activities/cluster/endpoints.js';
@@ -142,6 +142,49 @@ describe('lookAtModel', () => {
     expect(after!.spec!.replicas).toBe(1);
     expect(after!.metadata!.annotations?.['example.com/owner']).toBe('team-a');
     expect(result.engineGeneration).toBe(after!.metadata!.generation);
+  });
+
+  it('puts back labels, annotations and data Ferry set, even when an edit took an object out of the watch', async () => {
+    const { input } = await served('relabeled');
+    const root = { apiVersion: 'v1', kind: 'ConfigMap', name: rootName('relabeled'), namespace: env.ns };
+    const managedBy = 'app.kubernetes.io/managed-by';
+    // Without the managed-by label the watch's selector no longer matches: these look deleted in its memory.
+    await env.cluster.mergePatch(root, {
+      metadata: { labels: { [managedBy]: null }, annotations: { 'example.com/note': 'kept' } },
+      data: { servedModelName: 'someone-else', extra: 'kept' },
+    });
+    await env.cluster.mergePatch(
+      { apiVersion: 'apps/v1', kind: 'Deployment', name: 'relabeled', namespace: env.ns },
+      { metadata: { labels: { [managedBy]: null } } },
+    );
+    await env.cluster.mergePatch(
+      { apiVersion: 'v1', kind: 'Service', name: 'relabeled', namespace: env.ns },
+      { metadata: { labels: { 'ferry.dev/model': 'other' } } },
+    );
+    await until(
+      () => watcher.get('ConfigMap', env.ns, rootName('relabeled')) ?? watcher.get('Deployment', env.ns, 'relabeled'),
+      (v) => v === undefined,
+    );
+    const result = await activity(look, input);
+    expect(result.lost).toBeUndefined();
+    expect(result.repaired).toEqual([
+      `ConfigMap/${rootName('relabeled')} edited (labels, data); re-applied`,
+      'Service/relabeled labels edited; re-applied',
+      'Deployment/relabeled labels edited; re-applied',
+    ]);
+    const after = await env.cluster.get<V1ConfigMap>(root);
+    expect(after!.metadata!.uid).toBe(input.rootUid);
+    expect(after!.metadata!.labels?.[managedBy]).toBe('ferry');
+    expect(after!.data).toMatchObject({ servedModelName: 'relabeled', extra: 'kept' });
+    expect(after!.metadata!.annotations?.['example.com/note']).toBe('kept');
+    expect((await deploymentOf('relabeled'))!.metadata!.labels?.[managedBy]).toBe('ferry');
+    expect((await serviceOf('relabeled'))!.metadata!.labels?.['ferry.dev/model']).toBe('relabeled');
+    // Put back, the objects are in the watch's memory again, and the next look finds nothing to do.
+    await until(
+      () => watcher.get('Deployment', env.ns, 'relabeled'),
+      (v) => v !== undefined,
+    );
+    expect((await activity(look, input)).repaired).toEqual([]);
   });
 
   it('reports a weights volume being deleted, and a deleted root object, as lost', async () => {

@@ -7,7 +7,8 @@ import { waitFor } from '../../support/kube.js';
 import { privateTemporal } from '../../support/temporal-server.js';
 
 // Durable execution is the point: the worker dying mid-download, or the Temporal server restarting mid-rollout,
-// must end in the same Ready model with no duplicate objects.
+// must end in the same Ready model with no duplicate objects, and a `ferry serve --wait` started before the fault
+// must ride it out and exit 0 with the Ready model.
 const kube = useNamespace('e2e-crash', RESTRICTED);
 const startWorkerProcess = useWorkerProcesses();
 
@@ -48,7 +49,7 @@ describe('crash recovery', { timeout: 420_000 }, () => {
     const first = await startWorkerProcess(cluster);
     // The simulated download takes 20 s: long enough to kill the worker in the middle of it.
     const file = writeModel('killed', cluster, { 'sim.ferry.dev/complete-delay': '20s' });
-    expectOk(await runFerry(['serve', '-f', file]), 'ferry serve');
+    const waiting = runFerry(['serve', '-f', file, '--wait', '-o', 'json']);
 
     await waitFor(
       'the download to be under way',
@@ -64,6 +65,8 @@ describe('crash recovery', { timeout: 420_000 }, () => {
       return s?.phase === 'Ready' ? s : undefined;
     });
     expect(ready.timeline.filter((t) => t.step === 'download').map((t) => t.outcome)).toEqual(['Succeeded']);
+    const served = expectOk(await waiting, 'ferry serve --wait across the worker restart');
+    expect(JSON.parse(served.stdout)).toMatchObject({ status: { phase: 'Ready', observedGeneration: 1 } });
     await expectExactlyOneOfEach('killed');
     expectOk(await runFerry(['delete', 'killed', '-n', kube.ns, '--cluster', cluster, '--wait']), 'ferry delete');
   });
@@ -79,7 +82,7 @@ describe('crash recovery', { timeout: 420_000 }, () => {
       await startWorkerProcess(cluster, temporal.address);
       // Engine pods take 15 s to become ready: the rollout is long enough to restart the server during it.
       const file = writeModel('restarted', cluster, { 'sim.ferry.dev/ready-delay': '15s' });
-      expectOk(await runFerry(['serve', '-f', file], env), 'ferry serve');
+      const waiting = runFerry(['serve', '-f', file, '--wait', '-o', 'json'], env);
       await waitFor(
         'the rollout to be under way',
         90_000,
@@ -94,6 +97,8 @@ describe('crash recovery', { timeout: 420_000 }, () => {
         return s?.phase === 'Ready' ? s : undefined;
       });
       expect(ready.generation).toBe(1);
+      const served = expectOk(await waiting, 'ferry serve --wait across the Temporal restart');
+      expect(JSON.parse(served.stdout)).toMatchObject({ status: { phase: 'Ready', observedGeneration: 1 } });
       await expectExactlyOneOfEach('restarted');
       expectOk(
         await runFerry(['delete', 'restarted', '-n', kube.ns, '--cluster', cluster, '--wait'], env),
