@@ -4,7 +4,7 @@
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
+import { KubeConfig, VersionApi } from '@kubernetes/client-node';
 import type { Logger } from '@temporalio/worker';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { createActivities, type FerryActivities } from '../activities/index.js';
@@ -28,6 +28,8 @@ export interface RealActivities {
   activities: FerryActivities;
   /** Stops the watch (call once the worker has stopped). */
   stop(): void;
+  /** Resolves when the Kubernetes API server answers (GET /version), for the readiness probe. */
+  ping(): Promise<void>;
 }
 
 /** Builds the activities; logs which Kubernetes API server and endpoint mode they use. */
@@ -58,7 +60,18 @@ export function realActivities(config: WorkerConfig, client: Client, logger: Log
     specs: specSource(client),
     ...(watcher ? { watcher } : {}),
   });
-  return { activities, stop: () => watcher?.stop() };
+  const version = kc.makeApiClient(VersionApi);
+  return {
+    activities,
+    stop: () => watcher?.stop(),
+    ping: async () => {
+      await version.getCode().catch((err: unknown) => {
+        throw new Error(
+          `the Kubernetes API server ${kc.getCurrentCluster()?.server ?? ''} does not answer: ${errorText(err)}`,
+        );
+      });
+    },
+  };
 }
 
 /**
@@ -120,4 +133,10 @@ function progressSink(client: Client): ProgressSink {
   return async ({ workflowId, runId }, progress) => {
     await client.workflow.getHandle(workflowId, runId).signal(progressSignal, progress);
   };
+}
+
+function errorText(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const code = (err as { code?: unknown; cause?: { code?: unknown } }).cause?.code ?? (err as { code?: unknown }).code;
+  return typeof code === 'string' ? `${err.message} (${code})` : err.message;
 }

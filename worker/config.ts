@@ -9,6 +9,7 @@ import {
   type TemporalSettings,
 } from '../client/temporal-env.js';
 import { DEFAULT_CLUSTER, DNS1123_LABEL, parseDuration, taskQueueFor } from '../workflows/contract/index.js';
+import { parseAddress } from './health.js';
 
 export interface WorkerConfig {
   temporal: TemporalSettings;
@@ -35,6 +36,10 @@ export interface WorkerConfig {
    * is bounded by continue-as-new): the cache is what a worker's memory grows with, per model.
    */
   maxCachedWorkflows: number;
+  /** Where GET /healthz and /readyz answer (`host:port`); unset, no probe endpoints. */
+  healthAddress?: string;
+  /** Where Prometheus scrapes /metrics, served by the SDK's exporter (`host:port`); unset, no metrics endpoint. */
+  metricsAddress?: string;
   /** The environment the activities read their own settings from (FERRY_ENDPOINT_MODE, FERRY_ENDPOINT_OVERRIDES). */
   env: Env;
 }
@@ -61,6 +66,8 @@ Options (each overrides its environment variable):
   --nexus on|off                  FERRY_NEXUS            host the ferry.models.v1 Nexus service (default on)
   --watch on|off                  FERRY_WATCH            watch models' objects, wake their workflows (default on)
   --max-cached-workflows N        FERRY_MAX_CACHED_WORKFLOWS  workflows kept in memory between tasks (default ${DEFAULT_MAX_CACHED})
+  --health-address HOST:PORT      FERRY_HEALTH_ADDRESS   serve GET /healthz and /readyz there (default: off)
+  --metrics-address HOST:PORT     FERRY_METRICS_ADDRESS  serve Prometheus /metrics there (default: off)
   -h, --help
 
 Also read: TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH,
@@ -93,6 +100,8 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'hel
         nexus: { type: 'string' },
         watch: { type: 'string' },
         'max-cached-workflows': { type: 'string' },
+        'health-address': { type: 'string' },
+        'metrics-address': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -126,6 +135,18 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'hel
   if (!/^\d+$/.test(cachedText.trim()) || maxCachedWorkflows < 0) {
     problems.push(`max cached workflows ${JSON.stringify(cachedText)} must be a whole number (0 turns the cache off)`);
   }
+  const addressOf = (what: string, text: string | undefined): string | undefined => {
+    if (!text) return undefined;
+    try {
+      const { host, port } = parseAddress(text);
+      return `${host}:${port}`;
+    } catch (err) {
+      problems.push(`${what} address: ${(err as Error).message}`);
+      return undefined;
+    }
+  };
+  const healthAddress = addressOf('health', values['health-address'] ?? env.FERRY_HEALTH_ADDRESS);
+  const metricsAddress = addressOf('metrics', values['metrics-address'] ?? env.FERRY_METRICS_ADDRESS);
   let temporal: TemporalSettings | undefined;
   try {
     temporal = temporalSettingsFromEnv(env, {
@@ -151,6 +172,8 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'hel
     nexus: nexusText !== 'off',
     watch: watchText !== 'off',
     maxCachedWorkflows,
+    ...(healthAddress ? { healthAddress } : {}),
+    ...(metricsAddress ? { metricsAddress } : {}),
     env,
   };
 }

@@ -8,6 +8,7 @@ import { connectOptionsOf } from '../client/temporal-env.js';
 import type { FerryActivities } from '../workflows/contract/index.js';
 import type { RealActivities } from './activities.js';
 import type { WorkerConfig } from './config.js';
+import type { ReadinessCheck } from './health.js';
 import { ferryModelsHandler } from './nexus-handler.js';
 
 // The workflows' entry next to this module: `.ts` when run from the sources, `.js` when run from the package.
@@ -31,9 +32,13 @@ export interface FerryWorker {
   /** A client on the worker's connection (progress signals use it). */
   client: Client;
   connection: NativeConnection;
+  /** What /readyz checks: the worker polls, Temporal answers, and (with the real activities) the API server. */
+  readiness: Record<string, ReadinessCheck>;
   /** Closes the connection if the worker opened it; call after `worker.run()` has resolved. */
   close(): Promise<void>;
 }
+
+const PROBE_DEADLINE_MS = 2_000;
 
 /** Connects to Temporal and creates the worker; `worker.run()` starts polling, `worker.shutdown()` drains it. */
 export async function createWorker(config: WorkerConfig, overrides: WorkerOverrides = {}): Promise<FerryWorker> {
@@ -58,10 +63,25 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
       shutdownGraceTime: config.shutdownGraceMs,
       shutdownForceTime: config.shutdownGraceMs + FORCE_AFTER_GRACE_MS,
     });
+    const readiness: Record<string, ReadinessCheck> = {
+      worker: async () => {
+        const state = worker.getState();
+        if (state !== 'RUNNING') throw new Error(`the worker is ${state.toLowerCase()}, not polling`);
+      },
+      temporal: async () => {
+        await connection
+          .withDeadline(Date.now() + PROBE_DEADLINE_MS, () => connection.workflowService.getSystemInfo({}))
+          .catch((err: unknown) => {
+            throw new Error(`Temporal at ${config.temporal.address} does not answer: ${(err as Error).message}`);
+          });
+      },
+      ...(real ? { kubernetes: () => real.ping() } : {}),
+    };
     return {
       worker,
       client,
       connection,
+      readiness,
       async close() {
         stopReal?.();
         if (ownConnection) await connection.close();

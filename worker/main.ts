@@ -3,6 +3,7 @@
 import { Runtime } from '@temporalio/worker';
 import { parseWorkerConfig, redactWorkerConfig, WORKER_USAGE, WorkerConfigError, type WorkerConfig } from './config.js';
 import { createWorker } from './create-worker.js';
+import { startHealthServer, type HealthServer } from './health.js';
 import { JsonLogger } from './logger.js';
 
 async function main(): Promise<number> {
@@ -25,7 +26,10 @@ async function main(): Promise<number> {
     logger,
     // Signals are handled below, so that shutting down is logged and a second signal can cut it short.
     shutdownSignals: [],
-    telemetryOptions: { logging: { filter: { core: 'WARN', other: 'ERROR' }, forward: {} } },
+    telemetryOptions: {
+      logging: { filter: { core: 'WARN', other: 'ERROR' }, forward: {} },
+      ...(config.metricsAddress ? { metrics: { prometheus: { bindAddress: config.metricsAddress } } } : {}),
+    },
   });
   logger.info('starting', { config: redactWorkerConfig(config) });
 
@@ -35,6 +39,17 @@ async function main(): Promise<number> {
   } catch (err) {
     logger.error('cannot start the worker', { address: config.temporal.address, error: err });
     return 1;
+  }
+
+  let health: HealthServer | undefined;
+  if (config.healthAddress) {
+    try {
+      health = await startHealthServer(config.healthAddress, ferry.readiness);
+    } catch (err) {
+      logger.error('cannot serve the health endpoints', { address: config.healthAddress, error: err });
+      await ferry.close();
+      return 1;
+    }
   }
 
   let stopping = false;
@@ -57,10 +72,13 @@ async function main(): Promise<number> {
     taskQueue: config.taskQueue,
     namespace: config.temporal.namespace,
     address: config.temporal.address,
+    ...(health ? { health: health.address } : {}),
+    ...(config.metricsAddress ? { metrics: config.metricsAddress } : {}),
   });
   try {
     await ferry.worker.run();
   } finally {
+    await health?.close();
     await ferry.close();
   }
   logger.info('stopped');

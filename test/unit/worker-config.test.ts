@@ -51,6 +51,17 @@ describe('worker configuration', () => {
     expect(() => config([], { FERRY_MAX_CACHED_WORKFLOWS: '-1' })).toThrow(/must be a whole number/);
   });
 
+  it('serves probes and metrics only where told, on a host:port it checks', () => {
+    expect(config([], {})).not.toHaveProperty('healthAddress');
+    expect(config([], {})).not.toHaveProperty('metricsAddress');
+    expect(config([], { FERRY_HEALTH_ADDRESS: ':8080' }).healthAddress).toBe('0.0.0.0:8080');
+    expect(config(['--metrics-address', '127.0.0.1:9464'], { FERRY_METRICS_ADDRESS: ':1' }).metricsAddress).toBe(
+      '127.0.0.1:9464',
+    );
+    expect(() => config(['--health-address', 'localhost'], {})).toThrow(/health address: "localhost" is not host:port/);
+    expect(() => config([], { FERRY_METRICS_ADDRESS: ':99999' })).toThrow(/metrics address: ":99999" is not host:port/);
+  });
+
   it("reads Temporal's variables and Ferry's, and flags win over both", () => {
     const env = {
       TEMPORAL_ADDRESS: 'temporal.internal:7233',
