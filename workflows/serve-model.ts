@@ -7,6 +7,8 @@ import {
   condition,
   continueAsNew,
   isCancellation,
+  log,
+  patched,
   setHandler,
 } from '@temporalio/workflow';
 import { resolveOptions } from './activity-options.js';
@@ -91,6 +93,18 @@ function checkedSpec(input: ServeModelInput): ServedModel {
     throw failure(UNSUPPORTED_INPUT, `ServeModelWorkflow takes input version 1, got ${JSON.stringify(input?.version)}`);
   }
   const parsed = safeParseServedModel(input.spec);
-  if (!parsed.ok) throw failure(INVALID_SPEC, formatSpecIssues(parsed.issues), parsed.issues);
-  return parsed.model;
+  if (parsed.ok) return parsed.model;
+  // A spec accepted by the checks of its day (before control characters, flag abbreviations, revision and enum
+  // rules were refused) keeps its model running: in a run it continued into, and in a history recorded before.
+  // Only a new start is refused.
+  if (input.state !== undefined || !patched(STRICTER_SPEC_CHECKS)) {
+    log.warn('the spec breaks a rule it was accepted without; serving it as it was accepted', {
+      issues: formatSpecIssues(parsed.issues),
+    });
+    return input.spec;
+  }
+  throw failure(INVALID_SPEC, formatSpecIssues(parsed.issues), parsed.issues);
 }
+
+/** Starts from before the stricter spec checks are replayed with the spec they were accepted with. */
+const STRICTER_SPEC_CHECKS = 'stricter-spec-checks';

@@ -2,7 +2,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { DefaultLogger, Runtime, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { historyAndWorkflowId } from '../../support/history-files.js';
+import { historyAndWorkflowId, readHistory } from '../../support/history-files.js';
 import { repoRoot } from '../../support/local-env.js';
 import { workflowBundle } from '../../support/workflow-harness.js';
 
@@ -26,6 +26,23 @@ describe('ServeModelWorkflow replay', () => {
 
   it.each(files)('replays %s deterministically', async (file) => {
     const results = Worker.runReplayHistories({ workflowBundle: bundle }, [historyAndWorkflowId(join(dir, file))]);
+    for await (const result of results) {
+      expect(result.error).toBeUndefined();
+    }
+  });
+});
+
+describe('ServeModelWorkflow replay of a spec accepted by older checks', () => {
+  it('replays a history whose start spec a newer rule refuses (an abbreviated --port), as it ran', async () => {
+    const history = readHistory(join(dir, 'ready-update-delete.json'));
+    const payload = history.events![0]!.workflowExecutionStartedEventAttributes!.input!.payloads![0]!;
+    const input = JSON.parse(Buffer.from(payload.data!).toString('utf8')) as {
+      spec: { spec: { engine: { args: string[] } } };
+    };
+    // Accepted before the parser knew that vLLM reads `--por` as `--port`.
+    input.spec.spec.engine.args = ['--por=9000'];
+    payload.data = Buffer.from(JSON.stringify(input));
+    const results = Worker.runReplayHistories({ workflowBundle: bundle }, [{ workflowId: 'older-checks', history }]);
     for await (const result of results) {
       expect(result.error).toBeUndefined();
     }

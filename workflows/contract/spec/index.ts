@@ -1,3 +1,4 @@
+export { DOCUMENT_LIMITS } from './input.js';
 export * from './parse.js';
 export * from './quantities.js';
 export { DNS1123_LABEL } from './rules.js';

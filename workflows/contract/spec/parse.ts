@@ -1,7 +1,9 @@
 // Parsing a document: zod's issues in Ferry's words, one per problem with a dotted path. Pure.
 import type { z } from 'zod';
-import { describeValue, quote } from './rules.js';
+import { plainDocument } from './input.js';
+import { describeValue } from './rules.js';
 import { servedModelSchema, type ServedModel } from './schema.js';
+import { clip, printable, quote } from './text.js';
 
 /** One problem in a document: where (`spec.storage.size`) and what is expected. */
 export interface SpecIssue {
@@ -20,16 +22,25 @@ export class SpecError extends Error {
   }
 }
 
-/** One line per problem: `spec.storage.size: must be a positive quantity like 50Gi, got "lots"`. */
+const LISTED_ISSUES = 20;
+
+/** One line per problem, the first 20 of them: `spec.storage.size: must be a positive quantity like 50Gi, got "lots"`. */
 export function formatSpecIssues(issues: readonly SpecIssue[]): string {
-  return issues.map((issue) => `${issue.path}: ${issue.message}`).join('\n');
+  const lines = issues.slice(0, LISTED_ISSUES).map((issue) => `${issue.path}: ${issue.message}`);
+  if (issues.length > LISTED_ISSUES) lines.push(`… and ${issues.length - LISTED_ISSUES} more`);
+  return lines.join('\n');
+}
+
+/** An issue fit to print: no control or bidi characters, path and message together under 1 KB of UTF-8. */
+export function boundSpecIssue(issue: SpecIssue): SpecIssue {
+  return { path: clip(printable(issue.path), 300), message: clip(printable(issue.message), 700) };
 }
 
 function formatPath(path: readonly PropertyKey[]): string {
   let out = '';
   for (const segment of path) {
     if (typeof segment === 'number') out += `[${segment}]`;
-    else if (typeof segment === 'string' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(segment))
+    else if (typeof segment === 'string' && segment.length <= 48 && /^[A-Za-z_][A-Za-z0-9_]*$/.test(segment))
       out += out ? `.${segment}` : segment;
     else out += `[${quote(String(segment))}]`;
   }
@@ -74,21 +85,32 @@ export function toSpecIssues(error: z.ZodError): SpecIssue[] {
     if (issue.code === 'unrecognized_keys') {
       const messages = issue.message.split('\n');
       issue.keys.forEach((key, index) => {
-        issues.push({ path: formatPath([...issue.path, key]), message: messages[index] ?? messages[0]! });
+        issues.push(
+          boundSpecIssue({ path: formatPath([...issue.path, key]), message: messages[index] ?? messages[0]! }),
+        );
       });
     } else {
-      issues.push({ path: formatPath(issue.path), message: issue.message });
+      issues.push(boundSpecIssue({ path: formatPath(issue.path), message: issue.message }));
     }
   }
   return issues;
 }
 
-/** Validates without throwing: the model, or the list of issues. */
+/**
+ * Validates without throwing: the model, or the list of issues. The document is first read as plain data
+ * (`plainDocument`): within bounds, every string printable; the field rules then read that copy.
+ */
 export function safeParseServedModel(
   doc: unknown,
 ): { ok: true; model: ServedModel } | { ok: false; issues: SpecIssue[] } {
-  const result = servedModelSchema.safeParse(doc, { error: fallbackMessages });
-  return result.success ? { ok: true, model: result.data } : { ok: false, issues: toSpecIssues(result.error) };
+  const plain = plainDocument(doc);
+  const issues = plain.problems.map((problem) =>
+    boundSpecIssue({ path: formatPath(problem.path), message: problem.message }),
+  );
+  if (!('data' in plain)) return { ok: false, issues };
+  const result = servedModelSchema.safeParse(plain.data, { error: fallbackMessages });
+  if (!result.success) issues.push(...toSpecIssues(result.error));
+  return issues.length === 0 && result.success ? { ok: true, model: result.data } : { ok: false, issues };
 }
 
 /** Validates a document and fills defaults; throws `SpecError` listing every problem. */

@@ -2,8 +2,9 @@
 import { z } from 'zod';
 import { parseDuration, parseQuantity } from './quantities.js';
 import { DNS1123_LABEL } from './names.js';
+import { quote } from './text.js';
 
-export { DNS1123_LABEL };
+export { DNS1123_LABEL, quote };
 
 type Rule<T> = (value: T) => string | undefined;
 
@@ -19,13 +20,11 @@ export function rules<S extends z.ZodType>(schema: S, ...checks: Rule<z.output<S
   });
 }
 
-export const quote = (value: unknown): string => JSON.stringify(value);
-
 export function describeValue(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'a list';
   if (typeof value === 'object') return 'an object';
-  if (typeof value === 'string') return quote(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  if (typeof value === 'string') return quote(value);
   switch (typeof value) {
     case 'number':
     case 'boolean':
@@ -46,10 +45,14 @@ export function mustBe(...allowed: string[]) {
 }
 
 function unknownFieldMessage(key: string, known: readonly string[]): string {
-  const close = known.find((candidate) => {
-    const distance = editDistance(candidate.toLowerCase(), key.toLowerCase());
-    return distance <= 2 && distance < key.length / 2;
-  });
+  // Only a short key can be a typo of a field name; comparing a huge one would cost its length times theirs.
+  const close =
+    key.length > 64
+      ? undefined
+      : known.find((candidate) => {
+          const distance = editDistance(candidate.toLowerCase(), key.toLowerCase());
+          return distance <= 2 && distance < key.length / 2;
+        });
   const hint = close ? `did you mean ${quote(close)}? ` : '';
   return `unknown field; ${hint}fields allowed here: ${known.join(', ')}`;
 }
@@ -86,6 +89,21 @@ const LABEL_NAME_PART = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
 export const C_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const SECRET_KEY = /^[-._a-zA-Z0-9]+$/;
 export const HF_REPO = /^(?:[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?\/)?[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?$/;
+
+/** Why `value` cannot be a branch, tag or commit (git's rules for ref names, which the Hub's revisions follow). */
+export function revisionProblem(value: string): string | undefined {
+  if (value.length === 0) return 'it is empty';
+  if (value.length > 255) return 'it is longer than 255 characters';
+  if (!/^[\w./-]+$/.test(value)) return 'it may only have letters, digits, "_", "-", "." and "/"';
+  if (value.startsWith('-')) return 'it starts with "-", which a program reads as an option';
+  const parts = value.split('/');
+  if (parts.includes('')) return 'it starts or ends with "/", or has "//"';
+  if (parts.some((part) => part.startsWith('.'))) return 'a part of it starts with "." (like ".." or ".git")';
+  if (value.includes('..')) return 'it has ".." in it';
+  if (value.endsWith('.') || parts.some((part) => part.endsWith('.lock')))
+    return 'it or a part of it ends with "." or ".lock"';
+  return undefined;
+}
 
 export function isSubdomain(value: string): boolean {
   return value.length <= 253 && DNS1123_SUBDOMAIN.test(value);
@@ -127,6 +145,33 @@ export const labelMap = (what: string) =>
       if (valueProblem) ctx.addIssue({ code: 'custom', path: [key], message: `${what} value ${valueProblem}` });
     }
   });
+
+/** A label key (`team`, `topology.kubernetes.io/zone`), as Kubernetes checks one. */
+export const labelKey = (example: string) =>
+  rules(z.string(), (v) => {
+    const problem = qualifiedNameProblem(v);
+    return problem ? `must be a label key like ${example}, got ${quote(v)} (${problem})` : undefined;
+  });
+
+/** What Kubernetes requires of a selector requirement's values for its operator, or undefined when they fit. */
+export function requirementValuesProblem(operator: string, values: readonly string[] | undefined): string | undefined {
+  const count = values?.length ?? 0;
+  switch (operator) {
+    case 'In':
+    case 'NotIn':
+      return count === 0 ? `must list at least one value when operator is ${operator}` : undefined;
+    case 'Exists':
+    case 'DoesNotExist':
+      return count > 0 ? `must be empty when operator is ${operator}` : undefined;
+    case 'Gt':
+    case 'Lt':
+      return count === 1 && /^-?\d{1,18}$/.test(values![0]!)
+        ? undefined
+        : `must be one whole number when operator is ${operator}, like ["8"], got ${quote(values ?? [])}`;
+    default:
+      return undefined;
+  }
+}
 
 export const modelName = rules(
   z.string(),

@@ -10,6 +10,7 @@ import {
   HF_REPO,
   int,
   isSubdomain,
+  labelKey,
   labelMap,
   modelName,
   mustBe,
@@ -17,6 +18,8 @@ import {
   qualifiedNameProblem,
   quantity,
   quote,
+  requirementValuesProblem,
+  revisionProblem,
   rules,
   secretRef,
   strict,
@@ -29,6 +32,14 @@ export const DEFAULT_ENGINE_IMAGE = 'vllm/vllm-openai:v0.11.0';
 const imageRef = rules(z.string(), (v) =>
   v.length > 0 && !/\s/.test(v) ? undefined : `must be a container image like ${DEFAULT_ENGINE_IMAGE}, got ${quote(v)}`,
 );
+
+// rules.ts builds the reference; its fields get their descriptions (JSON Schema, docs/spec.md) here.
+function describedSecretRef(example: string) {
+  const ref = secretRef(example);
+  ref.shape.name.register(z.globalRegistry, { description: "The name of a Secret in the model's namespace." });
+  ref.shape.key.register(z.globalRegistry, { description: 'The key of that Secret that holds the value.' });
+  return ref;
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Source
@@ -44,17 +55,24 @@ const huggingFaceSchema = strict({
       v.length <= 96 && HF_REPO.test(v) && !/--|\.\./.test(v)
         ? undefined
         : `must be a Hugging Face model id like Qwen/Qwen2.5-0.5B-Instruct, got ${quote(v)}`,
-  ),
-  revision: rules(z.string(), (v) =>
-    v.length > 0 && v.length <= 255 && /^[\w./-]+$/.test(v)
-      ? undefined
-      : `must be a branch, tag or commit of the repository (like main or a commit sha), got ${quote(v)}`,
-  ).default('main'),
-  tokenSecret: secretRef('hf-token').optional(),
+  ).describe('The model id on the Hugging Face Hub, like Qwen/Qwen2.5-0.5B-Instruct (not a URL).'),
+  revision: rules(z.string(), (v) => {
+    const problem = revisionProblem(v);
+    return problem
+      ? `must be a branch, tag or commit of the repository (like main, v1.2, refs/pr/1 or a commit sha), got ${quote(v)}: ${problem}`
+      : undefined;
+  })
+    .default('main')
+    .describe('A branch, tag or commit of the repository; pin a commit to make re-runs exact.'),
+  tokenSecret: describedSecretRef('hf-token')
+    .optional()
+    .describe('A Secret with a Hugging Face token, only for private or gated repositories; only the puller gets it.'),
 });
 
 const pvcSourceSchema = strict({
-  claimName: objectName('PersistentVolumeClaim in the same namespace', 'checkpoints'),
+  claimName: objectName('PersistentVolumeClaim in the same namespace', 'checkpoints').describe(
+    "The PersistentVolumeClaim in the model's namespace that holds the checkpoint (not the model's own <name>-weights).",
+  ),
   path: rules(z.string(), (v) => {
     if (v === '') return undefined;
     if (v.startsWith('/')) return `must be relative to the root of the claim, like run-42/step-1000, got ${quote(v)}`;
@@ -62,7 +80,9 @@ const pvcSourceSchema = strict({
     return parts.some((part) => part === '' || part === '.' || part === '..' || part.includes('\0'))
       ? `must be a plain relative path without empty, "." or ".." parts, like run-42/step-1000, got ${quote(v)}`
       : undefined;
-  }).default(''),
+  })
+    .default('')
+    .describe("The checkpoint's directory relative to the root of the claim, like run-42/step-1000; empty: the root."),
 });
 
 export type HuggingFaceSource = z.output<typeof huggingFaceSchema>;
@@ -71,7 +91,12 @@ export type PvcSource = z.output<typeof pvcSourceSchema>;
 export type SourceSpec =
   { huggingface: HuggingFaceSource; pvc?: undefined } | { pvc: PvcSource; huggingface?: undefined };
 
-const sourceSchema = strict({ huggingface: huggingFaceSchema.optional(), pvc: pvcSourceSchema.optional() })
+const sourceSchema = strict({
+  huggingface: huggingFaceSchema.optional().describe('A model repository on the Hugging Face Hub.'),
+  pvc: pvcSourceSchema
+    .optional()
+    .describe("A checkpoint already on a volume; the puller copies it into the model's own volume."),
+})
   .superRefine((source, ctx) => {
     if (source.huggingface && source.pvc) {
       ctx.addIssue({
@@ -106,14 +131,20 @@ const envVarSchema = strict({
         ? undefined
         : `must be a variable name of letters, digits and "_", not starting with a digit, got ${quote(v)}`,
     (v) => (RESERVED_ENV[v] ? `${v} ${RESERVED_ENV[v]}` : undefined),
-  ),
+  ).describe("The variable's name."),
   value: z
     .union([z.string(), z.number(), z.boolean()], { error: 'must be a string (quote numbers and booleans)' })
     .transform((v) => String(v))
-    .optional(),
+    .optional()
+    .describe('Its value (a number or boolean becomes a string); give value or valueFrom, not both.'),
   valueFrom: strict({
-    secretKeyRef: strict({ name: objectName('Secret', 'my-secret'), key: z.string().min(1, 'must not be empty') }),
-  }).optional(),
+    secretKeyRef: strict({
+      name: objectName('Secret', 'my-secret').describe("The name of a Secret in the model's namespace."),
+      key: z.string().min(1, 'must not be empty').describe('The key of that Secret that holds the value.'),
+    }).describe('The Secret and key that hold the value.'),
+  })
+    .optional()
+    .describe("Where the value comes from instead: a key of a Secret, so it stays out of the pod's spec."),
 }).superRefine((env, ctx) => {
   if (env.value !== undefined && env.valueFrom !== undefined) {
     ctx.addIssue({ code: 'custom', message: 'give either value or valueFrom, not both' });
@@ -138,23 +169,31 @@ function argProblem(arg: string): string | undefined {
     return `${quote(arg)} is one argument with a space in it; write "--flag=value" or put the flag and the value in two list items`;
   }
   const normalized = flag.replace(/_/g, '-');
-  // argparse also accepts unambiguous prefixes: --api-k=... is still --api-key.
-  const canonical = /^--api-k(e|ey)?$/.test(normalized) ? '--api-key' : normalized;
-  const reason = FERRY_FLAGS[canonical];
-  return reason ? `${canonical} ${reason}` : undefined;
+  const reason = FERRY_FLAGS[normalized];
+  if (reason) return `${normalized} ${reason}`;
+  // argparse also takes a prefix of a long option as that option (--por=9 is --port=9, --served-model is
+  // --served-model-name); a prefix of one of Ferry's flags that also starts another vLLM flag makes vLLM exit.
+  if (!normalized.startsWith('--') || normalized.length < 3) return undefined;
+  const owned = Object.keys(FERRY_FLAGS).find((ferryFlag) => ferryFlag.startsWith(normalized));
+  return owned
+    ? `${quote(flag)} abbreviates ${owned} (vLLM reads a prefix of a flag as the flag): ${owned} ${FERRY_FLAGS[owned]}`
+    : undefined;
 }
 
 const engineSchema = strict({
-  image: imageRef.default(DEFAULT_ENGINE_IMAGE),
+  image: imageRef.default(DEFAULT_ENGINE_IMAGE).describe('The vLLM container image (its entrypoint is vllm serve).'),
   servedModelName: rules(z.string(), (v) =>
     v.length > 0 && v.length <= 256 && !/\s/.test(v) && !v.startsWith('-')
       ? undefined
       : `must be a model name without spaces, not starting with "-" (like qwen or Qwen/Qwen2.5-0.5B-Instruct), got ${quote(v)}`,
-  ).optional(),
+  )
+    .optional()
+    .describe('The model name clients send in requests. Unset: metadata.name.'),
   port: int('a port number from 1 to 65535')
     .min(1, 'must be a port number from 1 to 65535')
     .max(65535, 'must be a port number from 1 to 65535')
-    .default(8000),
+    .default(8000)
+    .describe('The port vLLM listens on, and the port of the Service.'),
   args: z
     .array(z.string({ error: 'must be a string (quote numbers, e.g. "--max-model-len=4096")' }))
     .superRefine((args, ctx) => {
@@ -163,7 +202,10 @@ const engineSchema = strict({
         if (message) ctx.addIssue({ code: 'custom', path: [index], message });
       });
     })
-    .default([]),
+    .default([])
+    .describe(
+      'More vLLM arguments, like --max-model-len=4096; not --model, --served-model-name, --port or --api-key, which Ferry sets.',
+    ),
   env: z
     .array(envVarSchema)
     .superRefine((env, ctx) => {
@@ -175,45 +217,80 @@ const engineSchema = strict({
         seen.add(variable.name);
       });
     })
-    .default([]),
-  apiKeySecret: secretRef('qwen-api-key').optional(),
+    .default([])
+    .describe(
+      "More environment variables of the engine's container; not VLLM_API_KEY, HF_TOKEN, HF_HUB_OFFLINE or VLLM_ALLOW_RUNTIME_LORA_UPDATING, which Ferry sets.",
+    ),
+  apiKeySecret: describedSecretRef('qwen-api-key')
+    .optional()
+    .describe(
+      'A Secret with the API key clients must send; it reaches vLLM only as VLLM_API_KEY from the Secret. Unset: no key.',
+    ),
   lora: strict({
-    enabled: z.boolean({ error: 'must be true or false' }).default(false),
-    maxLoras: int('a whole number of adapters, at least 1').min(1, 'must be at least 1').default(4),
-  }).prefault({}),
-  startupTimeout: duration('40m').default('40m'),
+    enabled: z
+      .boolean({ error: 'must be true or false' })
+      .default(false)
+      .describe('Lets clients load and unload LoRA adapters at run time.'),
+    maxLoras: int('a whole number of adapters, at least 1')
+      .min(1, 'must be at least 1')
+      .default(4)
+      .describe('How many adapters may be loaded at once.'),
+  })
+    .prefault({})
+    .describe('LoRA adapters, loaded at run time.'),
+  startupTimeout: duration('40m')
+    .default('40m')
+    .describe('How long loading may take before the engine counts as failed, like 40m or 1h30m.'),
 });
 
 // ---------------------------------------------------------------------------------------------------------------
 // Resources, storage, scheduling, puller
 
 const resourcesSchema = strict({
-  gpus: int('a whole number of GPUs, 0 or more').min(0, 'must be 0 or more').default(1),
+  gpus: int('a whole number of GPUs, 0 or more')
+    .min(0, 'must be 0 or more')
+    .default(1)
+    .describe('GPUs per engine pod; 0 for none.'),
   gpuResource: rules(z.string(), (v) => {
     const problem = qualifiedNameProblem(v, true);
     return problem
       ? `must be an extended resource name with a domain, like nvidia.com/gpu or amd.com/gpu, got ${quote(v)} (${problem})`
       : undefined;
-  }).default('nvidia.com/gpu'),
+  })
+    .default('nvidia.com/gpu')
+    .describe("The GPUs' extended resource name, like nvidia.com/gpu or amd.com/gpu."),
   // Sized to fit the smallest common GPU nodes (4 vCPU, 16 GiB); raise them for big models.
-  cpu: quantity('4 or 500m').default('2'),
-  memory: quantity('32Gi').default('12Gi'),
-  shmSize: quantity('8Gi').default('2Gi'),
+  cpu: quantity('4 or 500m')
+    .default('2')
+    .describe('CPU per engine pod (request and limit), a quantity like 4 or 500m.'),
+  memory: quantity('32Gi').default('12Gi').describe('Memory per engine pod (request and limit), a quantity like 32Gi.'),
+  shmSize: quantity('8Gi')
+    .default('2Gi')
+    .describe("The size of /dev/shm: memory-backed, it counts against the pod's memory, so it must be smaller."),
 });
 
 const ACCESS_MODES = ['ReadWriteOnce', 'ReadWriteOncePod', 'ReadWriteMany'] as const;
 
 const storageSchema = strict({
-  size: quantity('50Gi').default('50Gi'),
+  size: quantity('50Gi')
+    .default('50Gi')
+    .describe('The size of the volume: it holds old and new weights while a new source is pulled. It can only grow.'),
   storageClassName: rules(z.string(), (v) =>
     v === '' || isSubdomain(v)
       ? undefined
       : `must be the name of a StorageClass, or null for the cluster's default class, got ${quote(v)}`,
   )
     .nullable()
-    .default(null),
-  accessMode: z.enum(ACCESS_MODES, { error: mustBe(...ACCESS_MODES) }).default('ReadWriteOnce'),
-  retainOnDelete: z.boolean({ error: 'must be true or false' }).default(false),
+    .default(null)
+    .describe("The volume's StorageClass; null: the cluster's default class. Cannot change later."),
+  accessMode: z
+    .enum(ACCESS_MODES, { error: mustBe(...ACCESS_MODES) })
+    .default('ReadWriteOnce')
+    .describe("The volume's access mode; ReadWriteOncePod allows at most 1 replica. Cannot change later."),
+  retainOnDelete: z
+    .boolean({ error: 'must be true or false' })
+    .default(false)
+    .describe('Keep the volume and its weights when the model is deleted.'),
 });
 
 const TAINT_EFFECTS = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'] as const;
@@ -222,11 +299,21 @@ const tolerationSchema = strict({
   key: rules(z.string(), (v) => {
     const problem = qualifiedNameProblem(v);
     return problem ? `must be a taint key like nvidia.com/gpu, got ${quote(v)} (${problem})` : undefined;
-  }).optional(),
-  operator: z.enum(['Exists', 'Equal'], { error: mustBe('Exists', 'Equal') }).optional(),
-  value: z.string().optional(),
-  effect: z.enum(TAINT_EFFECTS, { error: mustBe(...TAINT_EFFECTS) }).optional(),
-  tolerationSeconds: int('a whole number of seconds').optional(),
+  })
+    .optional()
+    .describe('The taint key, like nvidia.com/gpu; empty with operator Exists: every taint.'),
+  operator: z
+    .enum(['Exists', 'Equal'], { error: mustBe('Exists', 'Equal') })
+    .optional()
+    .describe('Exists (any value) or Equal (the value below). Unset: Equal.'),
+  value: z.string().optional().describe('The taint value to match with operator Equal.'),
+  effect: z
+    .enum(TAINT_EFFECTS, { error: mustBe(...TAINT_EFFECTS) })
+    .optional()
+    .describe('The taint effect to match; unset: every effect.'),
+  tolerationSeconds: int('a whole number of seconds')
+    .optional()
+    .describe('With effect NoExecute: how long the pod stays on a node after the taint appears.'),
 }).superRefine((toleration, ctx) => {
   if (toleration.operator === 'Exists' && toleration.value) {
     ctx.addIssue({ code: 'custom', path: ['value'], message: 'must be empty when operator is Exists' });
@@ -241,83 +328,151 @@ const tolerationSchema = strict({
 
 export type Toleration = z.output<typeof tolerationSchema>;
 
-// Kubernetes' own affinity types, strict so a typo fails here instead of at apply time.
-const selectorRequirement = strict({
-  key: z.string(),
-  operator: z.string(),
-  values: z.array(z.string()).optional(),
+// Kubernetes' own affinity types, strict so a typo fails here instead of at apply time; operators, keys and values
+// are checked as the API server checks them, so a bad one fails before anything is created.
+const NODE_OPERATORS = ['In', 'NotIn', 'Exists', 'DoesNotExist', 'Gt', 'Lt'] as const;
+const LABEL_OPERATORS = ['In', 'NotIn', 'Exists', 'DoesNotExist'] as const;
+
+const selectorRequirement = (operators: readonly [string, ...string[]]) =>
+  strict({
+    key: labelKey('topology.kubernetes.io/zone').describe('The label the requirement is about.'),
+    operator: z.enum(operators, { error: mustBe(...operators) }).describe(`One of ${operators.join(', ')}.`),
+    values: z
+      .array(z.string())
+      .optional()
+      .describe('The values: some for In and NotIn, none for Exists and DoesNotExist, one number for Gt and Lt.'),
+  }).superRefine((requirement, ctx) => {
+    const message = requirementValuesProblem(requirement.operator, requirement.values);
+    if (message) ctx.addIssue({ code: 'custom', path: ['values'], message });
+  });
+const nodeFieldRequirement = strict({
+  key: z.literal('metadata.name', { error: mustBe('metadata.name') }).describe('The node field: metadata.name.'),
+  operator: z.enum(['In', 'NotIn'], { error: mustBe('In', 'NotIn') }).describe('In or NotIn.'),
+  values: z.array(z.string()).length(1, 'must be exactly one node name').describe('One node name.'),
 });
 const nodeSelectorTerm = strict({
-  matchExpressions: z.array(selectorRequirement).optional(),
-  matchFields: z.array(selectorRequirement).optional(),
+  matchExpressions: z
+    .array(selectorRequirement(NODE_OPERATORS))
+    .optional()
+    .describe("Requirements on the node's labels."),
+  matchFields: z.array(nodeFieldRequirement).optional().describe("Requirements on the node's fields (metadata.name)."),
 });
 const labelSelector = strict({
-  matchLabels: z.record(z.string(), z.string()).optional(),
-  matchExpressions: z.array(selectorRequirement).optional(),
+  matchLabels: labelMap('label selector').optional().describe('Labels that must all be set to these values.'),
+  matchExpressions: z.array(selectorRequirement(LABEL_OPERATORS)).optional().describe('Requirements on the labels.'),
 });
 const podAffinityTerm = strict({
-  labelSelector: labelSelector.optional(),
-  namespaceSelector: labelSelector.optional(),
-  namespaces: z.array(z.string()).optional(),
-  topologyKey: z.string(),
-  matchLabelKeys: z.array(z.string()).optional(),
-  mismatchLabelKeys: z.array(z.string()).optional(),
+  labelSelector: labelSelector.optional().describe('The pods the term is about, by their labels.'),
+  namespaceSelector: labelSelector.optional().describe('The namespaces of those pods, by their labels.'),
+  namespaces: z
+    .array(z.string())
+    .optional()
+    .describe("The namespaces of those pods, by name; with no namespaceSelector either: the model's namespace."),
+  topologyKey: labelKey('topology.kubernetes.io/zone').describe(
+    'The node label whose value says what is near, like topology.kubernetes.io/zone.',
+  ),
+  matchLabelKeys: z
+    .array(z.string())
+    .optional()
+    .describe('Label keys whose values, taken from the pod being scheduled, the pods must match too.'),
+  mismatchLabelKeys: z
+    .array(z.string())
+    .optional()
+    .describe('Label keys whose values, taken from the pod being scheduled, the pods must not match.'),
 });
-const weight = int('a whole number from 1 to 100').min(1).max(100);
+const weight = int('a whole number from 1 to 100')
+  .min(1)
+  .max(100)
+  .describe('How much the scheduler prefers this, from 1 to 100.');
 const podAffinity = strict({
-  requiredDuringSchedulingIgnoredDuringExecution: z.array(podAffinityTerm).optional(),
+  requiredDuringSchedulingIgnoredDuringExecution: z
+    .array(podAffinityTerm)
+    .optional()
+    .describe('Terms the scheduler must satisfy.'),
   preferredDuringSchedulingIgnoredDuringExecution: z
-    .array(strict({ weight, podAffinityTerm: podAffinityTerm }))
-    .optional(),
+    .array(strict({ weight, podAffinityTerm: podAffinityTerm.describe('The preferred term.') }))
+    .optional()
+    .describe('Terms the scheduler prefers, by weight.'),
 });
 const affinitySchema = strict({
   nodeAffinity: strict({
-    requiredDuringSchedulingIgnoredDuringExecution: strict({ nodeSelectorTerms: z.array(nodeSelectorTerm) }).optional(),
+    requiredDuringSchedulingIgnoredDuringExecution: strict({
+      nodeSelectorTerms: z.array(nodeSelectorTerm).describe('Node terms; a node must match at least one.'),
+    })
+      .optional()
+      .describe('The nodes the pods may be scheduled on.'),
     preferredDuringSchedulingIgnoredDuringExecution: z
-      .array(strict({ weight, preference: nodeSelectorTerm }))
-      .optional(),
-  }).optional(),
-  podAffinity: podAffinity.optional(),
-  podAntiAffinity: podAffinity.optional(),
+      .array(strict({ weight, preference: nodeSelectorTerm.describe('The preferred node term.') }))
+      .optional()
+      .describe('Nodes the scheduler prefers, by weight.'),
+  })
+    .optional()
+    .describe('Which nodes the pods run on, by their labels.'),
+  podAffinity: podAffinity.optional().describe('Pods the pods are scheduled near.'),
+  podAntiAffinity: podAffinity.optional().describe('Pods the pods are scheduled away from.'),
 });
 
 export type Affinity = z.output<typeof affinitySchema>;
 
 const schedulingSchema = strict({
-  nodeSelector: labelMap('node selector').default({}),
-  tolerations: z.array(tolerationSchema).default([]),
-  affinity: affinitySchema.nullable().default(null),
+  nodeSelector: labelMap('node selector').default({}).describe('Labels a node must have to run the pods.'),
+  tolerations: z.array(tolerationSchema).default([]).describe("Taints of nodes the pods tolerate, as in a pod's spec."),
+  affinity: affinitySchema
+    .nullable()
+    .default(null)
+    .describe("Kubernetes' affinity, as in a pod's spec: nodeAffinity, podAffinity, podAntiAffinity. null: none."),
 });
 
 const pullerSchema = strict({
-  image: imageRef.nullable().default(null),
-  deadline: duration('2h').default('2h'),
-  backoffLimit: int('a whole number of retries, 0 or more').min(0, 'must be 0 or more').default(2),
+  image: imageRef
+    .nullable()
+    .default(null)
+    .describe("The puller's image; null: the engine's image (it has python3 and huggingface_hub)."),
+  deadline: duration('2h').default('2h').describe('A download still running after this long fails, like 2h.'),
+  backoffLimit: int('a whole number of retries, 0 or more')
+    .min(0, 'must be 0 or more')
+    .default(2)
+    .describe('How often a failed download is retried.'),
 });
 
 // ---------------------------------------------------------------------------------------------------------------
 // The document
 
 const specSchema = strict({
-  cluster: dnsLabel('cluster name (it picks the worker and task queue)', 'default').default(DEFAULT_CLUSTER),
-  source: sourceSchema,
-  engine: engineSchema.prefault({}),
-  resources: resourcesSchema.prefault({}),
-  storage: storageSchema.prefault({}),
-  scheduling: schedulingSchema.prefault({}),
-  replicas: int('a whole number of replicas, 0 or more').min(0, 'must be 0 or more').default(1),
-  puller: pullerSchema.prefault({}),
+  cluster: dnsLabel('cluster name (it picks the worker and task queue)', 'default')
+    .default(DEFAULT_CLUSTER)
+    .describe('The cluster whose worker serves the model (task queue ferry-<cluster>). Cannot change later.'),
+  source: sourceSchema.describe('Where the weights come from: exactly one of huggingface or pvc.'),
+  engine: engineSchema.prefault({}).describe('The vLLM engine: its image, arguments, environment and API key.'),
+  resources: resourcesSchema.prefault({}).describe('What each engine pod asks for.'),
+  storage: storageSchema
+    .prefault({})
+    .describe("The model's own volume, <name>-weights, which holds the weights the engine reads."),
+  scheduling: schedulingSchema
+    .prefault({})
+    .describe('Where the engine and the puller may run (both get the same, so the volume binds where they run).'),
+  replicas: int('a whole number of replicas, 0 or more')
+    .min(0, 'must be 0 or more')
+    .default(1)
+    .describe('Engine pods; 0 keeps the volume, the weights and the Service but stops the engine.'),
+  puller: pullerSchema.prefault({}).describe('The Job that downloads or copies the weights into the volume.'),
 });
 
 const documentSchema = strict({
-  apiVersion: z.literal(API_VERSION, { error: mustBe(API_VERSION) }),
-  kind: z.literal(KIND, { error: mustBe(KIND) }),
+  apiVersion: z.literal(API_VERSION, { error: mustBe(API_VERSION) }).describe('The version of the document format.'),
+  kind: z.literal(KIND, { error: mustBe(KIND) }).describe('The kind of document.'),
   metadata: strict({
-    name: modelName,
-    namespace: dnsLabel('namespace name', 'models').default('default'),
-    labels: labelMap('label').default({}),
-  }),
-  spec: specSchema,
+    name: modelName.describe(
+      'The name of the model: a DNS-1035 label (it names the Service), not "vllm". Cannot change later.',
+    ),
+    namespace: dnsLabel('namespace name', 'models')
+      .default('default')
+      .describe("The namespace of the model's Kubernetes objects. Cannot change later."),
+    labels: labelMap('label')
+      .default({})
+      .describe("Labels added to every object Ferry creates; Ferry's own labels win on conflict."),
+  }).describe('The name and namespace identify the model (and its workflow).'),
+  spec: specSchema.describe('What to serve, and how.'),
 });
 
 type Document = z.output<typeof documentSchema>;
