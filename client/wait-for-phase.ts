@@ -133,7 +133,9 @@ export async function waitForPhase(
         pause = readRetryMs;
         readRetryMs = Math.min(readRetryMs * 2, pollIntervalMs);
       }
-      const retryIn = held ? Infinity : Math.max(0, nextUpdateAt - Date.now());
+      // The update is asked again only after a status was read this round (it needs the generation, and a live run).
+      const canHold = !held && status !== undefined && isLive(status);
+      const retryIn = canHold ? Math.max(0, nextUpdateAt - Date.now()) : Infinity;
       const answered = await sleepUnless(Math.min(pause, remaining, retryIn), held, signal);
       if (answered !== 'slept') {
         // Decided, or let go by a run continuing as new (the next run is asked shortly), or failed (a worker from
