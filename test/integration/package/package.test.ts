@@ -179,7 +179,12 @@ it('tears the model down when the evaluating parent is terminated: its objects g
     expect(lines.at(-1)).toEqual({ ended: 'TerminatedFailure' });
     await everythingGone(name);
     const model = client.workflow.getHandle(`servedmodel/${cluster}/${kube.ns}/${name}`);
-    expect((await model.describe()).status.name).toBe('CANCELLED');
+    // The objects go a moment before the model's workflow records its end.
+    const closed = await waitFor('the model workflow to close', 30_000, async () => {
+      const state = (await model.describe()).status.name;
+      return state === 'RUNNING' ? undefined : state;
+    });
+    expect(closed).toBe('CANCELLED');
     console.log(`objects of ${name}: ${whileEvaluating.length} while evaluating, 0 after the parent was terminated`);
   } finally {
     program.kill();
