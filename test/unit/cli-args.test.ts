@@ -119,6 +119,19 @@ describe('parseCommand', () => {
     }
   });
 
+  it('suggests the nearest command or flag for a typo, and nothing for what is not near', () => {
+    expect(parseError(['lsit']).message).toBe(
+      'unknown command "lsit"; did you mean list? commands: serve, update, apply, status, list, delete, watch',
+    );
+    expect(parseError(['serve', '-f', 'm.yaml', '--wiat']).message).toBe(
+      "Unknown option '--wiat'; did you mean --wait?",
+    );
+    expect(parseError(['status', 'qwen', '--namspace', 'models']).message).toMatch(/did you mean --namespace\?$/);
+    expect(parseError(['delete', 'qwen', '--reas=x']).message).toMatch(/did you mean --reason\?$/);
+    expect(parseError(['serve', '-f', 'm.yaml', '--bogus']).message).toBe("Unknown option '--bogus'");
+    expect(parseError(['launch']).message).not.toMatch(/did you mean/);
+  });
+
   it('rejects bad usage with a message that says what is expected', () => {
     expect(parseError([]).message).toBe('no command given');
     expect(parseError(['launch']).message).toMatch(/unknown command "launch"; commands: serve, update/);
