@@ -11,7 +11,7 @@ export const EXIT = {
   notFound: 3,
   /** A wait ran out of time. */
   timeout: 4,
-  /** Temporal (or a worker for the model's cluster) cannot be reached. */
+  /** Temporal (or its namespace, or a worker for the model's cluster) cannot be reached. */
   unavailable: 5,
   /** Interrupted (Ctrl-C). */
   interrupted: 130,

@@ -1,6 +1,6 @@
 // A command that talks to Temporal: validate what can be validated offline, connect, run, map errors to exit codes.
 // `client/cli.ts` imports this module only when such a command runs: it loads zod, YAML and the Temporal client.
-import type { Client } from '@temporalio/client';
+import { NamespaceNotFoundError, type Client } from '@temporalio/client';
 import { connectWith } from '../connect.js';
 import { parseModelDocument } from '../document.js';
 import {
@@ -62,6 +62,14 @@ export async function runCommand(command: ServerCommand, io: CliIO): Promise<num
     }
     if (isUnavailable(err)) {
       io.stderr.write(`error: lost the connection to Temporal at ${settings.address}\n`);
+      return EXIT.unavailable;
+    }
+    // A namespace that does not exist is a connection problem (exit 5), not a model that failed.
+    if (err instanceof NamespaceNotFoundError) {
+      io.stderr.write(
+        `error: Temporal at ${settings.address} has no namespace ${JSON.stringify(settings.namespace)}; ` +
+          'check TEMPORAL_NAMESPACE, --temporal-namespace or the temporal.toml profile\n',
+      );
       return EXIT.unavailable;
     }
     io.stderr.write(`${errorLines(err)}\n`);

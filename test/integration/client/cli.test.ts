@@ -187,6 +187,16 @@ describe('ferry CLI', () => {
     expect(done.stdout).toMatch(/^\d\d:\d\d:\d\d {2}Ready +generation 1 +http:\/\//m);
   });
 
+  it('exits 5 and names the namespace when Temporal has no such namespace', async () => {
+    for (const args of [['list'], ['status', 'qwen', '-n', 'models']]) {
+      const run = await runFerry([...args, '--temporal-namespace', 'no-such-namespace']);
+      expect(run.code, args.join(' ')).toBe(5);
+      expect(run.stderr).toMatch(
+        /^error: Temporal at \S+ has no namespace "no-such-namespace"; check TEMPORAL_NAMESPACE/,
+      );
+    }
+  });
+
   it('exits 5 and names the address when Temporal cannot be reached', async () => {
     const run = await runFerry(['list'], { TEMPORAL_ADDRESS: '127.0.0.1:9' });
     expect(run.code).toBe(5);
