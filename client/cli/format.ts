@@ -33,7 +33,7 @@ export function progressBar(fraction: number, width = 24): string {
 }
 
 /** The status as `ferry status` shows it. */
-export function formatStatus(status: ModelStatus, now: Date): string {
+export function formatStatus(status: ModelStatus, now: Date, webUi?: string): string {
   const lines = [`${status.name}  (namespace ${status.namespace}, cluster ${status.cluster})`];
   const field = (name: string, value: string) => lines.push(`  ${`${name}:`.padEnd(12)} ${value}`);
   field('phase', status.phase);
@@ -57,6 +57,7 @@ export function formatStatus(status: ModelStatus, now: Date): string {
     field('last error', `${reason}${where.length ? ` (${where.join(', ')})` : ''}: ${message}`);
   }
   field('age', age(status.startedAt, now));
+  if (webUi) field('web UI', webUi);
   if (status.conditions.length > 0) {
     lines.push('  conditions:');
     lines.push(

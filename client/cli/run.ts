@@ -31,12 +31,15 @@ export async function runCommand(command: ServerCommand, io: CliIO): Promise<num
   // Everything that needs no server is checked first: a bad document never waits for a connection.
   let doc: unknown;
   let settings: TemporalSettings;
+  let webUiUrl: string | undefined;
   try {
     if (command.kind === 'serve' || command.kind === 'update' || command.kind === 'apply') {
       doc = await readDocument({ io }, command.file);
       parseModelDocument(doc);
     }
-    settings = temporalSettingsFromEnv(io.env, command.temporal, readLocalStackEnv(io.env, io.cwd).vars);
+    const local = readLocalStackEnv(io.env, io.cwd).vars;
+    settings = temporalSettingsFromEnv(io.env, command.temporal, local);
+    webUiUrl = io.env.TEMPORAL_UI_URL || (io.env.TEMPORAL_ADDRESS ? undefined : local.TEMPORAL_UI_URL) || undefined;
   } catch (err) {
     // An unreadable or invalid document, or a broken Temporal profile: all bad input.
     io.stderr.write(
@@ -52,7 +55,7 @@ export async function runCommand(command: ServerCommand, io: CliIO): Promise<num
     io.stderr.write(`${errorLines(err)}\n`);
     return exitCodeOf(err);
   }
-  const ctx: CliContext = { client, io };
+  const ctx: CliContext = { client, io, ...(webUiUrl ? { webUiUrl } : {}) };
   try {
     return await run(ctx, command, doc);
   } catch (err) {

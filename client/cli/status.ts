@@ -2,14 +2,15 @@
 import { listModels } from '../list-models.js';
 import { getModelStatus } from '../model-status.js';
 import type { Command } from './args.js';
-import { printJson, resolveRef, type CliContext } from './context.js';
+import { printJson, resolveRef, webUiLink, type CliContext } from './context.js';
 import { EXIT } from './exit-codes.js';
 import { formatList, formatStatus } from './format.js';
 
 export async function statusCommand(ctx: CliContext, cmd: Extract<Command, { kind: 'status' }>): Promise<number> {
-  const status = await getModelStatus(ctx.client, await resolveRef(ctx, cmd.ref));
+  const ref = await resolveRef(ctx, cmd.ref);
+  const status = await getModelStatus(ctx.client, ref);
   if (cmd.output === 'json') printJson(ctx, status);
-  else ctx.io.stdout.write(`${formatStatus(status, ctx.io.now())}\n`);
+  else ctx.io.stdout.write(`${formatStatus(status, ctx.io.now(), webUiLink(ctx, ref))}\n`);
   return EXIT.ok;
 }
 

@@ -94,6 +94,13 @@ describe('formatStatus', () => {
     );
   });
 
+  it("links the model's workflow in the Web UI when the UI's address is known", () => {
+    const link = 'http://127.0.0.1:8233/namespaces/default/workflows/servedmodel%2Fdefault%2Fmodels%2Fqwen';
+    const lines = formatStatus(status(), now, link).split('\n');
+    expect(lines[lines.indexOf('  age:         10m 00s') + 1]).toBe(`  web UI:      ${link}`);
+    expect(formatStatus(status(), now)).not.toContain('web UI');
+  });
+
   it('shows the last error with its reason, step and generation, the waiting reason and download progress', () => {
     const text = formatStatus(
       status({

@@ -91,6 +91,14 @@ describe('ferry CLI', () => {
     expect(summary.stdout).toMatch(/^ {2}phase: +Ready$/m);
     expect(summary.stdout).toMatch(/^ {2}generation: +2 \(observed 2\)$/m);
     expect(summary.stdout).toMatch(/^ {4}STEP +GEN +OUTCOME +TOOK +STARTED +DETAIL$/m);
+    // With the Web UI's address known, status links the model's workflow there.
+    const linked = await runFerry(['status', name, '-n', 'models', '--cluster', ferry.cluster], {
+      TEMPORAL_UI_URL: 'http://ui.example:8233/',
+    });
+    expect(linked.stdout).toContain(
+      `  web UI:      http://ui.example:8233/namespaces/default/workflows/servedmodel%2F${ferry.cluster}%2Fmodels%2F${name}\n`,
+    );
+    expect(summary.stdout).not.toContain('web UI');
 
     // delete --wait: exit 0, everything torn down, the workflow completed; a second delete is a no-op.
     const deleted = await runFerry(['delete', name, '-n', 'models', '--cluster', ferry.cluster, '--wait']);
