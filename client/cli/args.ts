@@ -235,7 +235,7 @@ function didYouMean(word: string, words: readonly string[]): string {
  * The word of `words` nearest to `typed` by edit distance (insertions, deletions, substitutions, and swaps of two
  * neighbours), if it is within a third of the word's length (at least 1, at most 3); a unique prefix counts too.
  */
-export function nearest(typed: string, words: readonly string[]): string | undefined {
+function nearest(typed: string, words: readonly string[]): string | undefined {
   const prefixed = words.filter((w) => typed.length >= 3 && w.startsWith(typed));
   if (prefixed.length === 1) return prefixed[0];
   let best: { word: string; distance: number } | undefined;
