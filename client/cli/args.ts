@@ -10,6 +10,8 @@ import type { TemporalOverrides } from '../temporal-env.js';
 const COMMANDS = ['serve', 'update', 'apply', 'status', 'list', 'delete', 'watch'] as const;
 export type CommandName = (typeof COMMANDS)[number];
 type OutputFormat = 'text' | 'json';
+/** The namespace a command means without -n, as kubectl's without a namespace in its context. */
+const DEFAULT_NAMESPACE = 'default';
 
 /** A model named on the command line; `cluster` unset means "find it" (see `resolveRef`). */
 export interface RefArgs {
@@ -30,7 +32,15 @@ export type Command =
   | (Common & { kind: 'update'; file: string; wait: boolean; timeoutMs?: number })
   | (Common & { kind: 'apply'; file: string; wait: boolean; timeoutMs?: number })
   | (Common & { kind: 'status'; ref: RefArgs })
-  | (Common & { kind: 'list'; phases: Phase[]; namespace?: string; cluster?: string; all: boolean })
+  | (Common & {
+      kind: 'list';
+      phases: Phase[];
+      /** The one namespace listed; absent with -A/--all-namespaces: every namespace. */
+      namespace?: string;
+      cluster?: string;
+      /** --include-deleted: models whose workflow has closed too. */
+      includeDeleted: boolean;
+    })
   | (Common & { kind: 'delete'; ref: RefArgs; wait: boolean; timeoutMs?: number; reason?: string })
   | (Common & { kind: 'watch'; ref: RefArgs; timeoutMs?: number });
 
@@ -64,7 +74,12 @@ const OPTIONS = {
   update: { file: { type: 'string', short: 'f' }, wait: { type: 'boolean' }, timeout: { type: 'string' } },
   apply: { file: { type: 'string', short: 'f' }, wait: { type: 'boolean' }, timeout: { type: 'string' } },
   status: { ...REF_OPTIONS },
-  list: { phase: { type: 'string' }, ...REF_OPTIONS, all: { type: 'boolean', short: 'A' } },
+  list: {
+    phase: { type: 'string' },
+    ...REF_OPTIONS,
+    'all-namespaces': { type: 'boolean', short: 'A' },
+    'include-deleted': { type: 'boolean' },
+  },
   delete: { ...REF_OPTIONS, wait: { type: 'boolean' }, timeout: { type: 'string' }, reason: { type: 'string' } },
   watch: { ...REF_OPTIONS, timeout: { type: 'string' } },
 } as const satisfies Record<CommandName, ParseArgsConfig['options']>;
@@ -98,6 +113,13 @@ export function parseCommand(argv: readonly string[]): Command {
   } catch (err) {
     const message = (err as Error).message.replace(/\. To specify a positional argument.*$/s, '');
     const unknown = /^Unknown option '(-{1,2}[^']+)'/.exec(message)?.[1];
+    // `ferry list --all` once meant "deleted ones too"; next to -A/--all-namespaces it would be ambiguous.
+    if (command === 'list' && unknown?.split('=')[0] === '--all') {
+      throw new UsageError(
+        '--all is now --include-deleted (deleted models); -A/--all-namespaces lists every namespace',
+        command,
+      );
+    }
     const flags = Object.entries({ ...GLOBAL_OPTIONS, ...OPTIONS[command] }).map(([name]) => `--${name}`);
     const near = unknown ? nearest(unknown.split('=')[0]!, flags) : undefined;
     throw new UsageError(near ? `${message}; did you mean ${near}?` : message, command);
@@ -146,16 +168,17 @@ export function parseCommand(argv: readonly string[]): Command {
         ...(str('reason') ? { reason: str('reason') } : {}),
       };
     case 'list': {
-      noPositionals(positionals, command, 'filter with --phase, -n and --cluster');
-      const namespace = label(str('namespace'), 'namespace', command);
+      noPositionals(positionals, command, 'filter with --phase, -n, -A and --cluster');
+      // As kubectl: -A wins over -n (the namespace is ignored, though it must still be a namespace).
+      const namespace = label(str('namespace'), 'namespace', command) ?? DEFAULT_NAMESPACE;
       const cluster = label(str('cluster'), 'cluster', command);
       return {
         kind: 'list',
         ...common,
         phases: phaseList(str('phase'), command),
-        ...(namespace ? { namespace } : {}),
+        ...(bool('all-namespaces') ? {} : { namespace }),
         ...(cluster ? { cluster } : {}),
-        all: bool('all'),
+        includeDeleted: bool('include-deleted'),
       };
     }
   }
@@ -198,7 +221,7 @@ function refArgs(
     throw new UsageError(`one NAME only, got ${positionals.map((p) => JSON.stringify(p)).join(' ')}`, command);
   }
   const name = label(positionals[0], 'NAME', command)!;
-  const namespace = label(values.namespace as string | undefined, 'namespace', command) ?? 'default';
+  const namespace = label(values.namespace as string | undefined, 'namespace', command) ?? DEFAULT_NAMESPACE;
   const cluster = label(values.cluster as string | undefined, 'cluster', command);
   return { name, namespace, ...(cluster ? { cluster } : {}) };
 }

@@ -13,10 +13,42 @@ export function table(rows: string[][], indent = ''): string {
     .join('\n');
 }
 
-/** `3m 05s` between two ISO times (or until `now`). */
-function age(fromIso: string | Date, now: Date): string {
-  const from = typeof fromIso === 'string' ? new Date(fromIso) : fromIso;
-  return formatDuration(Math.max(0, now.getTime() - from.getTime()));
+/**
+ * How long ago `from` was, as kubectl prints an AGE (`duration.HumanDuration` of k8s.io/apimachinery through
+ * `translateTimestampSince`): `<unknown>` for a time that is not one.
+ */
+function age(from: string | Date, now: Date): string {
+  const ms = now.getTime() - new Date(from).getTime();
+  return Number.isNaN(ms) ? '<unknown>' : humanDuration(ms);
+}
+
+/**
+ * A duration as kubectl prints one, two or three significant figures: `90s`, `5m30s`, `45m`, `3h20m`, `20h`,
+ * `3d4h`, `200d`, `2y30d`, `9y`. Up to a second in the future is `0s` (clock skew); further is `<invalid>`.
+ */
+export function humanDuration(ms: number): string {
+  // Go's int(d.Seconds()) and integer division truncate toward zero; every step below keeps that.
+  const seconds = Math.trunc(ms / 1_000);
+  if (seconds < -1) return '<invalid>';
+  if (seconds < 0) return '0s';
+  if (seconds < 60 * 2) return `${seconds}s`;
+  const minutes = Math.trunc(seconds / 60);
+  if (minutes < 10) return seconds % 60 === 0 ? `${minutes}m` : `${minutes}m${seconds % 60}s`;
+  if (minutes < 60 * 3) return `${minutes}m`;
+  const hours = Math.trunc(minutes / 60);
+  if (hours < 8) return minutes % 60 === 0 ? `${hours}h` : `${hours}h${minutes % 60}m`;
+  if (hours < 48) return `${hours}h`;
+  const days = Math.trunc(hours / 24);
+  if (hours < 24 * 8) return hours % 24 === 0 ? `${days}d` : `${days}d${hours % 24}h`;
+  if (hours < 24 * 365 * 2) return `${days}d`;
+  const years = Math.trunc(days / 365);
+  if (hours < 24 * 365 * 8) return days % 365 === 0 ? `${years}y` : `${years}y${days % 365}d`;
+  return `${years}y`;
+}
+
+/** `9m 30s` from `from` until `now`: a step's running time, in the units of the durations beside it. */
+function elapsed(from: string, now: Date): string {
+  return formatDuration(Math.max(0, now.getTime() - new Date(from).getTime()));
 }
 
 /** `1.2 GiB of 3.4 GiB (35%)`, or `1.2 GiB` without a total. */
@@ -89,7 +121,7 @@ export function formatStatus(status: ModelStatus, now: Date, webUi?: string): st
 }
 
 function timelineRow(entry: TimelineEntry, now: Date): string[] {
-  const took = entry.durationMs !== undefined ? formatDuration(entry.durationMs) : `${age(entry.startedAt, now)}…`;
+  const took = entry.durationMs !== undefined ? formatDuration(entry.durationMs) : `${elapsed(entry.startedAt, now)}…`;
   return [
     entry.step,
     String(entry.generation),
@@ -100,14 +132,18 @@ function timelineRow(entry: TimelineEntry, now: Date): string[] {
   ];
 }
 
-/** The table `ferry list` prints. */
-export function formatList(models: ModelSummary[], now: Date): string {
-  if (models.length === 0) return 'no models';
+/**
+ * The table `ferry list` prints, as kubectl's: for one `namespace` no NAMESPACE column; for every namespace
+ * (`namespace` undefined, -A) a NAMESPACE column first.
+ */
+export function formatList(models: ModelSummary[], now: Date, namespace?: string): string {
+  if (models.length === 0) return namespace ? `no models in namespace ${namespace}` : 'no models';
+  const everyNamespace = namespace === undefined;
   return table([
-    ['NAME', 'NAMESPACE', 'CLUSTER', 'PHASE', 'READY', 'GEN', 'ENDPOINT', 'AGE'],
+    [...(everyNamespace ? ['NAMESPACE'] : []), 'NAME', 'CLUSTER', 'PHASE', 'READY', 'GEN', 'ENDPOINT', 'AGE'],
     ...models.map((m) => [
+      ...(everyNamespace ? [m.namespace] : []),
       m.name,
-      m.namespace,
       m.cluster,
       // A workflow that ended without deleting the model (terminated, failed) no longer manages it: say so.
       m.execution === 'RUNNING' || m.execution === 'COMPLETED' ? m.phase : `${m.phase} (${m.execution.toLowerCase()})`,

@@ -18,7 +18,7 @@ Commands:
   update -f FILE [--wait] [--timeout 45m]      change a running model's spec
   apply -f FILE [--wait] [--timeout 45m]       serve FILE if the model is not running, else update it to FILE
   status NAME [-n NS] [--cluster C]            phase, endpoint, replicas, last error, timeline
-  list [--phase P[,P]] [-n NS] [--cluster C]   models by phase, namespace, cluster (-A: deleted ones too)
+  list [-n NS | -A] [--phase P[,P]]            models in namespace default or NS; -A: every namespace
   delete NAME [-n NS] [--wait]                 tear the model down
   watch NAME [-n NS]                           follow phase changes and download progress live
 
@@ -70,16 +70,19 @@ model); invalid documents and changes of immutable fields are refused as by \`fe
   --cluster CLUSTER      the cluster serving it (default: found by name, else FERRY_CLUSTER or default)
   -o json                print the full status
 `,
-  list: `Usage: ferry list [--phase PHASE[,PHASE]] [-n NAMESPACE] [--cluster CLUSTER] [-A] [-o json]
+  list: `Usage: ferry list [-n NAMESPACE | -A] [--phase PHASE[,PHASE]] [--cluster CLUSTER] [--include-deleted] [-o json]
 
-Lists models through Temporal visibility (it can lag a second behind).
+Lists the models of one namespace, as kubectl does: default without -n; every namespace with -A (a NAMESPACE
+column first; -A wins over -n). Read through Temporal visibility, which can lag a second behind. AGE is printed
+as kubectl prints it (90s, 5m30s, 3h20m, 3d4h, 200d).
 
+  -n, --namespace NS     this namespace (default: default)
+  -A, --all-namespaces   every namespace
   --phase PHASES         Pending, Provisioning, Downloading, Releasing, Starting, Ready, Updating, Degraded,
                          Failed, Deleting, Deleted (comma-separated)
-  -n, --namespace NS     only this namespace (default: all)
   --cluster CLUSTER      only this cluster (default: all)
-  -A, --all              include deleted models (closed workflows)
-  -o json                print an array
+  --include-deleted      deleted models too (closed workflows)
+  -o json                print an array (the same models)
 `,
   delete: `Usage: ferry delete NAME [-n NAMESPACE] [--cluster CLUSTER] [--wait] [--timeout DURATION] [--reason TEXT]
 

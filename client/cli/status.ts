@@ -21,11 +21,11 @@ export async function listCommand(ctx: CliContext, cmd: Extract<Command, { kind:
       ...(cmd.phases.length > 0 ? { phase: cmd.phases } : {}),
       ...(cmd.namespace ? { namespace: cmd.namespace } : {}),
       ...(cmd.cluster ? { cluster: cmd.cluster } : {}),
-      includeClosed: cmd.all,
+      includeClosed: cmd.includeDeleted,
     },
     { withStatus: true },
   );
   if (cmd.output === 'json') printJson(ctx, models);
-  else ctx.io.stdout.write(`${formatList(models, ctx.io.now())}\n`);
+  else ctx.io.stdout.write(`${formatList(models, ctx.io.now(), cmd.namespace)}\n`);
   return EXIT.ok;
 }

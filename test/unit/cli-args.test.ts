@@ -74,13 +74,59 @@ describe('parseCommand', () => {
   });
 
   it('parses list filters; phases are case-insensitive and comma-separated', () => {
-    expect(parseCommand(['list'])).toEqual({ kind: 'list', phases: [], all: false, output: 'text', temporal: {} });
-    expect(parseCommand(['list', '--phase', 'ready,Degraded', '-n', 'models', '--cluster', 'c1', '-A'])).toMatchObject({
+    expect(parseCommand(['list', '--phase', 'ready,Degraded', '-n', 'models', '--cluster', 'c1'])).toMatchObject({
       phases: ['Ready', 'Degraded'],
       namespace: 'models',
       cluster: 'c1',
-      all: true,
     });
+  });
+
+  it('lists one namespace as kubectl does: default without -n, every one with -A, deleted models on request', () => {
+    // Without flags: the namespace every other command means without -n, running models only.
+    expect(parseCommand(['list'])).toEqual({
+      kind: 'list',
+      phases: [],
+      namespace: 'default',
+      includeDeleted: false,
+      output: 'text',
+      temporal: {},
+    });
+    expect(parseCommand(['list', '-n', 'models'])).toMatchObject({ namespace: 'models', includeDeleted: false });
+    expect(parseCommand(['list', '--namespace=models'])).toMatchObject({ namespace: 'models' });
+    // -A and --all-namespaces: no namespace at all, so every one.
+    for (const argv of [
+      ['list', '-A'],
+      ['list', '--all-namespaces'],
+    ]) {
+      const cmd = parseCommand(argv);
+      expect(cmd, argv.join(' ')).toMatchObject({ kind: 'list', includeDeleted: false });
+      expect(cmd, argv.join(' ')).not.toHaveProperty('namespace');
+    }
+    // -A wins over -n, as kubectl's does (silently); the namespace must still be one.
+    expect(parseCommand(['list', '-n', 'models', '-A'])).not.toHaveProperty('namespace');
+    expect(parseCommand(['list', '-A', '--namespace', 'models'])).not.toHaveProperty('namespace');
+    expect(parseError(['list', '-A', '-n', 'My NS']).message).toMatch(/namespace must be a DNS label/);
+    // Deleted models only with --include-deleted, in one namespace or in all of them.
+    expect(parseCommand(['list', '--include-deleted'])).toMatchObject({ namespace: 'default', includeDeleted: true });
+    const everything = parseCommand(['list', '-A', '--include-deleted', '-o', 'json']);
+    expect(everything).toMatchObject({ includeDeleted: true, output: 'json' });
+    expect(everything).not.toHaveProperty('namespace');
+  });
+
+  it('says what the old list --all became, and treats -A as the namespaces flag on list only', () => {
+    const message = '--all is now --include-deleted (deleted models); -A/--all-namespaces lists every namespace';
+    for (const argv of [
+      ['list', '--all'],
+      ['list', '-n', 'models', '--all'],
+      ['list', '--all=true'],
+    ]) {
+      const err = parseError(argv);
+      expect(err.message, argv.join(' ')).toBe(message);
+      expect(err.command).toBe('list');
+    }
+    expect(parseError(['list', '--include-delted']).message).toMatch(/did you mean --include-deleted\?$/);
+    expect(parseError(['list', '--all-namespace']).message).toMatch(/did you mean --all-namespaces\?$/);
+    expect(parseError(['status', 'qwen', '-A']).message).toMatch(/^Unknown option '-A'/);
   });
 
   it('takes Temporal connection flags on every command', () => {
@@ -196,6 +242,11 @@ describe('runCli without a server', () => {
     expect(await runCli(['status'], bad)).toBe(2);
     expect(bad.err).toMatch(/^error: NAME is required .*\n\nUsage: ferry status NAME/);
     expect(bad.out).toBe('');
+
+    // The old list --all: exit 2 before connecting, saying what it became, with list's usage.
+    const old = fakeIO();
+    expect(await runCli(['list', '--all'], old)).toBe(2);
+    expect(old.err).toMatch(/^error: --all is now --include-deleted .*\n\nUsage: ferry list /);
   });
 
   it('rejects an invalid spec with one line per field and exit 2, before connecting', async () => {

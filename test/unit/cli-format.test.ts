@@ -5,6 +5,7 @@ import {
   errorLines,
   formatList,
   formatStatus,
+  humanDuration,
   progressBar,
   table,
 } from '../../client/cli/format.js';
@@ -82,14 +83,14 @@ describe('formatStatus', () => {
         '  replicas:    1/1 ready',
         '  generation:  2 (observed 2)',
         '  source:      huggingface:Qwen/Qwen2.5-0.5B-Instruct@main  (sha256 ab12cd34)',
-        '  age:         10m 00s',
+        '  age:         10m',
         '  conditions:',
         '    TYPE   STATUS  REASON  GEN  MESSAGE',
         '    Ready  True    Ready   2    serving qwen at http://qwen.models.svc:8000 (generation 2)',
         '  timeline:',
-        '    STEP      GEN  OUTCOME    TOOK    STARTED      DETAIL',
-        '    download  1    Succeeded  9m 30s  10m 00s ago  qwen-pull-ab12cd34 in 570s',
-        '    startup   2    running    30.0s…  30.0s ago',
+        '    STEP      GEN  OUTCOME    TOOK    STARTED  DETAIL',
+        '    download  1    Succeeded  9m 30s  10m ago  qwen-pull-ab12cd34 in 570s',
+        '    startup   2    running    30.0s…  30s ago',
       ].join('\n'),
     );
   });
@@ -97,7 +98,7 @@ describe('formatStatus', () => {
   it("links the model's workflow in the Web UI when the UI's address is known", () => {
     const link = 'http://127.0.0.1:8233/namespaces/default/workflows/servedmodel%2Fdefault%2Fmodels%2Fqwen';
     const lines = formatStatus(status(), now, link).split('\n');
-    expect(lines[lines.indexOf('  age:         10m 00s') + 1]).toBe(`  web UI:      ${link}`);
+    expect(lines[lines.indexOf('  age:         10m') + 1]).toBe(`  web UI:      ${link}`);
     expect(formatStatus(status(), now)).not.toContain('web UI');
   });
 
@@ -120,7 +121,7 @@ describe('formatStatus', () => {
     );
     expect(text).toContain('  model:       qwen');
     expect(text).toContain('  download:    3.0 GiB of 4.0 GiB (75%), Running');
-    expect(text).toContain('  waiting:     Unschedulable: 0/2 nodes have a free GPU (for 2m 00s)');
+    expect(text).toContain('  waiting:     Unschedulable: 0/2 nodes have a free GPU (for 2m)');
     expect(text).toContain(
       '  last error:  ImagePullBackOff (at rollout, generation 2): Back-off pulling image "vllm:nope"',
     );
@@ -138,28 +139,108 @@ describe('formatList', () => {
     ...patch,
   });
 
-  it('prints one row per model, with ready replicas and generations when the status query answered', () => {
-    expect(
-      formatList(
-        [
-          summary({ status: status() }),
-          summary({ name: 'llama', phase: 'Downloading' }),
-          summary({ name: 'old', phase: 'Ready', execution: 'TERMINATED' }),
-        ],
-        now,
-      ),
-    ).toBe(
+  const models = () => [
+    summary({ status: status() }),
+    summary({ name: 'llama', phase: 'Downloading', startedAt: new Date('2026-01-01T09:55:00Z') }),
+    summary({ name: 'old', phase: 'Ready', execution: 'TERMINATED', startedAt: new Date('2025-12-29T08:00:00Z') }),
+  ];
+
+  it('prints one row per model of one namespace, without a NAMESPACE column, ages as kubectl prints them', () => {
+    expect(formatList(models(), now, 'models')).toBe(
       [
-        'NAME   NAMESPACE  CLUSTER  PHASE               READY  GEN  ENDPOINT                     AGE',
-        'qwen   models     default  Ready               1/1    2/2  http://qwen.models.svc:8000  10m 00s',
-        'llama  models     default  Downloading         ?      ?                                 10m 00s',
-        'old    models     default  Ready (terminated)  -      -                                 10m 00s',
+        'NAME   CLUSTER  PHASE               READY  GEN  ENDPOINT                     AGE',
+        'qwen   default  Ready               1/1    2/2  http://qwen.models.svc:8000  10m',
+        'llama  default  Downloading         ?      ?                                 135m',
+        'old    default  Ready (terminated)  -      -                                 3d4h',
       ].join('\n'),
     );
   });
 
-  it('says so when there is nothing', () => {
+  it('puts a NAMESPACE column first for every namespace (-A), as kubectl does', () => {
+    expect(formatList([summary({ namespace: 'default' }), ...models()], now)).toBe(
+      [
+        'NAMESPACE  NAME   CLUSTER  PHASE               READY  GEN  ENDPOINT                     AGE',
+        'default    qwen   default  Ready               ?      ?                                 10m',
+        'models     qwen   default  Ready               1/1    2/2  http://qwen.models.svc:8000  10m',
+        'models     llama  default  Downloading         ?      ?                                 135m',
+        'models     old    default  Ready (terminated)  -      -                                 3d4h',
+      ].join('\n'),
+    );
+  });
+
+  it('prints a start in the future as kubectl does: 0s within a second (clock skew), else <invalid>', () => {
+    const ages = [999, 1_000, 1_999, 2_000, 60_000].map((ms) =>
+      formatList([summary({ startedAt: new Date(now.getTime() + ms) })], now, 'models')
+        .split('\n')[1]!
+        .split(/ +/)
+        .at(-1),
+    );
+    expect(ages).toEqual(['0s', '0s', '0s', '<invalid>', '<invalid>']);
+    expect(formatList([summary({ startedAt: new Date('not a time') })], now, 'models')).toMatch(/ <unknown>$/);
+  });
+
+  it('says so when there is nothing, naming the namespace when there is one', () => {
+    expect(formatList([], now, 'models')).toBe('no models in namespace models');
     expect(formatList([], now)).toBe('no models');
+  });
+});
+
+describe('humanDuration', () => {
+  const s = 1_000;
+  const m = 60 * s;
+  const h = 60 * m;
+  const d = 24 * h;
+  const y = 365 * d;
+
+  it("prints a duration as kubectl's duration.HumanDuration does, at every boundary", () => {
+    const cases: [number, string][] = [
+      // Seconds up to two minutes; a time up to a second ahead is now (clock skew), further ahead is invalid.
+      [-3 * s, '<invalid>'],
+      [-2 * s, '<invalid>'],
+      [-1_999, '0s'],
+      [-1 * s, '0s'],
+      [-1, '0s'],
+      [0, '0s'],
+      [999, '0s'],
+      [s, '1s'],
+      [59 * s, '59s'],
+      [60 * s, '60s'],
+      [2 * m - 1, '119s'],
+      // Minutes and seconds below ten minutes; whole minutes print without seconds.
+      [2 * m, '2m'],
+      [2 * m + s, '2m1s'],
+      [5 * m + 30 * s + 999, '5m30s'],
+      [10 * m - 1, '9m59s'],
+      // Minutes below three hours.
+      [10 * m, '10m'],
+      [10 * m + 59 * s, '10m'],
+      [3 * h - 1, '179m'],
+      // Hours and minutes below eight hours.
+      [3 * h, '3h'],
+      [3 * h + m, '3h1m'],
+      [8 * h - 1, '7h59m'],
+      // Hours below two days.
+      [8 * h, '8h'],
+      [8 * h + 30 * m, '8h'],
+      [48 * h - 1, '47h'],
+      // Days and hours below eight days.
+      [48 * h, '2d'],
+      [2 * d + h, '2d1h'],
+      [8 * d - 1, '7d23h'],
+      // Days below two (365-day) years.
+      [8 * d, '8d'],
+      [8 * d + 23 * h, '8d'],
+      [2 * y - 1, '729d'],
+      // Years and days below eight years.
+      [2 * y, '2y'],
+      [2 * y + d, '2y1d'],
+      [8 * y - 1, '7y364d'],
+      // Years.
+      [8 * y, '8y'],
+      [8 * y + 200 * d, '8y'],
+      [100 * y, '100y'],
+    ];
+    expect(cases.map(([ms]) => [ms, humanDuration(ms)])).toEqual(cases);
   });
 });
 

@@ -63,19 +63,17 @@ describe('ferry CLI', () => {
       status: { phase: 'Ready', observedGeneration: 2, replicas: 2, readyReplicas: 2 },
     });
 
-    // list --phase Ready finds it (visibility lags the workflow a little).
+    // list -n models --phase Ready finds it (visibility lags the workflow a little).
     const listed = await eventually(
-      () => runFerry(['list', '--phase', 'Ready', '--cluster', ferry.cluster, '-o', 'json']),
+      () => runFerry(['list', '-n', 'models', '--phase', 'Ready', '--cluster', ferry.cluster, '-o', 'json']),
       (run) => run.code === 0 && json<{ name: string }[]>(run.stdout).some((m) => m.name === name),
     );
     expect(json<unknown[]>(listed.stdout)).toContainEqual(
       expect.objectContaining({ name, namespace: 'models', cluster: ferry.cluster, phase: 'Ready' }),
     );
-    const table = await runFerry(['list', '--cluster', ferry.cluster]);
+    const table = await runFerry(['list', '-n', 'models', '--cluster', ferry.cluster]);
     expect(table.stdout).toMatch(
-      new RegExp(
-        `^NAME +NAMESPACE +CLUSTER +PHASE +READY +GEN +ENDPOINT +AGE\\n${name} +models +${ferry.cluster} +Ready +2/2 +2/2 `,
-      ),
+      new RegExp(`^NAME +CLUSTER +PHASE +READY +GEN +ENDPOINT +AGE\\n${name} +${ferry.cluster} +Ready +2/2 +2/2 `),
     );
 
     // status: found by name alone (its cluster comes from visibility), as JSON and as a summary.
@@ -111,6 +109,93 @@ describe('ferry CLI', () => {
     const gone = await runFerry(['status', name, '-n', 'models', '--cluster', ferry.cluster, '-o', 'json']);
     expect(json<ModelStatus>(gone.stdout).phase).toBe('Deleted');
   }, 180_000);
+
+  it('list shows the default namespace without -n, NS with -n, every one with -A, deleted ones with --include-deleted', async () => {
+    // One model in the default namespace and two in a namespace of this test's own, one of which is deleted.
+    const ns = `ns-${ferry.cluster}`;
+    const docs = [
+      ferry.doc((d) => (d.metadata.namespace = 'default')),
+      ferry.doc((d) => (d.metadata.namespace = ns)),
+      ferry.doc((d) => (d.metadata.namespace = ns)),
+    ];
+    const [here, there, gone] = docs.map((d) => d.metadata.name as string);
+    // A few seconds, or minutes and seconds on a slow machine.
+    const AGE = '\\d+(s|m(\\d+s)?)';
+    try {
+      const served = await Promise.all(
+        docs.map((d) => runFerry(['serve', '-f', writeDoc(d), '--wait', '--timeout', '1m'])),
+      );
+      expect(served.map((r) => r.code)).toEqual([0, 0, 0]);
+      const deleted = await runFerry(['delete', gone!, '-n', ns, '--cluster', ferry.cluster, '--wait']);
+      expect(deleted.code).toBe(0);
+
+      type Row = { name: string; namespace: string; execution: string; phase: string };
+      const rows = async (...args: string[]) => {
+        const run = await runFerry(['list', '--cluster', ferry.cluster, ...args, '-o', 'json']);
+        expect(run.code, args.join(' ')).toBe(0);
+        return json<Row[]>(run.stdout);
+      };
+      const list = async (...args: string[]) => (await rows(...args)).map((m) => `${m.namespace}/${m.name}`).sort();
+      // Visibility lags the workflows a little: wait until it has the deleted one closed and the other running.
+      await eventually(
+        () => list('-n', ns, '--include-deleted'),
+        (names) => names.length === 2,
+      );
+      await eventually(
+        () => list('-n', ns),
+        (names) => names.length === 1,
+      );
+
+      // No flags: the default namespace only; -n NS: that namespace, running models only.
+      expect(await list()).toEqual([`default/${here}`]);
+      expect(await list('-n', ns)).toEqual([`${ns}/${there}`]);
+      expect(await list('-n', ns, '--include-deleted')).toEqual([`${ns}/${gone}`, `${ns}/${there}`].sort());
+      // -A: every namespace, running models only; -A wins over -n, as kubectl's does.
+      const everywhere = await list('-A');
+      expect(everywhere).toEqual(expect.arrayContaining([`default/${here}`, `${ns}/${there}`]));
+      expect(everywhere).not.toContain(`${ns}/${gone}`);
+      expect(await list('-A', '-n', ns)).toEqual(everywhere);
+      // --include-deleted adds the deleted one, closed.
+      expect(await rows('--all-namespaces', '--include-deleted')).toContainEqual(
+        expect.objectContaining({ name: gone, namespace: ns, execution: 'COMPLETED', phase: 'Deleted' }),
+      );
+
+      // The table: no NAMESPACE column for one namespace; with -A a NAMESPACE column first. Ages as kubectl's (12s, 2m5s).
+      const one = await runFerry(['list', '--cluster', ferry.cluster]);
+      expect(one.stdout).toMatch(
+        new RegExp(
+          `^NAME +CLUSTER +PHASE +READY +GEN +ENDPOINT +AGE\\n${here} +${ferry.cluster} +Ready +1/1 +1/1 +\\S+ +${AGE}\\n$`,
+        ),
+      );
+      const every = await runFerry(['list', '--cluster', ferry.cluster, '-A']);
+      const lines = every.stdout.trimEnd().split('\n');
+      expect(lines[0]).toMatch(/^NAMESPACE +NAME +CLUSTER +PHASE +READY +GEN +ENDPOINT +AGE$/);
+      const row = (namespace: string, name: string) =>
+        new RegExp(`^${namespace} +${name} +${ferry.cluster} +Ready +1/1 +1/1 +\\S+ +${AGE}$`);
+      expect(lines).toEqual(
+        expect.arrayContaining([expect.stringMatching(row('default', here!)), expect.stringMatching(row(ns, there!))]),
+      );
+      const nothing = await runFerry(['list', '--cluster', ferry.cluster, '-n', 'no-models-here']);
+      expect(nothing).toMatchObject({ code: 0, stdout: 'no models in namespace no-models-here\n' });
+
+      // The old --all: exit 2, saying what it became.
+      const old = await runFerry(['list', '--all']);
+      expect(old.code).toBe(2);
+      expect(old.stderr).toMatch(
+        /^error: --all is now --include-deleted \(deleted models\); -A\/--all-namespaces lists every namespace\n/,
+      );
+    } finally {
+      // The worker's cleanup terminates models of namespace models only: these are in others.
+      for (const [name, namespace] of [
+        [here!, 'default'],
+        [there!, ns],
+      ] as const) {
+        await modelHandle(harness.client, { cluster: ferry.cluster, namespace, name })
+          .terminate('test finished')
+          .catch(() => undefined);
+      }
+    }
+  }, 120_000);
 
   it('apply starts a model that is not served, then updates it in place, and refuses an immutable change', async () => {
     const doc = ferry.doc();
