@@ -36,10 +36,18 @@ import { ModelLifecycle } from './lifecycle.js';
 export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalStatus> {
   const model = new ModelLifecycle(checkedSpec(input), input, resolveOptions(input.options));
 
-  setHandler(statusQuery, () => model.status);
-  setHandler(specQuery, () => model.desired);
-  setHandler(progressSignal, (progress) => model.progress(progress));
-  setHandler(modelChangedSignal, (change) => model.wake(change));
+  setHandler(statusQuery, () => model.status, {
+    description: 'The full status: phase, conditions, endpoint, replicas, last error, timeline, download progress',
+  });
+  setHandler(specQuery, () => model.desired, {
+    description: 'The spec the model is being brought to (the latest accepted one), every default filled in',
+  });
+  setHandler(progressSignal, (progress) => model.progress(progress), {
+    description: 'From the activities: download bytes and what a step waits for; folded into the status',
+  });
+  setHandler(modelChangedSignal, (change) => model.wake(change), {
+    description: "From the worker's watch: one of the model's objects changed; the workflow looks at it",
+  });
   setHandler(updateModelUpdate, (update) => model.update(update), {
     validator: (update: UpdateModelInput) => model.validateUpdate(update),
     description: 'Change the spec; rejected with field-level errors, reconciled afterwards',

@@ -374,7 +374,7 @@ describe('failure classification', () => {
 });
 
 describe('summary for the Web UI', () => {
-  it('shows phase, endpoint, last error and the timeline as markdown', () => {
+  it('shows phase, endpoint, last error and the timeline as markdown lists, one step a line', () => {
     const failed = failStep(
       beginStep(readyModel(), 'startup', 2, t(10)),
       'startup',
@@ -382,12 +382,62 @@ describe('summary for the Web UI', () => {
       2,
       t(11),
     );
-    const text = summarizeStatus(failed);
-    expect(text.split('\n')[0]).toBe('**models/qwen** on `gpu-a`: **Failed**');
-    expect(text).toContain('- endpoint: http://qwen.models.svc:8000/v1 (model `qwen`)');
-    expect(text).toContain('- last error at startup: **OOMKilled**: a\\|b');
-    expect(text).toContain('| download | 1 | Succeeded | 1.0s |  |');
-    expect(text).toContain('| startup | 2 | Failed | 1.0s | OOMKilled: a\\|b |');
+    expect(summarizeStatus(failed)).toBe(
+      [
+        '**models/qwen** on `gpu-a`: **Failed**',
+        '',
+        '- generation 1 (cluster at 1), 1 of 1 replicas ready, source `huggingface:Qwen/Qwen2.5-0.5B-Instruct@main`',
+        '- endpoint: http://qwen.models.svc:8000/v1 (model `qwen`)',
+        '- last error at startup: **OOMKilled**: a|b',
+        '',
+        '**Timeline**',
+        '',
+        '- claim (gen 1): Succeeded in 1.0s',
+        '- storage (gen 1): Succeeded in 1.0s',
+        '- download (gen 1): Succeeded in 1.0s',
+        '- release (gen 1): Succeeded in 1.0s',
+        '- rollout (gen 1): Succeeded in 1.0s',
+        '- startup (gen 1): Succeeded in 1.0s',
+        '- startup (gen 2): Failed after 1.0s — OOMKilled: a|b',
+      ].join('\n'),
+    );
+  });
+
+  it('says which step runs, and shows only the latest entries', () => {
+    const updating = beginStep(readyModel(), 'rollout', 2, t(10));
+    expect(summarizeStatus(updating).split('\n').at(-1)).toBe(
+      '- rollout (gen 2): running since 2026-01-01T12:00:10.000Z',
+    );
+    const timeline = Array.from({ length: 14 }, (_, i) => ({
+      step: 'rollout' as const,
+      generation: i + 1,
+      startedAt: t(i),
+      endedAt: t(i + 1),
+      durationMs: 1000,
+      outcome: 'Succeeded' as const,
+    }));
+    const lines = summarizeStatus({ ...readyModel(), timeline }).split('\n');
+    expect(lines).toContain('**Timeline** (the latest 12 of 14)');
+    expect(lines.filter((l) => l.startsWith('- rollout (gen '))).toHaveLength(12);
+    expect(lines.at(-1)).toBe('- rollout (gen 14): Succeeded in 1.0s');
+  });
+
+  it('keeps text from outside Ferry as plain text on one line', () => {
+    const failed = failStep(
+      beginStep(readyModel(), 'startup', 2, t(10)),
+      'startup',
+      {
+        reason: 'EngineExited',
+        message: 'log said:\n- *boom* in `main_loop` <script>x</script> [here](http://x) ~~a~~ &amp; \\',
+      },
+      2,
+      t(11),
+    );
+    const escaped =
+      'log said: - \\*boom\\* in \\`main\\_loop\\` \\<script\\>x\\</script\\> \\[here\\](http://x) \\~\\~a\\~\\~ \\&amp; \\\\';
+    const lines = summarizeStatus(failed).split('\n');
+    expect(lines).toContain(`- last error at startup: **EngineExited**: ${escaped}`);
+    expect(lines.at(-1)).toBe(`- startup (gen 2): Failed after 1.0s — EngineExited: ${escaped}`);
   });
 
   it('formats durations and sizes for people', () => {

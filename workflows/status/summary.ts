@@ -1,15 +1,25 @@
-// The Web UI's "current details" of a model: a short markdown summary of its status.
+// The Web UI's "current details" of a model: a short markdown summary of its status. Lists, not tables: the UI's
+// markdown frame pads no table cell, so a table row reads `download1Succeeded4.4s`; a list item reads the same there
+// as in `temporal workflow metadata`.
 import { formatBytes, formatDuration, type ModelStatus, type TimelineEntry } from '../contract/index.js';
 
 /** Timeline entries shown in the summary (the status query has them all). */
 const SUMMARY_ENTRIES = 12;
 
-// Markdown table cells must not break the table.
-const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\s*\n\s*/g, ' ');
+// Text from outside Ferry (messages, details) stays text: one line, no emphasis, code, links or raw HTML.
+const text = (value: string): string => value.replace(/\s*\n\s*/g, ' ').replace(/[\\`*_[\]<>&~]/g, '\\$&');
 
-function row(entry: TimelineEntry): string {
-  const took = entry.durationMs !== undefined ? formatDuration(entry.durationMs) : 'running';
-  return `| ${entry.step} | ${entry.generation} | ${entry.outcome ?? '…'} | ${took} | ${cell(entry.detail ?? '')} |`;
+/** `Succeeded in 4.4s`, `Failed after 2m 05s`, `running since 2026-01-01T12:00:10.000Z`. */
+function outcomeOf({ outcome, durationMs, startedAt }: TimelineEntry): string {
+  if (!outcome) return `running since ${startedAt}`;
+  if (durationMs === undefined) return outcome;
+  return `${outcome} ${outcome === 'Succeeded' ? 'in' : 'after'} ${formatDuration(durationMs)}`;
+}
+
+/** `- download (gen 1): Succeeded in 4.4s — chat-pull-1a2b3c4d in 4s`. */
+function item(entry: TimelineEntry): string {
+  const detail = entry.detail ? ` — ${text(entry.detail)}` : '';
+  return `- ${entry.step} (gen ${entry.generation}): ${outcomeOf(entry)}${detail}`;
 }
 
 /** Phase, endpoint, last error, waiting state, download progress and the latest timeline entries. */
@@ -17,25 +27,28 @@ export function summarizeStatus(status: ModelStatus): string {
   const lines = [
     `**${status.namespace}/${status.name}** on \`${status.cluster}\`: **${status.phase}**`,
     '',
-    `- generation ${status.generation} (cluster at ${status.observedGeneration}), ${status.readyReplicas}/${status.replicas} ready, source \`${status.source}\``,
+    `- generation ${status.generation} (cluster at ${status.observedGeneration}), ${status.readyReplicas} of ${status.replicas} replicas ready, source \`${status.source}\``,
   ];
   if (status.endpoint) lines.push(`- endpoint: ${status.endpoint} (model \`${status.servedModelName}\`)`);
   if (status.lastError) {
     const where = status.lastError.step ? ` at ${status.lastError.step}` : '';
-    lines.push(`- last error${where}: **${status.lastError.reason}**: ${cell(status.lastError.message)}`);
+    lines.push(`- last error${where}: **${status.lastError.reason}**: ${text(status.lastError.message)}`);
   }
   if (status.waiting)
     lines.push(
-      `- waiting: **${status.waiting.reason}** ${cell(status.waiting.message)} (since ${status.waiting.since})`,
+      `- waiting: **${status.waiting.reason}** ${text(status.waiting.message)} (since ${status.waiting.since})`,
     );
   if (status.download && status.phase === 'Downloading') {
     const { bytes, totalBytes, state } = status.download;
     const of = totalBytes ? ` of ${formatBytes(totalBytes)} (${Math.floor((100 * bytes) / totalBytes)}%)` : '';
-    lines.push(`- download: ${formatBytes(bytes)}${of}, ${state}`);
+    lines.push(`- download: ${formatBytes(bytes)}${of}, ${text(state)}`);
   }
   const entries = status.timeline.slice(-SUMMARY_ENTRIES);
   if (entries.length > 0) {
-    lines.push('', '| step | gen | outcome | took | detail |', '|---|---|---|---|---|', ...entries.map(row));
+    const latest =
+      entries.length < status.timeline.length ? ` (the latest ${entries.length} of ${status.timeline.length})` : '';
+    // A paragraph between the two lists, or markdown joins them into one.
+    lines.push('', `**Timeline**${latest}`, '', ...entries.map(item));
   }
   return lines.join('\n');
 }

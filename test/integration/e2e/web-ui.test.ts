@@ -1,0 +1,248 @@
+// The Temporal Web UI's page of a served model, read as a person reads it: in headless Chromium (Debian's package,
+// which `deploy/local/install.sh` installs with Temporal), driven by puppeteer-core. It asserts on the text and on
+// where words sit on the screen, never on pixels. Each page's screenshot is left in the temp folder to look at.
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import puppeteer, { type Browser, type Frame, type Page } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  formatDuration,
+  type ModelStatus,
+  type TimelineEntry,
+  workflowIdFor,
+} from '../../../workflows/contract/index.js';
+import { summarizeStatus } from '../../../workflows/status/summary.js';
+import { runFerry, writeDoc } from '../../support/ferry-worker.js';
+import { readLocalEnv } from '../../support/local-env.js';
+import type { Doc } from '../../support/workflow-harness.js';
+import { expectOk, ferryJson, uniqueCluster } from '../../support/e2e.js';
+import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
+
+// The browser's globals that the functions run in the page use; this project's TypeScript knows only Node's.
+interface PageText {
+  data: string;
+}
+interface PageRect {
+  left: number;
+  right: number;
+  top: number;
+  height: number;
+}
+declare const document: {
+  querySelector(selector: string): { innerText: string } | null;
+  querySelectorAll(selector: string): ArrayLike<{ innerText: string }>;
+  createTreeWalker(root: unknown, whatToShow: number): { nextNode(): PageText | null };
+  createRange(): {
+    setStart(node: PageText, offset: number): void;
+    setEnd(node: PageText, offset: number): void;
+    getBoundingClientRect(): PageRect;
+  };
+};
+declare const location: { pathname: string };
+declare const NodeFilter: { SHOW_TEXT: number };
+
+const chromium = process.env.FERRY_CHROMIUM ?? '/usr/bin/chromium';
+// What works as root on a machine with no network beyond the loopback: no sandbox, GPU, QUIC or calls home.
+const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+const kube = useNamespace('e2e-webui', RESTRICTED);
+const startWorkerProcess = useWorkerProcesses();
+const cluster = uniqueCluster('webui');
+const ui = readLocalEnv().TEMPORAL_UI_URL.replace(/\/+$/, '');
+let browser: Browser | undefined;
+let profile: string | undefined;
+let connection: Connection | undefined;
+/** The model every test here looks at: served once, Ready. */
+let served: ModelStatus;
+const workflowId = () => workflowIdFor({ cluster, namespace: kube.ns, name: 'webui' });
+
+beforeAll(async () => {
+  if (!existsSync(chromium))
+    throw new Error(`no Chromium at ${chromium}: \`bash deploy/local/install.sh browser\` installs Debian's chromium`);
+  await startWorkerProcess(cluster);
+  profile = mkdtempSync(join(tmpdir(), 'ferry-chromium-'));
+  browser = await puppeteer.launch({
+    executablePath: chromium,
+    headless: true,
+    userDataDir: profile,
+    args: CHROMIUM_ARGS,
+  });
+  connection = await Connection.connect({ address: readLocalEnv().TEMPORAL_ADDRESS });
+  served = await serve('webui');
+}, 360_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await connection?.close();
+  if (profile) rmSync(profile, { recursive: true, force: true });
+});
+
+async function serve(name: string): Promise<ModelStatus> {
+  const doc: Doc = {
+    apiVersion: 'ferry.dev/v1alpha1',
+    kind: 'ServedModel',
+    metadata: {
+      name,
+      namespace: kube.ns,
+      // A download of 2 s, so that step's line shows a duration of seconds.
+      labels: { 'sim.ferry.dev/load-delay-seconds': '1', 'sim.ferry.dev/complete-delay': '2s' },
+    },
+    spec: {
+      cluster,
+      source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision: 'main' } },
+      engine: { startupTimeout: '3m' },
+      puller: { deadline: '5m' },
+    },
+  };
+  expectOk(await runFerry(['serve', '-f', writeDoc(doc), '--wait', '--timeout', '4m']), 'ferry serve');
+  return await ferryJson<ModelStatus>(['status', name, '-n', kube.ns, '--cluster', cluster]);
+}
+
+/** Opens one tab (`user-metadata`, `query`) of the model's workflow page as a person does: the page, then the tab. */
+async function openTab(tab: string): Promise<Page> {
+  const page = await browser!.newPage();
+  await page.setViewport({ width: 1400, height: 1000 });
+  await page.goto(`${ui}/namespaces/default/workflows/${encodeURIComponent(workflowId())}`, {
+    waitUntil: 'domcontentloaded',
+  });
+  const link = await page.waitForSelector(`a[href$="/${tab}"]`);
+  await link!.click();
+  await page.waitForFunction((t) => location.pathname.endsWith(`/${t}`), {}, tab);
+  return page;
+}
+
+/** The frame the UI renders the current details' markdown in, once it shows `until`. */
+async function currentDetails(page: Page, until: string): Promise<Frame> {
+  const element = await page.waitForSelector('iframe#user-metadata-current-details');
+  const frame = await element!.contentFrame();
+  await frame.waitForFunction((text) => document.querySelector('main')?.innerText.includes(text), {}, until);
+  return frame;
+}
+
+/** A screenshot in the temp folder, for a person to look at; its path goes into failure messages. */
+async function shot(page: Page, name: string): Promise<string> {
+  const path = join(tmpdir(), `ferry-web-ui-${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  return path;
+}
+
+/** The rendered lines of a markdown frame, trimmed, empty ones left out. */
+const linesOf = async (frame: Frame): Promise<string[]> =>
+  (await frame.evaluate(() => document.querySelector('main')!.innerText))
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
+
+/**
+ * Pixels on the screen between the end of `word`, where a rendered text starts with it, and the next visible
+ * character: a space's width when they read as two words, 0 when they run together (`download1Succeeded`), Infinity
+ * when that character is on the next line, undefined when no text starts with `word`.
+ */
+const gapAfter = (frame: Frame, word: string): Promise<number | undefined> =>
+  frame.evaluate((w) => {
+    const walker = document.createTreeWalker(document.querySelector('main'), NodeFilter.SHOW_TEXT);
+    let node = walker.nextNode();
+    while (node && !node.data.trimStart().startsWith(w)) node = walker.nextNode();
+    if (!node) return undefined;
+    const range = document.createRange();
+    const box = (text: PageText, from: number, to: number): PageRect => {
+      range.setStart(text, from);
+      range.setEnd(text, to);
+      return range.getBoundingClientRect();
+    };
+    const start = node.data.indexOf(w);
+    const end = box(node, start, start + w.length);
+    for (let text: PageText | null = node, offset = start + w.length; text; text = walker.nextNode(), offset = 0) {
+      const at = text.data.slice(offset).search(/\S/);
+      if (at < 0) continue;
+      const next = box(text, offset + at, offset + at + 1);
+      return Math.abs(next.top - end.top) > end.height / 2 ? Infinity : next.left - end.right;
+    }
+    return Infinity;
+  }, word);
+
+/** `download (gen 1): Succeeded in 2.6s`: how a finished timeline entry's line starts, before its detail. */
+const entryHead = (e: TimelineEntry): string =>
+  `${e.step} (gen ${e.generation}): ${e.outcome} ${e.outcome === 'Succeeded' ? 'in' : 'after'} ${formatDuration(e.durationMs!)}`;
+
+interface HandlerDefinition {
+  name: string;
+  description?: string;
+}
+
+describe('the Temporal Web UI shows a served model readably', { timeout: 120_000 }, () => {
+  it('current details: phase, endpoint, and one spaced line per step with its outcome and duration', async () => {
+    expect(served.phase).toBe('Ready');
+    const page = await openTab('user-metadata');
+    const frame = await currentDetails(page, 'Ready');
+    const picture = await shot(page, 'current-details');
+    const lines = await linesOf(frame);
+    const seen = `\n${lines.join('\n')}\n(${picture})`;
+
+    expect(lines[0], seen).toBe(`${kube.ns}/webui on ${cluster}: Ready`);
+    expect(lines, seen).toContain(`endpoint: ${served.endpoint} (model webui)`);
+    const steps = ['claim', 'storage', 'download', 'release', 'rollout', 'startup'];
+    expect(served.timeline.map((e) => e.step)).toEqual(steps);
+    for (const entry of served.timeline) {
+      const head = entryHead(entry);
+      expect(
+        lines.find((l) => l === head || l.startsWith(`${head} — `)),
+        `a line "${head}":${seen}`,
+      ).toBeDefined();
+    }
+    // On the screen too: each step's name stands apart from what follows it (a table's cells have no padding there).
+    for (const step of steps) expect(await gapAfter(frame, step), `after "${step}":${seen}`).toBeGreaterThan(2);
+    await page.close();
+  });
+
+  it('the status and spec queries say what they answer, in the metadata and on the Queries tab', async () => {
+    const handle = new Client({ connection: connection! }).workflow.getHandle(workflowId());
+    const { definition } = await handle.query<{
+      definition: Record<'queryDefinitions' | 'signalDefinitions', HandlerDefinition[]>;
+    }>('__temporal_workflow_metadata');
+    const described = Object.fromEntries(definition.queryDefinitions.map((q) => [q.name, q.description]));
+    expect(described.status).toMatch(/^The full status: phase, conditions, endpoint/);
+    expect(described.spec).toMatch(/^The spec the model is being brought to/);
+    expect(definition.signalDefinitions.map((s) => `${s.name}: ${s.description}`)).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^progress: From the activities/)]),
+    );
+
+    // The Queries tab's Query Type menu shows each query's description under its name.
+    const page = await openTab('query');
+    const menu = await page.waitForSelector('button[aria-controls="query-select-select"]');
+    await menu!.click();
+    const shown = await page.waitForFunction(() => {
+      const options = Array.from(document.querySelectorAll('#query-select-select li[role="option"]'), (li) =>
+        li.innerText.split('\n').map((l: string) => l.trim()),
+      );
+      return options.some(([name, description]) => name === 'status' && description) && Object.fromEntries(options);
+    });
+    const picture = await shot(page, 'queries');
+    expect(await shown.jsonValue(), picture).toMatchObject({ status: described.status, spec: described.spec });
+    await page.close();
+  });
+
+  it('text from outside Ferry shows as written: no markdown or HTML is made of it', async () => {
+    const page = await openTab('user-metadata');
+    // The UI's own markdown frame, given the summary of this model with a hostile error message.
+    const details = new URL((await currentDetails(page, 'Ready')).url());
+    const message = 'exit 1: *boom* in `main_loop` <b>x</b><img src=x> [here](#top) ~~a~~ &amp; \\ # no heading';
+    const lastError = { reason: 'EngineExited', message, at: served.updatedAt, step: 'startup' as const };
+    details.searchParams.set('content', summarizeStatus({ ...served, phase: 'Failed', lastError }));
+    await page.goto(details.href);
+    await page.waitForFunction(() => document.querySelector('main')?.innerText.includes('EngineExited'));
+    expect(await linesOf(page.mainFrame())).toContain(`last error at startup: EngineExited: ${message}`);
+    expect(await page.evaluate(() => document.querySelectorAll('main img, main b, main em, main del').length)).toBe(0);
+    await page.close();
+  });
+});
