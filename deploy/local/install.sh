@@ -17,15 +17,55 @@ install_temporal() {
   echo "$want" > "$stamp"
 }
 
-# Install for the components asked for (all by default).
+# The ldflags are those of Helm's own Makefile: without them `helm version` says only the minor version and
+# `helm template` and `helm lint` assume Kubernetes v1.20; with them they assume the version the local stack runs.
+install_helm() {
+  if [ -x "$helm" ] && [ "$("$helm" version --template '{{.Version}}' 2>/dev/null)" = "$HELM_VERSION" ]; then
+    log "helm $HELM_VERSION already installed"
+    return
+  fi
+  local minor x
+  minor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2)
+  x="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  for pkg in pkg/chartutil pkg/lint/rules; do
+    x+=" -X helm.sh/helm/v3/$pkg.k8sVersionMajor=1 -X helm.sh/helm/v3/$pkg.k8sVersionMinor=$minor"
+  done
+  log "building helm $HELM_VERSION from the Go module proxy"
+  GOBIN=$(dirname "$helm") go install -trimpath -ldflags "-s -w $x" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+}
+
+# Headless Chromium reads the Temporal Web UI in test/integration/e2e/web-ui.test.ts; installed with Temporal, whose
+# UI it reads. From Debian's packages, where apt-get is and we are root (or may sudo); elsewhere a warning.
+install_browser() {
+  if [ -x /usr/bin/chromium ]; then
+    log "chromium already installed"
+    return
+  fi
+  local as_root=()
+  [ "$(id -u)" = 0 ] || as_root=(sudo -n)
+  if ! command -v apt-get >/dev/null || ! "${as_root[@]}" true 2>/dev/null; then
+    log "warning: chromium is missing and cannot be installed here: install Debian's chromium package yourself"
+    return
+  fi
+  log "installing chromium from Debian's packages"
+  "${as_root[@]}" apt-get update -qq
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends chromium fonts-liberation >/dev/null
+}
+
+# Install for the components asked for (all by default). Helm is a tool rather than a component (up.sh starts
+# nothing for it): it comes with the Kubernetes binaries, as kubectl does, so `local:up` installs it too.
 mkdir -p "$cache"
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${components[@]}")
-need_kube=0
+need_kube=0 need_helm=0
 for c in "${want[@]}"; do
   case $c in
-    temporal) install_temporal ;;
-    *) need_kube=1 ;;
+    temporal) install_temporal; install_browser ;;
+    browser) install_browser ;;
+    helm) need_helm=1 ;;
+    *) need_kube=1 need_helm=1 ;;
   esac
 done
 if [ $need_kube = 1 ]; then bash "$here/build-kube.sh" all; fi
+if [ $need_helm = 1 ]; then install_helm; fi

@@ -27,6 +27,8 @@ service_cidr=10.96.0.0/16
 
 temporal=$cache/temporal-venv/bin/temporal
 temporal_test_server=$cache/temporal-venv/bin/temporal-test-server
+# Renders and lints the worker's chart (deploy/helm/ferry-worker) for the tests; a tool, not a running component.
+helm=$cache/helm-$HELM_VERSION/helm
 kubeconfig=$run/admin.kubeconfig
 # Written by the engine stand-in supervisor, read by the local worker (endpoint mode `override`).
 endpoint_overrides=$run/endpoints.json
