@@ -1,7 +1,13 @@
 // What the activities need from the outside world; the worker wires real ones, tests wire what they need.
 import type { Cluster } from './cluster/api.js';
 import type { ProgressSink } from './cluster/progress.js';
-import type { ModelRef, ServedModel } from '../workflows/contract/index.js';
+import {
+  modelRefOf,
+  webUiLinkFor,
+  workflowIdFor,
+  type ModelRef,
+  type ServedModel,
+} from '../workflows/contract/index.js';
 import type { ModelWatcher } from './cluster/model-watcher.js';
 
 /** A model's spec at `generation`, for a look that carries only a reference (the worker asks the workflow). */
@@ -22,6 +28,8 @@ export interface ActivityDeps {
   specs?: SpecSource;
   /** The worker's watch: looks read from its memory, and a claim starts watching the model's namespace. */
   watcher?: ModelWatcher;
+  /** The Temporal Web UI (base URL, Temporal namespace): the root ConfigMap then links the model's workflow page. */
+  webUi?: { url: string; namespace: string };
   /** Poll and back-off intervals, shrunk by tests. */
   timing?: Partial<ActivityTiming>;
 }
@@ -46,5 +54,9 @@ const DEFAULT_TIMING: ActivityTiming = {
   volumeBindGraceMs: 10_000,
   deletionWaitMs: 300_000,
 };
+
+/** The model's workflow page in the Web UI, when the worker knows the Web UI. */
+export const webUiLinkOf = (deps: ActivityDeps, model: ServedModel): string | undefined =>
+  deps.webUi ? webUiLinkFor(deps.webUi.url, deps.webUi.namespace, workflowIdFor(modelRefOf(model))) : undefined;
 
 export const timingOf = (deps: ActivityDeps): ActivityTiming => ({ ...DEFAULT_TIMING, ...deps.timing });

@@ -2,13 +2,14 @@
 // FERRY_ENDPOINT_MODE says, progress delivered to each workflow as a `progress` signal, and the watch that wakes a
 // model's workflow (`modelChanged`) when one of its objects changes.
 import { existsSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { homedir, hostname } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig, VersionApi } from '@kubernetes/client-node';
 import type { Logger } from '@temporalio/worker';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { createActivities, type FerryActivities } from '../activities/index.js';
 import { Cluster } from '../activities/cluster/api.js';
+import { EventRecorder } from '../activities/cluster/events.js';
 import { endpointResolverFromEnv } from '../activities/cluster/endpoints.js';
 import { ModelWatcher } from '../activities/cluster/model-watcher.js';
 import type { ProgressSink } from '../activities/cluster/progress.js';
@@ -23,17 +24,25 @@ import {
   type ServedModel,
 } from '../workflows/contract/index.js';
 import type { WorkerConfig } from './config.js';
+import { collectGauges, type FerryMetrics } from './metrics.js';
 
 export interface RealActivities {
   activities: FerryActivities;
-  /** Stops the watch (call once the worker has stopped). */
+  /** Posts Kubernetes Events on models' root objects. */
+  events: EventRecorder;
+  /** Stops the watch and the gauges (call once the worker has stopped). */
   stop(): void;
   /** Resolves when the Kubernetes API server answers (GET /version), for the readiness probe. */
   ping(): Promise<void>;
 }
 
 /** Builds the activities; logs which Kubernetes API server and endpoint mode they use. */
-export function realActivities(config: WorkerConfig, client: Client, logger: Logger): RealActivities {
+export function realActivities(
+  config: WorkerConfig,
+  client: Client,
+  logger: Logger,
+  metrics?: FerryMetrics,
+): RealActivities {
   const kc = new KubeConfig();
   // loadFromDefault: KUBECONFIG (which may list several files), ~/.kube/config, then the pod's service account.
   if (config.kubeconfig && !config.kubeconfig.includes(':')) kc.loadFromFile(config.kubeconfig);
@@ -59,11 +68,28 @@ export function realActivities(config: WorkerConfig, client: Client, logger: Log
     progress: progressSink(client),
     specs: specSource(client),
     ...(watcher ? { watcher } : {}),
+    ...(config.webUiUrl ? { webUi: { url: config.webUiUrl, namespace: config.temporal.namespace } } : {}),
   });
   const version = kc.makeApiClient(VersionApi);
+  // The gauges cost one visibility list per interval: only when someone scrapes them.
+  const stopGauges =
+    metrics && config.metricsAddress
+      ? collectGauges({ metrics, client, cluster: config.cluster, watcher, logger })
+      : undefined;
+  const events = new EventRecorder(
+    cluster,
+    (message, meta) => {
+      logger.warn(message, meta);
+    },
+    hostname(),
+  );
   return {
     activities,
-    stop: () => watcher?.stop(),
+    events,
+    stop: () => {
+      stopGauges?.();
+      watcher?.stop();
+    },
     ping: async () => {
       await version.getCode().catch((err: unknown) => {
         throw new Error(

@@ -40,6 +40,8 @@ export interface WorkerConfig {
   healthAddress?: string;
   /** Where Prometheus scrapes /metrics, served by the SDK's exporter (`host:port`); unset, no metrics endpoint. */
   metricsAddress?: string;
+  /** The Temporal Web UI's base URL: each model's root ConfigMap links its workflow page. */
+  webUiUrl?: string;
   /** The environment the activities read their own settings from (FERRY_ENDPOINT_MODE, FERRY_ENDPOINT_OVERRIDES). */
   env: Env;
 }
@@ -68,6 +70,7 @@ Options (each overrides its environment variable):
   --max-cached-workflows N        FERRY_MAX_CACHED_WORKFLOWS  workflows kept in memory between tasks (default ${DEFAULT_MAX_CACHED})
   --health-address HOST:PORT      FERRY_HEALTH_ADDRESS   serve GET /healthz and /readyz there (default: off)
   --metrics-address HOST:PORT     FERRY_METRICS_ADDRESS  serve Prometheus /metrics there (default: off)
+  --web-ui-url URL                TEMPORAL_UI_URL        the Temporal Web UI, linked from each model's root ConfigMap
   -h, --help
 
 Also read: TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH,
@@ -102,6 +105,7 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'hel
         'max-cached-workflows': { type: 'string' },
         'health-address': { type: 'string' },
         'metrics-address': { type: 'string' },
+        'web-ui-url': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -147,6 +151,10 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'hel
   };
   const healthAddress = addressOf('health', values['health-address'] ?? env.FERRY_HEALTH_ADDRESS);
   const metricsAddress = addressOf('metrics', values['metrics-address'] ?? env.FERRY_METRICS_ADDRESS);
+  const webUiUrl = values['web-ui-url'] ?? (env.TEMPORAL_UI_URL || undefined);
+  if (webUiUrl !== undefined && !/^https?:\/\/[^\s/]+/.test(webUiUrl)) {
+    problems.push(`web UI URL ${JSON.stringify(webUiUrl)} must be an http:// or https:// URL`);
+  }
   let temporal: TemporalSettings | undefined;
   try {
     temporal = temporalSettingsFromEnv(env, {
@@ -174,6 +182,7 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'hel
     maxCachedWorkflows,
     ...(healthAddress ? { healthAddress } : {}),
     ...(metricsAddress ? { metricsAddress } : {}),
+    ...(webUiUrl ? { webUiUrl } : {}),
     env,
   };
 }

@@ -2,13 +2,24 @@
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@temporalio/client';
-import { NativeConnection, Runtime, Worker, type Logger, type WorkflowBundleOption } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  NativeConnection,
+  Runtime,
+  Worker,
+  type Logger,
+  type LogLevel,
+  type LogMetadata,
+  type WorkflowBundleOption,
+} from '@temporalio/worker';
 import { createServingActivities } from '../client/serving-activities.js';
 import { connectOptionsOf } from '../client/temporal-env.js';
 import type { FerryActivities } from '../workflows/contract/index.js';
 import type { RealActivities } from './activities.js';
 import type { WorkerConfig } from './config.js';
 import type { ReadinessCheck } from './health.js';
+import { ActivityFailureCounter, FerryMetrics } from './metrics.js';
+import { modelEventsSinks } from './model-events.js';
 import { ferryModelsHandler } from './nexus-handler.js';
 
 // The workflows' entry next to this module: `.ts` when run from the sources, `.js` when run from the package.
@@ -47,7 +58,9 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
   const connection = overrides.connection ?? (await NativeConnection.connect(connectOptionsOf(config.temporal)));
   try {
     const client = new Client({ connection, namespace: config.temporal.namespace });
-    const real = overrides.activities ? undefined : await loadRealActivities(config, client, overrides.logger);
+    const logger = overrides.logger ?? Runtime.instance().logger;
+    const metrics = new FerryMetrics(Runtime.instance().metricMeter);
+    const real = overrides.activities ? undefined : await loadRealActivities(config, client, logger, metrics);
     stopReal = real ? () => real.stop() : undefined;
     const ferry = overrides.activities ?? real!.activities;
     // The Nexus service's command workflows act on models through their workflows, with this worker's client.
@@ -58,7 +71,12 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
       taskQueue: config.taskQueue,
       activities,
       ...(config.nexus ? { nexusServices: [ferryModelsHandler] } : {}),
-      ...workflowSource(config, overrides),
+      ...(await workflowSource(config, overrides, logger)),
+      // Status changes become log lines, metrics and Kubernetes Events; failed activity attempts are counted by type.
+      sinks: modelEventsSinks({ logger, metrics, ...(real ? { events: real.events } : {}) }),
+      interceptors: {
+        activity: [(ctx) => ({ inbound: new ActivityFailureCounter(metrics, ctx.info.activityType) })],
+      },
       maxCachedWorkflows: config.maxCachedWorkflows,
       shutdownGraceTime: config.shutdownGraceMs,
       shutdownForceTime: config.shutdownGraceMs + FORCE_AFTER_GRACE_MS,
@@ -94,17 +112,48 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
   }
 }
 
-function workflowSource(
+/** A bundle given, or the workflows bundled here; webpack's report goes to DEBUG (INFO is for models). */
+async function workflowSource(
   config: WorkerConfig,
   overrides: WorkerOverrides,
-): { workflowBundle: WorkflowBundleOption } | { workflowsPath: string } {
+  logger: Logger,
+): Promise<{ workflowBundle: WorkflowBundleOption }> {
   if (overrides.workflowBundle) return { workflowBundle: overrides.workflowBundle };
   if (config.workflowBundle) return { workflowBundle: { codePath: config.workflowBundle } };
-  return { workflowsPath: WORKFLOWS_PATH };
+  return { workflowBundle: await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quieter(logger) }) };
+}
+
+/** The logger with INFO lines demoted to DEBUG. */
+function quieter(logger: Logger): Logger {
+  return {
+    log(level: LogLevel, message: string, meta?: LogMetadata) {
+      logger.log(level === 'INFO' ? 'DEBUG' : level, message, meta);
+    },
+    trace(message, meta) {
+      logger.trace(message, meta);
+    },
+    debug(message, meta) {
+      logger.debug(message, meta);
+    },
+    info(message, meta) {
+      logger.debug(message, meta);
+    },
+    warn(message, meta) {
+      logger.warn(message, meta);
+    },
+    error(message, meta) {
+      logger.error(message, meta);
+    },
+  };
 }
 
 // Imported only when needed, so a worker with stub activities never loads the Kubernetes client.
-async function loadRealActivities(config: WorkerConfig, client: Client, logger?: Logger): Promise<RealActivities> {
+async function loadRealActivities(
+  config: WorkerConfig,
+  client: Client,
+  logger: Logger,
+  metrics: FerryMetrics,
+): Promise<RealActivities> {
   const { realActivities } = await import('./activities.js');
-  return realActivities(config, client, logger ?? Runtime.instance().logger);
+  return realActivities(config, client, logger, metrics);
 }

@@ -5,6 +5,7 @@ import { parseWorkerConfig, redactWorkerConfig, WORKER_USAGE, WorkerConfigError,
 import { createWorker } from './create-worker.js';
 import { startHealthServer, type HealthServer } from './health.js';
 import { JsonLogger } from './logger.js';
+import { DURATION_BUCKETS, DURATION_HISTOGRAMS } from './metrics.js';
 
 async function main(): Promise<number> {
   let config: WorkerConfig | 'help';
@@ -28,7 +29,16 @@ async function main(): Promise<number> {
     shutdownSignals: [],
     telemetryOptions: {
       logging: { filter: { core: 'WARN', other: 'ERROR' }, forward: {} },
-      ...(config.metricsAddress ? { metrics: { prometheus: { bindAddress: config.metricsAddress } } } : {}),
+      ...(config.metricsAddress
+        ? {
+            metrics: {
+              prometheus: {
+                bindAddress: config.metricsAddress,
+                histogramBucketOverrides: Object.fromEntries(DURATION_HISTOGRAMS.map((n) => [n, DURATION_BUCKETS])),
+              },
+            },
+          }
+        : {}),
     },
   });
   logger.info('starting', { config: redactWorkerConfig(config) });

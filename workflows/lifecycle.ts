@@ -9,6 +9,7 @@ import {
   isCancellation,
   log,
   patched,
+  proxySinks,
   setCurrentDetails,
   sleep,
   upsertSearchAttributes,
@@ -34,6 +35,7 @@ import {
   type AwaitPhaseInput,
   type DeleteModelInput,
   type DeleteResult,
+  type FerrySinks,
   type FinalStatus,
   type LookResult,
   type ModelChanged,
@@ -50,6 +52,7 @@ import {
   PHASES,
   waitOutcome,
 } from './contract/index.js';
+import { statusEvents } from './status/events.js';
 import { classifyFailure, type Budgets } from './status/failure.js';
 import { summarizeStatus } from './status/summary.js';
 import { currentStep, skipStep, trimTimeline } from './status/timeline.js';
@@ -71,6 +74,9 @@ import {
   skipDownload,
   supersede,
 } from './status/transitions.js';
+
+/** The worker's side of status changes: log lines, metrics, Kubernetes Events (contract/model-events.ts). */
+const { ferry: worker } = proxySinks<FerrySinks>();
 
 /** Where the model's objects stand in the cluster; carried over by continue-as-new. */
 type World = Omit<CarriedState, 'status' | 'attemptedGeneration'>;
@@ -332,7 +338,6 @@ export class ModelLifecycle {
       } catch (err) {
         if (!(err instanceof ActivityFailure)) throw err;
         const failed = classifyFailure(err, 'teardown', budgets);
-        log.warn('teardown incomplete, retrying', { reason: failed.reason, message: failed.message, attempt });
         this.set(retryingStep(this.status, 'teardown', failed, attempt, this.status.generation, now()));
         await sleep(backoffMs(attempt, this.options));
       }
@@ -351,13 +356,18 @@ export class ModelLifecycle {
   // --- the work ----------------------------------------------------------------------------------------------
 
   private set(next: ModelStatus): void {
-    const previous = this.status.phase;
+    const previous = this.status;
     this.status = next;
-    if (next.phase !== previous) {
+    if (next.phase !== previous.phase) {
       upsertSearchAttributes([{ key: ferryPhaseKey, value: next.phase }]);
       this.notifyParent();
     }
     setCurrentDetails(summarizeStatus(this.status));
+    const events = statusEvents(previous, next);
+    if (events.length > 0) {
+      const { rootUid } = this.world;
+      worker.modelEvents({ ...modelRefOf(this.desired), ...(rootUid ? { rootUid } : {}) }, events);
+    }
   }
 
   /** A parent workflow cannot query its child, so the child tells it of every phase change. */
@@ -595,7 +605,6 @@ export class ModelLifecycle {
           this.set(failStep(this.status, name, failed, generation, now()));
           throw failure(FAILURE.ReconcileFailed, failed.message);
         }
-        log.warn(`${name} failed, retrying`, { reason: failed.reason, message: failed.message, attempt });
         this.set(retryingStep(this.status, name, failed, attempt, generation, now()));
         await sleep(backoffMs(attempt, this.options));
       }

@@ -19,6 +19,10 @@ export const ANNOTATION_SPEC_HASH = 'ferry.dev/spec-hash';
 /** On the PVC, under WEIGHTS_FIELD_MANAGER: the source whose weights the volume completely holds. */
 export const ANNOTATION_WEIGHTS_SOURCE_HASH = 'ferry.dev/weights-source-hash';
 export const ANNOTATION_WEIGHTS_SOURCE = 'ferry.dev/weights-source';
+/** On every object: the ID of the model's workflow, so someone starting from kubectl finds it. */
+export const ANNOTATION_WORKFLOW_ID = 'ferry.dev/workflow-id';
+/** On the root ConfigMap, when the worker knows the Temporal Web UI's URL: the workflow's page. */
+export const ANNOTATION_WEB_UI = 'ferry.dev/web-ui';
 
 export type Component = 'root' | 'storage' | 'puller' | 'engine' | 'service';
 

@@ -1,6 +1,6 @@
 import type { V1ObjectMeta, V1OwnerReference } from '@kubernetes/client-node';
-import type { ServedModel } from '../../workflows/contract/index.js';
-import { labelsFor, type Component } from './labels.js';
+import { modelRefOf, workflowIdFor, type ServedModel } from '../../workflows/contract/index.js';
+import { ANNOTATION_WORKFLOW_ID, labelsFor, type Component } from './labels.js';
 import { rootName } from './names.js';
 
 /** What every child builder needs besides the spec: the uid of the model's root ConfigMap, once it exists. */
@@ -33,7 +33,7 @@ export function objectMeta(
     name,
     namespace: model.metadata.namespace,
     labels: labelsFor(model, component),
-    ...(extra.annotations ? { annotations: extra.annotations } : {}),
+    annotations: { ...extra.annotations, [ANNOTATION_WORKFLOW_ID]: workflowIdFor(modelRefOf(model)) },
     ...(extra.rootUid !== undefined ? { ownerReferences: [rootOwnerReference(model, extra.rootUid)] } : {}),
   };
 }

@@ -10,7 +10,7 @@ import {
   type ServedModel,
 } from '../../workflows/contract/index.js';
 import { describeRef, refOf, type ObjectRef } from '../cluster/api.js';
-import { timingOf, type ActivityDeps } from '../deps.js';
+import { timingOf, webUiLinkOf, type ActivityDeps } from '../deps.js';
 import { buildAll, buildRoot, FIELD_MANAGER, objectList, sourceHash } from '../builders/index.js';
 import { isOurs, isTerminating, kindName, nameConflict } from '../readers/ownership.js';
 import { ProgressReporter } from '../cluster/progress.js';
@@ -80,7 +80,7 @@ export async function claimName(deps: ActivityDeps, { model }: ModelInput): Prom
     );
   }
 
-  const root = await cluster.apply<V1ConfigMap>(buildRoot(model), FIELD_MANAGER);
+  const root = await cluster.apply<V1ConfigMap>(buildRoot(model, webUiLinkOf(deps, model)), FIELD_MANAGER);
   return {
     rootUid: root.metadata!.uid!,
     sourceHash: sourceHash(model.spec.source),

@@ -12,7 +12,7 @@ import type {
   V1Service,
 } from '@kubernetes/client-node';
 import { FAILURE, failure, type LookInput, type LookResult, type ServedModel } from '../../workflows/contract/index.js';
-import type { ActivityDeps } from '../deps.js';
+import { webUiLinkOf, type ActivityDeps } from '../deps.js';
 import {
   buildDeployment,
   buildRoot,
@@ -57,7 +57,7 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
   if (lost) return { replicas: model.spec.replicas, readyReplicas: 0, repaired: [], lost };
 
   const repaired: string[] = [];
-  const desiredRoot = buildRoot(model);
+  const desiredRoot = buildRoot(model, webUiLinkOf(deps, model));
   const rootDrift = metadataDrift(root!, desiredRoot);
   if (dataDiffers(root!.data, desiredRoot.data)) rootDrift.push('data');
   if (rootDrift.length) {

@@ -2,7 +2,7 @@
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Client } from '@temporalio/client';
-import { DEFAULT_CLUSTER, type ModelRef, workflowIdFor } from '../../workflows/contract/index.js';
+import { DEFAULT_CLUSTER, type ModelRef, webUiLinkFor, workflowIdFor } from '../../workflows/contract/index.js';
 import { parseModelYaml } from '../document.js';
 import { InvalidSpecError } from '../errors.js';
 import { listModels } from '../list-models.js';
@@ -19,9 +19,7 @@ export interface CliContext {
 /** The model's workflow in the Web UI, when its URL is known. */
 export function webUiLink(ctx: CliContext, ref: ModelRef): string | undefined {
   if (!ctx.webUiUrl) return undefined;
-  const base = ctx.webUiUrl.replace(/\/+$/, '');
-  const namespace = encodeURIComponent(ctx.client.options.namespace);
-  return `${base}/namespaces/${namespace}/workflows/${encodeURIComponent(workflowIdFor(ref))}`;
+  return webUiLinkFor(ctx.webUiUrl, ctx.client.options.namespace, workflowIdFor(ref));
 }
 
 /**

@@ -126,7 +126,7 @@ start_engine_sim() {
 # The local worker serves cluster "default" (task queue ferry-default) with endpoints pointed at the stand-ins.
 start_worker() {
   start worker worker_healthy env KUBECONFIG="$kubeconfig" TEMPORAL_ADDRESS="$host:$temporal_port" \
-    TEMPORAL_NAMESPACE=default FERRY_CLUSTER="$cluster_name" \
+    TEMPORAL_NAMESPACE=default TEMPORAL_UI_URL="http://$host:$temporal_ui_port" FERRY_CLUSTER="$cluster_name" \
     FERRY_ENDPOINT_MODE=override FERRY_ENDPOINT_OVERRIDES="$endpoint_overrides" \
     node --import tsx "$repo/worker/main.ts"
 }

@@ -30,6 +30,7 @@ import {
   workflowIdFor,
 } from '../../workflows/contract/index.js';
 import { ServeModelWorkflow } from '../../workflows/serve-model.js';
+import { modelEventsSinks } from '../../worker/model-events.js';
 import { readLocalEnv, repoRoot } from './local-env.js';
 import type { StubActivities } from './stub-activities.js';
 
@@ -140,6 +141,14 @@ export interface TestContext {
   start(doc: Doc, options?: ServeModelOptions): Promise<StartedModel>;
 }
 
+/**
+ * The `ferry` sink the workflow reports its status changes to, for workers and replayers that host ServeModelWorkflow
+ * in tests; the lines are dropped (test/integration/e2e/operations.test.ts checks them on a real worker).
+ */
+export const TEST_SINKS = modelEventsSinks({
+  logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} },
+});
+
 /** Runs `fn` while a fresh worker with `stub`'s activities polls a task queue of its own. */
 export async function withWorker<T>(
   harness: WorkflowHarness,
@@ -154,6 +163,7 @@ export async function withWorker<T>(
     taskQueue,
     workflowBundle: harness.bundle,
     activities: { ...stub.activities(), ...extra },
+    sinks: TEST_SINKS,
     // Heartbeats (and so cancellations) reach stubs at once; blocked stubs do not hold up shutdown.
     maxHeartbeatThrottleInterval: '20ms',
     defaultHeartbeatThrottleInterval: '20ms',

@@ -18,6 +18,12 @@ export function workflowIdFor({ cluster, namespace, name }: ModelRef): string {
   return `servedmodel/${cluster}/${namespace}/${name}`;
 }
 
+/** A workflow's page in the Temporal Web UI whose base URL is `webUiUrl`. */
+export function webUiLinkFor(webUiUrl: string, temporalNamespace: string, workflowId: string): string {
+  const base = webUiUrl.replace(/\/+$/, '');
+  return `${base}/namespaces/${encodeURIComponent(temporalNamespace)}/workflows/${encodeURIComponent(workflowId)}`;
+}
+
 /** The task queue of the worker that serves `cluster`. */
 export function taskQueueFor(cluster: string): string {
   return `ferry-${cluster}`;

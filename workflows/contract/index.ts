@@ -7,3 +7,4 @@ export * from './nexus.js';
 export * from './serving.js';
 export * from './spec/index.js';
 export * from './status.js';
+export * from './model-events.js';

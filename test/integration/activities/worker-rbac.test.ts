@@ -1,52 +1,40 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
-import { parseAllDocuments } from 'yaml';
+import { KubernetesObjectApi } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { kubeConfigForServiceAccount } from '../../../deploy/local/service-account-kubeconfig.js';
 import { createActivities } from '../../../activities/index.js';
 import { Cluster } from '../../../activities/cluster/api.js';
+import { EventRecorder } from '../../../activities/cluster/events.js';
 import { overrideEndpoints } from '../../../activities/cluster/endpoints.js';
 import { activity, testDeps, testModel } from '../../support/activity-env.js';
 import { RESTRICTED, useNamespace } from '../../support/fixtures.js';
+import { renderChart } from '../../support/helm.js';
 import { waitFor } from '../../support/kube.js';
 import { repoRoot } from '../../support/local-env.js';
 
-// The manifests Ferry ships, applied to the local cluster: deploy/kubernetes/worker.yaml (the worker's namespace,
-// ServiceAccount and Deployment) in a namespace of its own, and deploy/kubernetes/worker-rbac.yaml in the models'
-// namespace. The Role is enough for a model's whole life: every activity runs here as the worker's ServiceAccount,
-// and the health check reaches the stand-in that the local supervisor started for the model's simulated engine pod.
-/** A shipped manifest's documents, with its namespaces renamed to this run's. */
-function manifest(file: string, names: Record<string, string>): KubernetesObject[] {
-  let text = readFileSync(join(repoRoot, 'deploy/kubernetes', file), 'utf8');
-  for (const [from, to] of Object.entries(names)) text = text.replaceAll(from, to);
-  return parseAllDocuments(text).map((doc) => doc.toJS() as KubernetesObject);
-}
-
+// The worker's Helm chart (deploy/helm/ferry-worker) rendered with `helm template` and installed in the local
+// cluster: its release namespace is one of this run's, labelled Pod Security "restricted" as the chart's README asks,
+// and it serves one other namespace. The Role it binds there is enough for a model's whole life: every activity runs
+// here as the worker's ServiceAccount, and the health check reaches the stand-in that the local supervisor started
+// for the model's simulated engine pod.
 const admin = useNamespace('act-role', RESTRICTED);
-// The worker's own namespace, with the labels its manifest gives it.
-const system = useNamespace(
-  'act-ferry-system',
-  manifest('worker.yaml', {}).find((o) => o.kind === 'Namespace')!.metadata?.labels,
-);
+const system = useNamespace('act-ferry-system', RESTRICTED);
 let cluster: Cluster;
 
 beforeAll(async () => {
   const objects = admin.kc.makeApiClient(KubernetesObjectApi);
-  for (const o of manifest('worker.yaml', { 'ferry-system': system.ns })) {
-    if (o.kind !== 'Namespace') await objects.create(o);
-  }
-  for (const o of manifest('worker-rbac.yaml', { NAMESPACE: admin.ns, 'ferry-system': system.ns })) {
-    await objects.create(o);
-  }
+  const release = renderChart({ release: 'ferry-worker', namespace: system.ns, values: { namespaces: [admin.ns] } });
+  // The operator's namespace, not the chart's (`helm install --namespace … --create-namespace`).
+  expect(release.filter((o) => o.kind === 'Namespace')).toEqual([]);
+  for (const o of release) await objects.create(o);
   cluster = new Cluster(await kubeConfigForServiceAccount(admin.kc, system.ns, 'ferry-worker'));
 });
 
-describe('the shipped worker manifest', () => {
+describe("the chart's worker", () => {
   it('runs the worker Deployment under Pod Security "restricted" as its own ServiceAccount', async () => {
-    expect(manifest('worker.yaml', {}).find((o) => o.kind === 'Namespace')?.metadata?.labels).toMatchObject({
-      'pod-security.kubernetes.io/enforce': 'restricted',
-    });
+    const namespace = await admin.core.readNamespace({ name: system.ns });
+    expect(namespace.metadata?.labels).toMatchObject({ 'pod-security.kubernetes.io/enforce': 'restricted' });
     // The pods are simulated (KWOK): that they exist at all means admission accepted the pod template.
     const deployment = await waitFor('the worker Deployment Available', 60_000, async () => {
       const d = await admin.apps.readNamespacedDeployment({ name: 'ferry-worker', namespace: system.ns });
@@ -62,7 +50,7 @@ describe('the shipped worker manifest', () => {
     expect(pods.items.map((p) => p.spec?.serviceAccountName)).toEqual(['ferry-worker']);
   });
 
-  it('grants nothing outside the namespaces bound by worker-rbac.yaml, not even its own', async () => {
+  it('grants nothing outside the namespaces it serves, not even its own', async () => {
     const own = await cluster
       .apply({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'probe', namespace: system.ns } }, 'ferry')
       .catch((err: unknown) => err);
@@ -70,8 +58,8 @@ describe('the shipped worker manifest', () => {
   });
 });
 
-describe('the shipped namespaced Role', () => {
-  it('is enough for claim, download, release, rollout, health, status and teardown', async () => {
+describe("the chart's namespaced Role", () => {
+  it('is enough for claim, download, release, rollout, health, Events, status and teardown', async () => {
     const overrides = join(repoRoot, '.ferry/run/endpoints.json');
     const acts = createActivities({
       ...testDeps(),
@@ -93,6 +81,27 @@ describe('the shipped namespaced Role', () => {
     await activity(acts.awaitRollout, { model, generation });
     const health = await activity(acts.awaitHealth, { model });
     expect(health.models).toEqual(['scoped']);
+    // The worker's Kubernetes Events on the root object (posted from the worker's side of the `ferry` sink).
+    const refused: string[] = [];
+    const events = new EventRecorder(
+      cluster,
+      (message, meta) => void refused.push(`${message} ${String(meta.error)}`),
+      'rbac',
+    );
+    await events.record(
+      { namespace: admin.ns, name: 'scoped', rootUid: claim.rootUid },
+      { type: 'Normal', reason: 'Ready', message: 'serving scoped' },
+    );
+    await events.record(
+      { namespace: admin.ns, name: 'scoped', rootUid: claim.rootUid },
+      { type: 'Normal', reason: 'Ready', message: 'serving scoped' },
+    );
+    expect(refused).toEqual([]);
+    const posted = await admin.core.listNamespacedEvent({
+      namespace: admin.ns,
+      fieldSelector: `involvedObject.uid=${claim.rootUid}`,
+    });
+    expect(posted.items.map((e) => [e.reason, e.count])).toEqual([['Ready', 2]]);
     expect(await activity(acts.readStatus, { model })).toMatchObject({ readyReplicas: 1 });
     expect(await activity(acts.scaleEngine, { model, replicas: 0 })).toBeUndefined();
 

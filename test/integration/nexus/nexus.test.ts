@@ -13,7 +13,7 @@ import { ferryModelsHandler } from '../../../worker/nexus-handler.js';
 import { eventually } from '../../support/ferry-worker.js';
 import { useHarness } from '../../support/fixtures.js';
 import { StubActivities } from '../../support/stub-activities.js';
-import { modelDoc, workflowBundle } from '../../support/workflow-harness.js';
+import { modelDoc, TEST_SINKS, workflowBundle } from '../../support/workflow-harness.js';
 import { ensureOnly, ensureReadDelete } from './fixtures/caller.js';
 
 const harness = useHarness();
@@ -45,6 +45,7 @@ beforeAll(async () => {
     workflowBundle: harness.bundle,
     activities: { ...createServingActivities(harness.client), ...stub.activities() },
     nexusServices: [ferryModelsHandler],
+    sinks: TEST_SINKS,
     shutdownGraceTime: '200ms',
   });
   // The caller's worker, in the caller's namespace, with nothing of Ferry's but the service contract.

@@ -4,7 +4,7 @@ import { DefaultLogger, Runtime, Worker, type WorkflowBundleWithSourceMap } from
 import { beforeAll, describe, expect, it } from 'vitest';
 import { historyAndWorkflowId, readHistory } from '../../support/history-files.js';
 import { repoRoot } from '../../support/local-env.js';
-import { workflowBundle } from '../../support/workflow-harness.js';
+import { TEST_SINKS, workflowBundle } from '../../support/workflow-harness.js';
 
 // Histories recorded from real runs (test/histories/record.ts) must replay on today's workflow code: a change that
 // breaks determinism fails here, not in production.
@@ -25,7 +25,9 @@ describe('ServeModelWorkflow replay', () => {
   });
 
   it.each(files)('replays %s deterministically', async (file) => {
-    const results = Worker.runReplayHistories({ workflowBundle: bundle }, [historyAndWorkflowId(join(dir, file))]);
+    const results = Worker.runReplayHistories({ workflowBundle: bundle, sinks: TEST_SINKS }, [
+      historyAndWorkflowId(join(dir, file)),
+    ]);
     for await (const result of results) {
       expect(result.error).toBeUndefined();
     }
@@ -42,7 +44,9 @@ describe('ServeModelWorkflow replay of a spec accepted by older checks', () => {
     // Accepted before the parser knew that vLLM reads `--por` as `--port`.
     input.spec.spec.engine.args = ['--por=9000'];
     payload.data = Buffer.from(JSON.stringify(input));
-    const results = Worker.runReplayHistories({ workflowBundle: bundle }, [{ workflowId: 'older-checks', history }]);
+    const results = Worker.runReplayHistories({ workflowBundle: bundle, sinks: TEST_SINKS }, [
+      { workflowId: 'older-checks', history },
+    ]);
     for await (const result of results) {
       expect(result.error).toBeUndefined();
     }

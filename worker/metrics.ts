@@ -1,0 +1,237 @@
+// Ferry's own metrics, on the Runtime's meter: the SDK's Prometheus exporter serves them with its own on one port
+// (FERRY_METRICS_ADDRESS). Labels are bounded: steps, phases, outcomes and reasons of the failure catalogue (anything
+// else is `Other`), and for the per-model gauges a model's namespace and name — never pods, requests or error text.
+import type { V1Deployment } from '@kubernetes/client-node';
+import type { Client } from '@temporalio/client';
+import type { MetricMeter } from '@temporalio/common';
+import { ApplicationFailure } from '@temporalio/common';
+import type { ActivityExecuteInput, ActivityInboundCallsInterceptor, Logger, Next } from '@temporalio/worker';
+import { LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY } from '../activities/builders/labels.js';
+import type { ModelWatcher } from '../activities/cluster/model-watcher.js';
+import {
+  FAILURE,
+  ferryClusterKey,
+  ferryPhaseKey,
+  PHASES,
+  type ModelEvent,
+  type Phase,
+} from '../workflows/contract/index.js';
+
+/** Histogram buckets of Ferry's durations, in seconds: a health check's tenth of a second to an hour-long pull. */
+export const DURATION_BUCKETS = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 2400, 3600];
+/** The histograms that take those buckets (the exporter's bucket overrides are per name). */
+export const DURATION_HISTOGRAMS = ['ferry_step_duration_seconds', 'ferry_time_to_ready_seconds'] as const;
+
+const KNOWN_TYPES = new Set<string>(Object.values(FAILURE));
+/** A reason as a label: a catalogue type or a Kubernetes-style reason word; anything else is `Other`. */
+export function reasonLabel(reason: string | undefined): string {
+  if (!reason) return 'Other';
+  return KNOWN_TYPES.has(reason) || /^[A-Z][A-Za-z]{1,47}$/.test(reason) ? reason : 'Other';
+}
+
+export class FerryMetrics {
+  private readonly stepDuration;
+  private readonly timeToReady;
+  private readonly stepFailures;
+  private readonly activityFailures;
+  private readonly teardownRetries;
+  private readonly phaseChanges;
+  private readonly pulledBytes;
+  private readonly models;
+  private readonly readyReplicas;
+  /** Models whose ready-replicas series was set, so a model gone from the cluster is set to 0 once. */
+  private readonly withReplicas = new Set<string>();
+  /** Called when a model changed phase (the gauges are then brought up to date soon). */
+  onPhaseChange: (() => void) | undefined;
+
+  constructor(meter: MetricMeter) {
+    this.stepDuration = meter.createHistogram(
+      'ferry_step_duration_seconds',
+      'float',
+      's',
+      'How long a lifecycle step took, by step and outcome',
+    );
+    this.timeToReady = meter.createHistogram(
+      'ferry_time_to_ready_seconds',
+      'float',
+      's',
+      'From the start of a generation to Ready (not counting recoveries from Degraded)',
+    );
+    this.stepFailures = meter.createCounter(
+      'ferry_step_failures_total',
+      '',
+      'Failed attempts of a lifecycle step as the workflow saw them, by step, reason and whether it is retried',
+    );
+    this.activityFailures = meter.createCounter(
+      'ferry_activity_failures_total',
+      '',
+      'Failed activity attempts, by activity and failure type (retried by the activity retry policy or not)',
+    );
+    this.teardownRetries = meter.createCounter(
+      'ferry_teardown_retries_total',
+      '',
+      'Teardowns that left something behind and were tried again, by reason',
+    );
+    this.phaseChanges = meter.createCounter('ferry_phase_changes_total', '', 'Models entering a phase, by phase');
+    this.pulledBytes = meter.createCounter(
+      'ferry_weights_pulled_bytes_total',
+      'bytes',
+      'Bytes of weights written by finished downloads',
+    );
+    this.models = meter.createGauge(
+      'ferry_models',
+      'int',
+      '',
+      "Running models on this worker's cluster, by phase (from Temporal visibility)",
+    );
+    this.readyReplicas = meter.createGauge(
+      'ferry_model_ready_replicas',
+      'int',
+      '',
+      "Ready engine replicas of each model (from the worker's watch)",
+    );
+  }
+
+  /** What a model's workflow reported (the `ferry` sink). */
+  record(events: readonly ModelEvent[]): void {
+    for (const event of events) {
+      switch (event.kind) {
+        case 'stepEnded':
+          this.stepDuration.record(event.durationMs / 1000, { step: event.step, outcome: event.outcome });
+          // The pull's seconds are the download step's: ferry_step_duration_seconds{step="download"}.
+          if (event.step === 'download' && event.outcome === 'Succeeded') this.pulledBytes.add(event.bytes ?? 0);
+          break;
+        case 'stepFailed':
+          this.stepFailures.add(1, {
+            step: event.step,
+            reason: reasonLabel(event.reason),
+            retrying: String(event.retrying),
+          });
+          if (event.step === 'teardown' && event.retrying)
+            this.teardownRetries.add(1, { reason: reasonLabel(event.reason) });
+          break;
+        case 'phaseChanged':
+          this.phaseChanges.add(1, { phase: event.to });
+          this.onPhaseChange?.();
+          if (event.readyAfterMs !== undefined) this.timeToReady.record(event.readyAfterMs / 1000);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
+  activityFailed(activity: string, type: string): void {
+    this.activityFailures.add(1, { activity, type });
+  }
+
+  /** Every phase's count (0 for phases no model is in). */
+  setModels(counts: Partial<Record<Phase, number>>): void {
+    for (const phase of PHASES) this.models.set(counts[phase] ?? 0, { phase });
+  }
+
+  /** Each model's ready replicas; a model no longer listed is set to 0 (the exporter cannot drop a series). */
+  setReadyReplicas(replicas: ReadonlyMap<string, { namespace: string; model: string; ready: number }>): void {
+    for (const key of this.withReplicas) {
+      if (replicas.has(key)) continue;
+      const [namespace, model] = key.split('/') as [string, string];
+      this.readyReplicas.set(0, { namespace, model });
+      this.withReplicas.delete(key);
+    }
+    for (const [key, { namespace, model, ready }] of replicas) {
+      this.readyReplicas.set(ready, { namespace, model });
+      this.withReplicas.add(key);
+    }
+  }
+}
+
+/** Counts every failed activity attempt by the failure's type (the catalogue's; `Other` for anything else). */
+export class ActivityFailureCounter implements ActivityInboundCallsInterceptor {
+  constructor(
+    private readonly metrics: FerryMetrics,
+    private readonly activity: string,
+  ) {}
+
+  async execute(input: ActivityExecuteInput, next: Next<ActivityInboundCallsInterceptor, 'execute'>): Promise<unknown> {
+    try {
+      return await next(input);
+    } catch (err) {
+      const type = err instanceof ApplicationFailure ? err.type : undefined;
+      const cancelled = (err as Error | undefined)?.name === 'CancelledFailure';
+      this.metrics.activityFailed(this.activity, cancelled ? 'Cancelled' : reasonLabel(type ?? undefined));
+      throw err;
+    }
+  }
+}
+
+/** How often the gauges are brought up to date without a phase change. */
+const GAUGE_INTERVAL_MS = 30_000;
+/** After a phase change, this long for visibility to index the new search attribute. */
+const AFTER_PHASE_CHANGE_MS = 2_000;
+
+const ENGINES = `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_COMPONENT}=engine`;
+
+/**
+ * Keeps the gauges current: models by phase from Temporal visibility (this cluster's running workflows; one list
+ * call per interval and shortly after a phase change, not a billed action), ready replicas from the watch's memory
+ * (no API call). Returns a stop.
+ */
+export function collectGauges({
+  metrics,
+  client,
+  cluster,
+  watcher,
+  logger,
+  intervalMs = GAUGE_INTERVAL_MS,
+}: {
+  metrics: FerryMetrics;
+  client: Client;
+  cluster: string;
+  watcher: ModelWatcher | undefined;
+  logger: Logger;
+  intervalMs?: number;
+}): () => void {
+  let failing = false;
+  const query = `${ferryClusterKey.name} = '${cluster}' AND ExecutionStatus = 'Running'`;
+  const once = async () => {
+    try {
+      const counts: Partial<Record<Phase, number>> = {};
+      for await (const execution of client.workflow.list({ query })) {
+        const phase = execution.typedSearchAttributes.get(ferryPhaseKey) as Phase | undefined;
+        if (phase && PHASES.includes(phase)) counts[phase] = (counts[phase] ?? 0) + 1;
+      }
+      metrics.setModels(counts);
+      failing = false;
+    } catch (err) {
+      if (!failing) logger.warn('cannot count models by phase for ferry_models', { error: String(err) });
+      failing = true;
+    }
+    if (!watcher) return;
+    const replicas = new Map<string, { namespace: string; model: string; ready: number }>();
+    for (const namespace of watcher.watchedNamespaces) {
+      const engines = watcher.list<V1Deployment>('Deployment', namespace, ENGINES);
+      // A namespace whose watch is not (re)synced yet would look empty: keep the last values.
+      if (engines === null) return;
+      for (const d of engines) {
+        const model = d.metadata?.labels?.[LABEL_MODEL];
+        if (model) replicas.set(`${namespace}/${model}`, { namespace, model, ready: d.status?.readyReplicas ?? 0 });
+      }
+    }
+    metrics.setReadyReplicas(replicas);
+  };
+  void once();
+  const timer = setInterval(() => void once(), intervalMs);
+  timer.unref();
+  let soon: NodeJS.Timeout | undefined;
+  metrics.onPhaseChange = () => {
+    soon ??= setTimeout(() => {
+      soon = undefined;
+      void once();
+    }, AFTER_PHASE_CHANGE_MS).unref();
+  };
+  return () => {
+    clearInterval(timer);
+    clearTimeout(soon);
+    metrics.onPhaseChange = undefined;
+  };
+}

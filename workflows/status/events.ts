@@ -1,0 +1,78 @@
+// The events in one status change: what the worker logs, counts and posts as Kubernetes Events (the `ferry` sink).
+// Pure: derived from the previous and the next status alone, so every transition function reports without
+// knowing it.
+import type { ModelEvent, ModelStatus, TimelineEntry } from '../contract/index.js';
+
+const keyOf = (e: TimelineEntry): string => `${e.step}|${e.generation}|${e.startedAt}`;
+
+/** Steps started, ended and failed, the phase change, and an accepted spec, in the order they happened. */
+export function statusEvents(previous: ModelStatus, next: ModelStatus): ModelEvent[] {
+  if (previous === next) return [];
+  const events: ModelEvent[] = [];
+  if (next.generation > previous.generation) events.push({ kind: 'specAccepted', generation: next.generation });
+
+  const before = new Map(previous.timeline.map((e) => [keyOf(e), e]));
+  for (const entry of next.timeline) {
+    const was = before.get(keyOf(entry));
+    if (was?.outcome !== undefined) continue;
+    if (!was && entry.outcome === undefined) {
+      events.push({
+        kind: 'stepStarted',
+        step: entry.step,
+        generation: entry.generation,
+        ...(entry.detail ? { detail: entry.detail } : {}),
+      });
+    }
+    if (entry.outcome !== undefined) {
+      const bytes = entry.step === 'download' && entry.outcome === 'Succeeded' ? next.download?.bytes : undefined;
+      events.push({
+        kind: 'stepEnded',
+        step: entry.step,
+        generation: entry.generation,
+        outcome: entry.outcome,
+        durationMs: entry.durationMs ?? 0,
+        ...(entry.detail ? { detail: entry.detail } : {}),
+        ...(bytes !== undefined ? { bytes } : {}),
+      });
+    }
+  }
+
+  const error = next.lastError;
+  const newError =
+    error?.step !== undefined &&
+    (previous.lastError?.at !== error.at ||
+      previous.lastError.reason !== error.reason ||
+      previous.lastError.message !== error.message);
+  if (newError) {
+    events.push({
+      kind: 'stepFailed',
+      step: error.step!,
+      generation: error.generation ?? next.generation,
+      reason: error.reason,
+      message: error.message,
+      retrying: next.phase !== 'Failed',
+    });
+  }
+
+  if (next.phase !== previous.phase) {
+    const ready = next.conditions.find((c) => c.type === 'Ready');
+    const readyAfterMs = next.phase === 'Ready' && previous.phase !== 'Degraded' ? sinceWorkBegan(next) : undefined;
+    events.push({
+      kind: 'phaseChanged',
+      from: previous.phase,
+      to: next.phase,
+      generation: next.generation,
+      ...(ready?.reason ? { reason: ready.reason } : {}),
+      ...(ready?.message ? { message: ready.message } : {}),
+      ...(readyAfterMs !== undefined ? { readyAfterMs } : {}),
+    });
+  }
+  return events;
+}
+
+/** From the first timeline entry of the generation now observed to the status's last change. */
+function sinceWorkBegan(status: ModelStatus): number | undefined {
+  const first = status.timeline.find((e) => e.generation === status.observedGeneration);
+  if (!first) return undefined;
+  return Math.max(0, Date.parse(status.updatedAt) - Date.parse(first.startedAt));
+}
