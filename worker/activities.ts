@@ -13,6 +13,7 @@ import { EventRecorder } from '../activities/cluster/events.js';
 import { endpointResolverFromEnv } from '../activities/cluster/endpoints.js';
 import { ModelWatcher } from '../activities/cluster/model-watcher.js';
 import type { ProgressSink } from '../activities/cluster/progress.js';
+import { retryProgress } from '../activities/cluster/retry-progress.js';
 import type { SpecSource } from '../activities/deps.js';
 import {
   ferryClusterKey,
@@ -59,13 +60,15 @@ export function realActivities(
     user: kc.getCurrentUser()?.name,
     endpointMode: endpoints.mode,
   });
-  const cluster = new Cluster(kc);
+  const progress = progressSink(client);
+  // A request being retried shows at once as the running step's waiting reason.
+  const cluster = new Cluster(kc, { onRetry: retryProgress(progress) });
   const watcher = config.watch ? startWatcher(config, client, kc, cluster, logger) : undefined;
   const activities = createActivities({
     cluster,
     endpoints: endpoints.endpoints,
     ...(endpoints.http ? { http: endpoints.http } : {}),
-    progress: progressSink(client),
+    progress,
     specs: specSource(client),
     ...(watcher ? { watcher } : {}),
     ...(config.webUiUrl ? { webUi: { url: config.webUiUrl, namespace: config.temporal.namespace } } : {}),

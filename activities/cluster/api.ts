@@ -1,13 +1,24 @@
 // The thin effect layer between Ferry's pure builders and the Kubernetes API: apply, read, list, delete, watch.
 import {
   CoreV1Api,
-  KubernetesObjectApi,
   PatchStrategy,
   Watch,
   type KubeConfig,
   type KubernetesObject,
+  type KubernetesObjectApi,
 } from '@kubernetes/client-node';
+import { Context } from '@temporalio/activity';
 import { isNotFound, kubeFailure } from './errors.js';
+import {
+  DEFAULT_RETRY_POLICY,
+  isTransient,
+  outcomeUnknown,
+  statusOf,
+  withRetries,
+  type RetryNote,
+  type RetryPolicy,
+} from './request-retry.js';
+import { boundedObjectApi } from './request-timeout.js';
 
 /** What names one object: enough to read or delete it. */
 export interface ObjectRef {
@@ -29,12 +40,58 @@ export const refOf = (obj: KubernetesObject): ObjectRef => ({
 /** A watch event, as the API server sends it. */
 export type WatchEvent<T> = { type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR'; object: T };
 
-/** Kubernetes as the activities use it; every failure is already an `ApplicationFailure` saying what was being done. */
+export interface ClusterOptions {
+  /** How long one request (not a watch) may take before it fails as a retryable timeout. Default 15 s. */
+  requestTimeoutMs?: number;
+  /** How each call is retried (request-retry.ts); tests shrink the budget. */
+  retry?: Partial<RetryPolicy>;
+  /** Hears of every retry, e.g. to show it as the step's waiting reason (`retryProgress`). */
+  onRetry?: (note: RetryNote) => void;
+}
+
+const REQUEST_TIMEOUT_MS = 15_000;
+
+/**
+ * Kubernetes as the activities use it; every failure is already an `ApplicationFailure` saying what was being done.
+ * Transient failures are retried per request first (request-retry.ts): reads, server-side applies and deletes are
+ * repeated; a create or merge patch whose outcome is unknown is re-read before it is repeated.
+ */
 export class Cluster {
   readonly objects: KubernetesObjectApi;
+  private readonly policy: RetryPolicy;
+  private readonly onRetry: ((note: RetryNote) => void) | undefined;
 
-  constructor(readonly kc: KubeConfig) {
-    this.objects = KubernetesObjectApi.makeApiClient(kc);
+  constructor(
+    readonly kc: KubeConfig,
+    options: ClusterOptions = {},
+  ) {
+    this.objects = boundedObjectApi(kc, options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS);
+    this.policy = { ...DEFAULT_RETRY_POLICY, ...options.retry };
+    this.onRetry = options.onRetry;
+  }
+
+  /** `attempt` with per-request retries; stops retrying when the current activity is cancelled. */
+  private retrying<T>(
+    doing: string,
+    attempt: () => Promise<T>,
+    retryable: (err: unknown) => boolean = isTransient,
+  ): Promise<T> {
+    return withRetries(doing, attempt, {
+      policy: this.policy,
+      retryable,
+      ...(this.onRetry ? { onRetry: this.onRetry } : {}),
+      ...cancellation(),
+    });
+  }
+
+  /** The object as the server has it now, or undefined when it does not exist; other failures are thrown as they are. */
+  private async reread<T extends KubernetesObject>(ref: ObjectRef): Promise<T | undefined> {
+    try {
+      return await this.objects.read<T>(headerOf(ref));
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
   }
 
   /** Server-side apply under `fieldManager`; `force` takes over fields other managers own (use only after a claim check). */
@@ -43,31 +100,36 @@ export class Cluster {
     fieldManager: string,
     opts: { force?: boolean; dryRun?: boolean } = {},
   ): Promise<T> {
+    const doing = `applying ${describeRef(refOf(obj))}`;
+    const force = opts.force ?? true;
     try {
-      return await this.objects.patch(
-        obj,
-        undefined,
-        opts.dryRun ? 'All' : undefined,
-        fieldManager,
-        opts.force ?? true,
-        PatchStrategy.ServerSideApply,
+      return await this.retrying(
+        doing,
+        () =>
+          this.objects.patch(
+            obj,
+            undefined,
+            opts.dryRun ? 'All' : undefined,
+            fieldManager,
+            force,
+            PatchStrategy.ServerSideApply,
+          ),
+        // Applying is idempotent. A forced apply conflicts with no field manager and names no resourceVersion, so a
+        // 409 there is the server running out of its own update retries: repeating it is right.
+        (err) => isTransient(err) || (force && statusOf(err) === 409),
       );
     } catch (err) {
-      throw kubeFailure(err, `applying ${describeRef(refOf(obj))}`);
+      throw kubeFailure(err, doing);
     }
   }
 
   /** The object, or undefined when it does not exist. */
   async get<T extends KubernetesObject>(ref: ObjectRef): Promise<T | undefined> {
+    const doing = `reading ${describeRef(ref)}`;
     try {
-      return await this.objects.read<T>({
-        apiVersion: ref.apiVersion,
-        kind: ref.kind,
-        metadata: { name: ref.name, namespace: ref.namespace },
-      });
+      return await this.retrying(doing, () => this.reread<T>(ref));
     } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw kubeFailure(err, `reading ${describeRef(ref)}`);
+      throw kubeFailure(err, doing);
     }
   }
 
@@ -77,52 +139,117 @@ export class Cluster {
     namespace: string,
     selectors: { labelSelector?: string; fieldSelector?: string } = {},
   ): Promise<T[]> {
+    const doing = `listing ${kind} in ${namespace}`;
     try {
-      const res = await this.objects.list<T>(
-        apiVersion,
-        kind,
-        namespace,
-        undefined,
-        undefined,
-        undefined,
-        selectors.fieldSelector,
-        selectors.labelSelector,
+      const res = await this.retrying(doing, () =>
+        this.objects.list<T>(
+          apiVersion,
+          kind,
+          namespace,
+          undefined,
+          undefined,
+          undefined,
+          selectors.fieldSelector,
+          selectors.labelSelector,
+        ),
       );
       return res.items;
     } catch (err) {
-      throw kubeFailure(err, `listing ${kind} in ${namespace}`);
+      throw kubeFailure(err, doing);
     }
   }
 
   /**
    * Deletes the object; true when it was there, false when it was already gone (404 is success). `preconditions.uid`
    * deletes only that very object (409 if the name now belongs to another one), so a check-then-delete cannot race.
+   * Deleting is idempotent and repeated on transient failures; after a 409 the object is re-read: only a conflict
+   * with the preconditions fails, and only when no earlier attempt of this call may have deleted the object.
    */
   async delete(
     ref: ObjectRef,
     propagationPolicy: 'Background' | 'Foreground' | 'Orphan' = 'Background',
     preconditions?: { uid?: string; resourceVersion?: string },
   ): Promise<boolean> {
+    const doing = `deleting ${describeRef(ref)}`;
+    // Whether an earlier attempt may have taken effect: a later "gone" is then this call's doing.
+    let uncertain = false;
+    let conflictIsTransient = false;
     try {
-      await this.objects.delete(
-        { apiVersion: ref.apiVersion, kind: ref.kind, metadata: { name: ref.name, namespace: ref.namespace } },
-        undefined,
-        undefined,
-        undefined,
-        undefined,
-        propagationPolicy,
-        preconditions ? { propagationPolicy, preconditions } : undefined,
+      return await this.retrying(
+        doing,
+        async () => {
+          conflictIsTransient = false;
+          try {
+            await this.objects.delete(
+              headerOf(ref),
+              undefined,
+              undefined,
+              undefined,
+              undefined,
+              propagationPolicy,
+              preconditions ? { propagationPolicy, preconditions } : undefined,
+            );
+            return true;
+          } catch (err) {
+            if (isNotFound(err)) return uncertain;
+            if (statusOf(err) === 409 && preconditions) {
+              const current = await this.reread(ref);
+              if (!current) return uncertain;
+              const sameObject = !preconditions.uid || current.metadata?.uid === preconditions.uid;
+              const sameVersion =
+                !preconditions.resourceVersion || current.metadata?.resourceVersion === preconditions.resourceVersion;
+              if (uncertain && (!sameObject || current.metadata?.deletionTimestamp)) return true;
+              // The very object the preconditions name, unchanged: the conflict was not about them.
+              conflictIsTransient = sameObject && sameVersion;
+            }
+            if (outcomeUnknown(err)) uncertain = true;
+            throw err;
+          }
+        },
+        (err) => isTransient(err) || (conflictIsTransient && statusOf(err) === 409),
       );
-      return true;
     } catch (err) {
-      if (isNotFound(err)) return false;
-      throw kubeFailure(err, `deleting ${describeRef(ref)}`);
+      throw kubeFailure(err, doing);
+    }
+  }
+
+  /**
+   * Creates the object. A 429/503 or a refused connection is repeated; after a failure that leaves the outcome
+   * unknown (a reset or timeout once the request was sent, a 5xx), the object is re-read first: there, it is returned.
+   */
+  async create<T extends KubernetesObject>(obj: T): Promise<T> {
+    const ref = refOf(obj);
+    const doing = `creating ${describeRef(ref)}`;
+    let uncertain = false;
+    try {
+      return await this.retrying(doing, async () => {
+        if (uncertain) {
+          const current = await this.reread<T>(ref);
+          if (current) return current;
+        }
+        try {
+          return await this.objects.create(obj);
+        } catch (err) {
+          // AlreadyExists after an attempt that may have created it: ours.
+          if (statusOf(err) === 409 && uncertain) {
+            const current = await this.reread<T>(ref);
+            if (current) return current;
+          }
+          if (outcomeUnknown(err)) uncertain = true;
+          throw err;
+        }
+      });
+    } catch (err) {
+      throw kubeFailure(err, doing);
     }
   }
 
   /**
    * A JSON merge patch (RFC 7386) of fields no apply manages, e.g. removing owner references; put
    * `metadata.resourceVersion` in the patch to make it conditional (409 when the object changed meanwhile).
+   * A 429/503 or a refused connection is repeated; after a failure that leaves the outcome unknown the object is
+   * re-read first, and an object that already holds the patch is the result (so is one after a 409 that the
+   * unknown attempt's own change caused).
    */
   async mergePatch<T extends KubernetesObject>(ref: ObjectRef, patch: Record<string, unknown>): Promise<T> {
     const metadata = (patch.metadata ?? {}) as Record<string, unknown>;
@@ -132,17 +259,40 @@ export class Cluster {
       kind: ref.kind,
       metadata: { ...metadata, name: ref.name, namespace: ref.namespace },
     };
+    const { resourceVersion: _precondition, ...fields } = metadata;
+    const wanted = { ...patch, metadata: fields };
+    const doing = `patching ${describeRef(ref)}`;
+    let uncertain = false;
+    const alreadyPatched = async (): Promise<T | undefined> => {
+      const current = await this.reread<T>(ref);
+      return current && holdsMergePatch(current, wanted) ? current : undefined;
+    };
     try {
-      return (await this.objects.patch(
-        body,
-        undefined,
-        undefined,
-        undefined,
-        undefined,
-        PatchStrategy.MergePatch,
-      )) as T;
+      return await this.retrying(doing, async () => {
+        if (uncertain) {
+          const done = await alreadyPatched();
+          if (done) return done;
+        }
+        try {
+          return (await this.objects.patch(
+            body,
+            undefined,
+            undefined,
+            undefined,
+            undefined,
+            PatchStrategy.MergePatch,
+          )) as T;
+        } catch (err) {
+          if (statusOf(err) === 409 && uncertain) {
+            const done = await alreadyPatched();
+            if (done) return done;
+          }
+          if (outcomeUnknown(err)) uncertain = true;
+          throw err;
+        }
+      });
     } catch (err) {
-      throw kubeFailure(err, `patching ${describeRef(ref)}`);
+      throw kubeFailure(err, doing);
     }
   }
 
@@ -179,8 +329,8 @@ export class Cluster {
 
   /**
    * Watches a collection from `path` (e.g. `/apis/batch/v1/namespaces/ns/jobs`) and calls `onEvent` until it returns
-   * true, the signal aborts, or `timeoutMs` passes; re-establishes the watch when the server closes it.
-   * Returns whether `onEvent` said done.
+   * true, the signal aborts, or `timeoutMs` passes; re-establishes the watch at once when the server closes it or the
+   * stream is cut. Returns whether `onEvent` said done; throws when a watch cannot be established (403: `Forbidden`).
    */
   async watchUntil<T>(
     path: string,
@@ -193,6 +343,7 @@ export class Cluster {
     while (Date.now() < end && !opts.signal?.aborted) {
       const done = await new Promise<boolean>((resolve, reject) => {
         let settled = false;
+        let established = false;
         let controller: AbortController | undefined;
         const finish = (v: boolean, err?: unknown) => {
           if (settled) return;
@@ -216,10 +367,12 @@ export class Cluster {
                 .then((isDone) => isDone && finish(true))
                 .catch((err: unknown) => finish(false, err));
             },
-            // The server ends watches on its own schedule; a closed watch is simply re-established.
-            () => finish(false),
+            // The server ends watches on its own schedule; a closed (or cut) watch is simply re-established. One that
+            // could not be established is the caller's to retry (wait.ts: on its next tick), not a tight loop here.
+            (err: unknown) => finish(false, established || !err ? undefined : watchFailure(err, path)),
           )
           .then((c) => {
+            established = true;
             controller = c;
             if (settled) c.abort();
           })
@@ -229,4 +382,55 @@ export class Cluster {
     }
     return false;
   }
+}
+
+const headerOf = (ref: ObjectRef) => ({
+  apiVersion: ref.apiVersion,
+  kind: ref.kind,
+  metadata: { name: ref.name, namespace: ref.namespace },
+});
+
+/** The current activity's cancellation, when there is one: retries stop with it. */
+function cancellation(): { signal?: AbortSignal } {
+  try {
+    return { signal: Context.current().cancellationSignal };
+  } catch {
+    return {};
+  }
+}
+
+/** Why a watch could not be established: a 403 fails the wait that asked; anything else it rides out by polling. */
+function watchFailure(err: unknown, path: string): Error {
+  const e = err as { statusCode?: unknown; code?: unknown; message?: unknown };
+  const status = typeof e.statusCode === 'number' ? e.statusCode : e.code;
+  const message = typeof e.message === 'string' ? e.message : String(err);
+  if (status === 403) return kubeFailure({ code: 403, message }, `watching ${path}`);
+  return new Error(`watching ${path} failed: ${message}`, { cause: err });
+}
+
+/** Whether `obj` already reads as `patch` would leave it (RFC 7386: null removes a field, objects merge). */
+function holdsMergePatch(obj: unknown, patch: unknown): boolean {
+  if (!isPlainObject(patch)) return sameValue(obj, patch);
+  if (!isPlainObject(obj)) return false;
+  return Object.entries(patch).every(([key, value]) =>
+    value === null ? obj[key] === undefined || obj[key] === null : holdsMergePatch(obj[key], value),
+  );
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  v !== null && typeof v === 'object' && !Array.isArray(v) && !(v instanceof Date);
+
+/** Equal as JSON values, whatever the key order; client-node reads timestamps as Dates, patches carry strings. */
+function sameValue(a: unknown, b: unknown): boolean {
+  if (a instanceof Date || b instanceof Date)
+    return new Date(a as string).getTime() === new Date(b as string).getTime();
+  if (Array.isArray(a) || Array.isArray(b)) {
+    return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((v, i) => sameValue(v, b[i]));
+  }
+  if (isPlainObject(a) && isPlainObject(b)) {
+    const keys = (o: Record<string, unknown>) => Object.keys(o).filter((k) => o[k] !== undefined);
+    const ka = keys(a);
+    return ka.length === keys(b).length && ka.every((k) => sameValue(a[k], b[k]));
+  }
+  return a === b;
 }

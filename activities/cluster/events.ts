@@ -54,7 +54,7 @@ export class EventRecorder {
     try {
       const known = this.counts.get(key) ?? (await this.existingCount(subject.namespace, name));
       if (known === undefined) {
-        await this.cluster.objects.create<CoreV1Event>({
+        await this.cluster.create<CoreV1Event>({
           apiVersion: 'v1',
           kind: 'Event',
           metadata: { name, namespace: subject.namespace },

@@ -1,0 +1,101 @@
+// client-node's HTTP library, with a time bound on every request: a request the API server (or the network) leaves
+// unanswered fails after `timeoutMs` as a retryable ETIMEDOUT instead of holding its activity until the step times
+// out. A failure says whether the whole request had left (`sent`): one that never left cannot have taken effect.
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import {
+  KubernetesObjectApi,
+  ResponseContext,
+  wrapHttpLibrary,
+  type Configuration,
+  type KubeConfig,
+  type RequestBody,
+  type RequestContext,
+} from '@kubernetes/client-node';
+
+/** A network failure of one request, shaped like node-fetch's (a string `code`), plus whether it had been sent. */
+class RequestFailure extends Error {
+  constructor(
+    message: string,
+    readonly code: string,
+    readonly sent: boolean,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+    this.name = 'RequestFailure';
+  }
+}
+
+/** A `KubernetesObjectApi` for `kc` whose every request is bounded by `timeoutMs` (watches are not made with it). */
+export function boundedObjectApi(kc: KubeConfig, timeoutMs: number): KubernetesObjectApi {
+  const httpApi = wrapHttpLibrary({ send: (request) => send(request, timeoutMs) });
+  class BoundedObjectApi extends KubernetesObjectApi {
+    constructor(configuration: Configuration) {
+      super({ ...configuration, httpApi });
+      this.setDefaultNamespace(kc);
+    }
+  }
+  return kc.makeApiClient(BoundedObjectApi);
+}
+
+function send(request: RequestContext, timeoutMs: number): Promise<ResponseContext> {
+  const url = new URL(request.getUrl());
+  const body = bodyOf(request.getBody());
+  const headers: Record<string, string> = { ...request.getHeaders() };
+  if (body !== undefined) headers['Content-Length'] = String(Buffer.byteLength(body));
+  const transport = url.protocol === 'https:' ? httpsRequest : httpRequest;
+  return new Promise((resolve, reject) => {
+    let sent = false;
+    let settled = false;
+    const fail = (err: Error & { code?: unknown }, code?: string) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      const named = code ?? (typeof err.code === 'string' ? err.code : 'ECONNRESET');
+      reject(new RequestFailure(`request to ${url.href} failed, reason: ${err.message}`, named, sent, { cause: err }));
+      req.destroy();
+    };
+    const req = transport(
+      url,
+      { method: request.getHttpMethod(), headers, agent: request.getAgent() },
+      (res: IncomingMessage) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('error', (err) => fail(err));
+        res.on('close', () => {
+          if (!res.complete) fail(new Error('the connection closed before the response was complete'), 'ECONNRESET');
+        });
+        res.on('end', () => {
+          if (settled) return;
+          settled = true;
+          clearTimeout(timer);
+          const data = Buffer.concat(chunks);
+          resolve(
+            new ResponseContext(res.statusCode ?? 500, headersOf(res), {
+              text: async () => data.toString('utf8'),
+              binary: async () => data,
+            }),
+          );
+        });
+      },
+    );
+    const timer = setTimeout(() => fail(new Error(`request timed out after ${timeoutMs} ms`), 'ETIMEDOUT'), timeoutMs);
+    req.on('finish', () => (sent = true));
+    req.on('error', (err) => fail(err));
+    req.end(body);
+  });
+}
+
+function bodyOf(body: RequestBody): string | undefined {
+  if (body === undefined || typeof body === 'string') return body;
+  if (body instanceof URLSearchParams) return body.toString();
+  throw new Error('form bodies are not sent to the Kubernetes API');
+}
+
+function headersOf(res: IncomingMessage): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [key, value] of Object.entries(res.headers)) {
+    if (value !== undefined) headers[key] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return headers;
+}
