@@ -8,6 +8,7 @@ import {
   type Client,
   type WorkflowUpdateHandle,
 } from '@temporalio/client';
+import { randomUUID } from 'node:crypto';
 import { ApplicationFailure, type UpdateDefinition } from '@temporalio/common';
 import {
   INVALID_SPEC,
@@ -22,7 +23,10 @@ import { hasWorker, modelHandle } from './model-status.js';
 /** How long the workflow may take to accept an update: it needs a worker to run the validator. */
 export const ACCEPT_TIMEOUT_MS = 30_000;
 
-/** Sends `update` and waits until the workflow accepted (or rejected) it; the outcome is read with `result()`. */
+/**
+ * Sends `update` and waits until the workflow accepted (or rejected) it; the outcome is read with `result()`. One
+ * update ID for every attempt: a request sent again after the server aborted it cannot apply the update twice.
+ */
 export async function sendUpdate<Ret, Arg>(
   client: Client,
   ref: ModelRef,
@@ -30,10 +34,27 @@ export async function sendUpdate<Ret, Arg>(
   arg: Arg,
   acceptTimeoutMs = ACCEPT_TIMEOUT_MS,
 ): Promise<WorkflowUpdateHandle<Ret>> {
+  const updateId = randomUUID();
   return accepted(client, ref, update.name, acceptTimeoutMs, () =>
-    modelHandle(client, ref).startUpdate(update, { args: [arg], waitForStage: 'ACCEPTED' }),
+    modelHandle(client, ref).startUpdate(update, { args: [arg], waitForStage: 'ACCEPTED', updateId }),
   );
 }
+
+/**
+ * The server aborted the update before the workflow saw it (`Unavailable`, "workflow update was aborted": the
+ * workflow task that carried it timed out, say on the queue of a worker that was just lost). Temporal documents it
+ * as retryable; the same request is sent again.
+ */
+function isAbortedUpdate(err: unknown): boolean {
+  for (let e = err as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 3; depth++) {
+    if (e.code === GRPC_UNAVAILABLE) return true;
+    e = e.cause as typeof e;
+  }
+  return false;
+}
+const GRPC_UNAVAILABLE = 14;
+/** Between two tries of an aborted update. */
+const ABORTED_RETRY_MS = [250, 500, 1_000, 2_000];
 
 /**
  * Runs `send` (a call that returns once an update is accepted) with a deadline. Running out of time says whether
@@ -46,15 +67,23 @@ export async function accepted<Ret>(
   acceptTimeoutMs: number,
   send: () => Promise<WorkflowUpdateHandle<Ret>>,
 ): Promise<WorkflowUpdateHandle<Ret>> {
-  try {
-    return await client.withAbortSignal(AbortSignal.timeout(acceptTimeoutMs), send);
-  } catch (err) {
-    if (isTimeout(err)) {
-      const taskQueue = taskQueueFor(ref.cluster);
-      if (!(await hasWorker(client, taskQueue))) throw new NoWorkerError(ref, taskQueue);
-      throw new WaitTimeoutError(ref, acceptTimeoutMs, `accept the ${updateName} request`);
+  const deadline = Date.now() + acceptTimeoutMs;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await client.withAbortSignal(AbortSignal.timeout(Math.max(1, deadline - Date.now())), send);
+    } catch (err) {
+      const pause = ABORTED_RETRY_MS[Math.min(attempt, ABORTED_RETRY_MS.length - 1)]!;
+      if (isAbortedUpdate(err) && Date.now() + pause < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, pause));
+        continue;
+      }
+      if (isTimeout(err) || isAbortedUpdate(err)) {
+        const taskQueue = taskQueueFor(ref.cluster);
+        if (!(await hasWorker(client, taskQueue))) throw new NoWorkerError(ref, taskQueue);
+        throw new WaitTimeoutError(ref, acceptTimeoutMs, `accept the ${updateName} request`);
+      }
+      throw updateError(err, ref);
     }
-    throw updateError(err, ref);
   }
 }
 

@@ -7,6 +7,7 @@ import {
   NativeConnection,
   Runtime,
   Worker,
+  type ActivityInterceptorsFactory,
   type Logger,
   type LogLevel,
   type LogMetadata,
@@ -17,6 +18,8 @@ import { connectOptionsOf } from '../client/temporal-env.js';
 import type { FerryActivities } from '../workflows/contract/index.js';
 import type { RealActivities } from './activities.js';
 import type { WorkerConfig } from './config.js';
+import type { Context as ActivityContext } from '@temporalio/activity';
+import { keepAlive } from '../activities/cluster/progress.js';
 import type { ReadinessCheck } from './health.js';
 import { ActivityFailureCounter, FerryMetrics } from './metrics.js';
 import { modelEventsSinks } from './model-events.js';
@@ -50,6 +53,8 @@ export interface FerryWorker {
 }
 
 const PROBE_DEADLINE_MS = 2_000;
+/** See stickyQueueScheduleToStartTimeout below; bench/chaos.ts measures recovery with it. */
+const STICKY_TIMEOUT = '3s';
 
 /** Connects to Temporal and creates the worker; `worker.run()` starts polling, `worker.shutdown()` drains it. */
 export async function createWorker(config: WorkerConfig, overrides: WorkerOverrides = {}): Promise<FerryWorker> {
@@ -74,10 +79,11 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
       ...(await workflowSource(config, overrides, logger)),
       // Status changes become log lines, metrics and Kubernetes Events; failed activity attempts are counted by type.
       sinks: modelEventsSinks({ logger, metrics, ...(real ? { events: real.events } : {}) }),
-      interceptors: {
-        activity: [(ctx) => ({ inbound: new ActivityFailureCounter(metrics, ctx.info.activityType) })],
-      },
+      interceptors: { activity: activityInterceptors(metrics) },
       maxCachedWorkflows: config.maxCachedWorkflows,
+      // A workflow task waits this long on the queue of the worker that last ran the workflow before any worker may
+      // take it: after a worker is lost (SIGKILL, a node gone) every model it held waits that long once (default 10 s).
+      stickyQueueScheduleToStartTimeout: STICKY_TIMEOUT,
       shutdownGraceTime: config.shutdownGraceMs,
       shutdownForceTime: config.shutdownGraceMs + FORCE_AFTER_GRACE_MS,
     });
@@ -110,6 +116,30 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
     if (ownConnection) await connection.close().catch(() => undefined);
     throw err;
   }
+}
+
+/**
+ * Around every activity: failed attempts counted by type (with `metrics`), and a keep-alive heartbeat every few
+ * seconds, so a step whose worker is lost is retried within the heartbeat timeout (ServeModelOptions).
+ */
+export function activityInterceptors(metrics?: FerryMetrics): ActivityInterceptorsFactory[] {
+  return [
+    (ctx) => ({
+      inbound: {
+        async execute(input, next) {
+          const stop = keepAlive(ctx);
+          try {
+            return await next(input);
+          } finally {
+            stop();
+          }
+        },
+      },
+    }),
+    ...(metrics
+      ? [(ctx: ActivityContext) => ({ inbound: new ActivityFailureCounter(metrics, ctx.info.activityType) })]
+      : []),
+  ];
 }
 
 /** A bundle given, or the workflows bundled here; webpack's report goes to DEBUG (INFO is for models). */

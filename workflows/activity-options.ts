@@ -8,7 +8,11 @@ import {
   type ServeModelOptions,
 } from './contract/index.js';
 
-/** How long any one short step (an apply, a delete, a look) may take. */
+/**
+ * How long any one short step (an apply, a delete, a look) may take. Like the long waits, short steps heartbeat
+ * (the worker's keep-alive, from their third second on), so one whose worker was lost is retried within the heartbeat
+ * timeout rather than after this.
+ */
 const SHORT_STEP_TIMEOUT_MS = 2 * 60_000;
 const TEARDOWN_TIMEOUT_MS = 5 * 60_000;
 
@@ -32,7 +36,7 @@ export function resolveOptions(options: ServeModelOptions = {}): ResolvedOptions
     maximumIntervalMs: options.retry?.maximumIntervalMs ?? 30_000,
     maximumAttempts: options.retry?.maximumAttempts ?? 10,
     timeoutMarginMs: options.timeoutMarginMs ?? 5 * 60_000,
-    heartbeatTimeoutMs: options.heartbeatTimeoutMs ?? 60_000,
+    heartbeatTimeoutMs: options.heartbeatTimeoutMs ?? 10_000,
   };
 }
 
@@ -61,7 +65,11 @@ export function activitiesFor(spec: ServedModel, options: ResolvedOptions) {
     retry: unbounded,
   });
   return {
-    short: proxyActivities<FerryActivities>({ startToCloseTimeout: SHORT_STEP_TIMEOUT_MS, retry }),
+    short: proxyActivities<FerryActivities>({
+      startToCloseTimeout: SHORT_STEP_TIMEOUT_MS,
+      heartbeatTimeout: options.heartbeatTimeoutMs,
+      retry,
+    }),
     puller: proxyActivities<FerryActivities>(
       longWait(parseDuration(spec.spec.puller.deadline) + options.timeoutMarginMs),
     ),
@@ -71,6 +79,7 @@ export function activitiesFor(spec: ServedModel, options: ResolvedOptions) {
     // One attempt per call: the workflow retries teardown itself, so each failure shows in status.
     teardown: proxyActivities<FerryActivities>({
       startToCloseTimeout: TEARDOWN_TIMEOUT_MS,
+      heartbeatTimeout: options.heartbeatTimeoutMs,
       retry: { ...retry, maximumAttempts: 1 },
     }),
   };

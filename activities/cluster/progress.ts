@@ -3,6 +3,26 @@
 import { Context } from '@temporalio/activity';
 import type { StepProgress } from '../../workflows/contract/index.js';
 
+/** The details each running activity last heartbeated, so a keep-alive repeats them instead of clearing them. */
+const lastDetails = new WeakMap<Context, unknown>();
+
+/** How often a running activity says it is alive (the SDK sends at most one heartbeat per 80 % of the timeout). */
+const KEEP_ALIVE_MS = 3_000;
+
+/**
+ * Heartbeats the current activity every `everyMs` while it runs, with the details it last reported (or those of
+ * its previous attempt), so Temporal notices a lost worker within the heartbeat timeout even while a step waits on a
+ * slow request. The first beat comes after `everyMs`: an activity that ends sooner sends none (heartbeats are billed).
+ * Returns the stop.
+ */
+export function keepAlive(ctx: Context, everyMs = KEEP_ALIVE_MS): () => void {
+  const timer = setInterval(() => {
+    ctx.heartbeat(lastDetails.has(ctx) ? lastDetails.get(ctx) : ctx.info.heartbeatDetails);
+  }, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
 /** Sends one progress report to the workflow that runs the current activity. */
 export type ProgressSink = (workflow: { workflowId: string; runId?: string }, progress: StepProgress) => Promise<void>;
 
@@ -22,6 +42,7 @@ export class ProgressReporter {
 
   async report(progress: StepProgress): Promise<void> {
     const ctx = Context.current();
+    lastDetails.set(ctx, progress);
     ctx.heartbeat(progress);
     if (!this.sink) return;
     const t = this.now();

@@ -30,6 +30,7 @@ import {
   workflowIdFor,
 } from '../../workflows/contract/index.js';
 import { ServeModelWorkflow } from '../../workflows/serve-model.js';
+import { activityInterceptors } from '../../worker/create-worker.js';
 import { modelEventsSinks } from '../../worker/model-events.js';
 import { readLocalEnv, repoRoot } from './local-env.js';
 import type { StubActivities } from './stub-activities.js';
@@ -164,6 +165,8 @@ export async function withWorker<T>(
     workflowBundle: harness.bundle,
     activities: { ...stub.activities(), ...extra },
     sinks: TEST_SINKS,
+    // The keep-alive heartbeat, as createWorker gives every activity.
+    interceptors: { activity: activityInterceptors() },
     // Heartbeats (and so cancellations) reach stubs at once; blocked stubs do not hold up shutdown.
     maxHeartbeatThrottleInterval: '20ms',
     defaultHeartbeatThrottleInterval: '20ms',

@@ -31,7 +31,10 @@ export interface ServeModelOptions {
   };
   /** Added to the puller deadline and the startup budget for the activities' own timeouts. Default 5 min. */
   timeoutMarginMs?: number;
-  /** Heartbeat timeout of the long waits. Default 60 s. */
+  /**
+   * Heartbeat timeout of every activity: a step whose worker was lost is retried this soon. Default 10 s (the worker
+   * heartbeats a running step every few seconds; the SDK sends at most one per 8 s, none for a step under 3 s).
+   */
   heartbeatTimeoutMs?: number;
 }
 

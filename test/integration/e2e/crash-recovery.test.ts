@@ -1,9 +1,11 @@
+import { Client, Connection } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
 import type { ModelStatus } from '../../../workflows/contract/index.js';
 import { expectOk, ferryJson, modelObjects, uniqueCluster } from '../../support/e2e.js';
 import { runFerry, writeDoc } from '../../support/ferry-worker.js';
 import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
 import { waitFor } from '../../support/kube.js';
+import { readLocalEnv } from '../../support/local-env.js';
 import { privateTemporal } from '../../support/temporal-server.js';
 
 // Durable execution is the point: the worker dying mid-download, or the Temporal server restarting mid-rollout,
@@ -69,6 +71,32 @@ describe('crash recovery', { timeout: 420_000 }, () => {
     expect(JSON.parse(served.stdout)).toMatchObject({ status: { phase: 'Ready', observedGeneration: 1 } });
     await expectExactlyOneOfEach('killed');
     expectOk(await runFerry(['delete', 'killed', '-n', kube.ns, '--cluster', cluster, '--wait']), 'ferry delete');
+  });
+
+  it('of two workers on one task queue, the one running the download is killed and the other carries on', async () => {
+    const cluster = uniqueCluster('pair');
+    const workers = [await startWorkerProcess(cluster), await startWorkerProcess(cluster)];
+    const file = writeModel('paired', cluster, { 'sim.ferry.dev/complete-delay': '15s' });
+    const waiting = runFerry(['serve', '-f', file, '--wait', '-o', 'json']);
+    const workflowId = `servedmodel/${cluster}/${kube.ns}/paired`;
+    const connection = await Connection.connect({ address: readLocalEnv().TEMPORAL_ADDRESS });
+    // The worker that runs awaitPuller: its identity (pid@host) is on the pending activity.
+    const holder = await waitFor('the download running on one of the workers', 60_000, async () => {
+      const described = await new Client({ connection }).workflow.getHandle(workflowId).describe();
+      const pending = described.raw.pendingActivities?.find((a) => a.activityType?.name === 'awaitPuller');
+      const pid = Number(pending?.lastWorkerIdentity?.split('@')[0]);
+      return workers.find((w) => w.child.pid === pid);
+    }).finally(() => connection.close());
+    await holder.kill();
+    // No restart: the other worker takes the retried download and everything after it.
+    const ready = await waitFor('Ready on the other worker', 120_000, async () => {
+      const s = await phaseOf('paired', cluster);
+      return s?.phase === 'Ready' ? s : undefined;
+    });
+    expect(ready.timeline.filter((t) => t.step === 'download').map((t) => t.outcome)).toEqual(['Succeeded']);
+    expectOk(await waiting, 'ferry serve --wait across the loss of one of two workers');
+    await expectExactlyOneOfEach('paired');
+    expectOk(await runFerry(['delete', 'paired', '-n', kube.ns, '--cluster', cluster, '--wait']), 'ferry delete');
   });
 
   it('a Temporal server restarted in the middle of a rollout loses nothing', async () => {

@@ -209,7 +209,8 @@ describe('operating Ferry: logs, metrics, Kubernetes Events, annotations', { tim
     expect(last.find((e) => e.reason === 'UpdateAccepted')?.message).toBe('generation 2 accepted');
     expect(last.find((e) => e.reason === 'Deleting')?.type).toBe('Normal');
     expect(last.find((e) => e.reason === 'Deleted')?.message).toMatch(/^deleted \d+ object\(s\)/);
-    expect(modelLines(name).filter((l) => l.msg === 'teardown succeeded')).toHaveLength(1);
+    // At least once: a workflow task that outlives its timeout on an overloaded machine runs (and reports) again.
+    expect(modelLines(name).filter((l) => l.msg === 'teardown succeeded').length).toBeGreaterThanOrEqual(1);
   });
 
   it('counts a failure by its type and step, and logs it with the reason', async () => {
