@@ -26,6 +26,7 @@ import {
   deleteNamespace,
   localEnv,
   machine,
+  mulberry32,
   percentile,
   repoRoot,
   sleep,
@@ -46,18 +47,8 @@ const { values } = parseArgs({
 const kills = Number(values.kills);
 const baselineRounds = Number(values.baseline);
 
-/** mulberry32: the kill moments are the same for the same seed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-const random = rng(Number(values.seed));
+// The kill moments are the same for the same seed.
+const random = mulberry32(Number(values.seed));
 
 const kc = adminKubeConfig();
 const core = kc.makeApiClient(CoreV1Api);

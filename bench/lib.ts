@@ -37,6 +37,18 @@ export function adminKubeConfig(): KubeConfig {
 
 export const uniqueName = (prefix: string): string => `${prefix}-${randomBytes(3).toString('hex')}`;
 
+/** A small seeded PRNG (mulberry32): uniform in [0, 1); the same seed gives the same sequence. */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The machine, for every result. */

@@ -12,6 +12,7 @@ import type { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
+import { mulberry32 } from '../lib.js';
 
 export type FaultKind =
   'http429' | 'http500' | 'http503' | 'conflict409' | 'resetBefore' | 'resetAfter' | 'hang' | 'cutWatch';
@@ -284,16 +285,4 @@ function status(res: ServerResponse, code: number, reason: string, message: stri
 
 function zeroCounts(): Record<FaultKind, number> {
   return Object.fromEntries(KINDS.map((k) => [k, 0])) as Record<FaultKind, number>;
-}
-
-/** A small seeded PRNG (mulberry32): uniform in [0, 1). */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }

@@ -2,6 +2,7 @@
 // the `ferry` CLI as a child process, and the local cluster's objects of one model.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { readLocalEnv, repoRoot } from './local-env.js';
@@ -79,6 +80,15 @@ export async function startWorkerProcess(
       return exited;
     },
   };
+}
+
+/** A TCP port free on 127.0.0.1 right now (for a worker's health or metrics endpoint). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return typeof address === 'object' && address ? address.port : 0;
 }
 
 export const uniqueCluster = (prefix: string): string => `${prefix}-${randomBytes(3).toString('hex')}`;

@@ -3,7 +3,6 @@
 // Ferry's own with the right values; `kubectl get events` on the model's root ConfigMap tells Ready, Degraded (and
 // Ready again, counted on the same Event), the update and the teardown; and the objects name their workflow.
 import type { CoreV1Event } from '@kubernetes/client-node';
-import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rootName } from '../../../activities/builders/index.js';
 import { workflowIdFor, type ModelStatus } from '../../../workflows/contract/index.js';
@@ -12,6 +11,7 @@ import type { Doc } from '../../support/workflow-harness.js';
 import {
   expectOk,
   ferryJson,
+  freePort,
   startWorkerProcess,
   terminateModelsOf,
   uniqueCluster,
@@ -25,14 +25,6 @@ const cluster = uniqueCluster('ops');
 const WEB_UI = 'http://ui.example.test:8233';
 let worker: WorkerProcess;
 let metricsUrl: string;
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return typeof address === 'object' && address ? address.port : 0;
-}
 
 beforeAll(async () => {
   const port = await freePort();

@@ -2,21 +2,12 @@
 // process lives; /readyz says ok only while the worker polls and Temporal and the API server answer, and names the
 // one that does not; /metrics is the SDK's Prometheus exporter with this worker's task queue in its series.
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { startWorkerProcess, uniqueCluster, type WorkerProcess } from '../../support/e2e.js';
+import { freePort, startWorkerProcess, uniqueCluster, type WorkerProcess } from '../../support/e2e.js';
 import { readLocalEnv } from '../../support/local-env.js';
 import { waitFor } from '../../support/kube.js';
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return typeof address === 'object' && address ? address.port : 0;
-}
 
 const get = async (url: string) => {
   const res = await fetch(url);
