@@ -1,7 +1,6 @@
 // Bring a model to a spec whether or not it is served yet: the declarative verb for specs kept in git, and for a
 // pipeline that has a new checkpoint to serve. One Update-with-Start: the workflow is started if it is not running,
 // and the spec is sent to it as an `update` either way, atomically, so two appliers cannot race start against update.
-import { randomUUID } from 'node:crypto';
 import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
 import {
   type ModelRef,
@@ -48,9 +47,8 @@ export async function applyModel(client: Client, doc: unknown, options: ApplyOpt
   const spec = parseModelDocument(doc);
   const ref = modelRefOf(spec);
   const previousRunId = await runningRunId(client, ref);
-  // Sent again (a new start operation each time, one update ID) if the server aborts the update before it is seen.
-  const updateId = randomUUID();
-  const handle = await accepted(client, ref, updateModelUpdate.name, ACCEPT_TIMEOUT_MS, () =>
+  // Sent again (a new start operation each time) if the server aborts the update or rejects it unseen.
+  const handle = await accepted(client, ref, updateModelUpdate.name, ACCEPT_TIMEOUT_MS, (updateId) =>
     client.workflow.startUpdateWithStart(updateModelUpdate, {
       args: [{ spec: doc }],
       waitForStage: 'ACCEPTED',

@@ -9,6 +9,7 @@ import {
   type WorkflowUpdateHandle,
 } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
+import { setImmediate } from 'node:timers/promises';
 import { ApplicationFailure, type UpdateDefinition } from '@temporalio/common';
 import {
   INVALID_SPEC,
@@ -25,7 +26,8 @@ export const ACCEPT_TIMEOUT_MS = 30_000;
 
 /**
  * Sends `update` and waits until the workflow accepted (or rejected) it; the outcome is read with `result()`. One
- * update ID for every attempt: a request sent again after the server aborted it cannot apply the update twice.
+ * update ID for every attempt of one request: a request sent again after the server aborted it cannot apply the
+ * update twice.
  */
 export async function sendUpdate<Ret, Arg>(
   client: Client,
@@ -34,8 +36,7 @@ export async function sendUpdate<Ret, Arg>(
   arg: Arg,
   acceptTimeoutMs = ACCEPT_TIMEOUT_MS,
 ): Promise<WorkflowUpdateHandle<Ret>> {
-  const updateId = randomUUID();
-  return accepted(client, ref, update.name, acceptTimeoutMs, () =>
+  return accepted(client, ref, update.name, acceptTimeoutMs, (updateId) =>
     modelHandle(client, ref).startUpdate(update, { args: [arg], waitForStage: 'ACCEPTED', updateId }),
   );
 }
@@ -57,22 +58,48 @@ const GRPC_UNAVAILABLE = 14;
 const ABORTED_RETRY_MS = [250, 500, 1_000, 2_000];
 
 /**
- * Runs `send` (a call that returns once an update is accepted) with a deadline. Running out of time says whether
- * any worker serves the model's cluster (no worker, no validator); a rejection becomes a typed error.
+ * The server rejected the update because the workflow task that carried it completed without an answer to it: the
+ * worker never saw it (seen when the task was retried on a new worker after the old one was lost). Nothing was
+ * applied, so it is sent again, as a new update.
+ */
+function isUnprocessedUpdate(err: unknown): boolean {
+  return (
+    err instanceof WorkflowUpdateFailedError &&
+    err.cause instanceof ApplicationFailure &&
+    err.cause.type === UNPROCESSED_UPDATE
+  );
+}
+const UNPROCESSED_UPDATE = 'UnprocessedUpdate';
+
+/**
+ * Runs `send` (a call that returns once an update with the given ID is accepted) with a deadline. Running out of
+ * time says whether any worker serves the model's cluster (no worker, no validator); a rejection becomes a typed
+ * error. Sent again: with the same ID when the server aborted the request, with a new one when the server rejected
+ * it unseen.
  */
 export async function accepted<Ret>(
   client: Client,
   ref: ModelRef,
   updateName: string,
   acceptTimeoutMs: number,
-  send: () => Promise<WorkflowUpdateHandle<Ret>>,
+  send: (updateId: string) => Promise<WorkflowUpdateHandle<Ret>>,
 ): Promise<WorkflowUpdateHandle<Ret>> {
   const deadline = Date.now() + acceptTimeoutMs;
+  let updateId = randomUUID();
   for (let attempt = 0; ; attempt++) {
+    const pause = ABORTED_RETRY_MS[Math.min(attempt, ABORTED_RETRY_MS.length - 1)]!;
     try {
-      return await client.withAbortSignal(AbortSignal.timeout(Math.max(1, deadline - Date.now())), send);
+      const handle = await client.withAbortSignal(AbortSignal.timeout(Math.max(1, deadline - Date.now())), () =>
+        send(updateId),
+      );
+      if (!(await rejectedUnseen(client, handle))) return handle;
+      if (Date.now() + pause >= deadline) {
+        throw new WaitTimeoutError(ref, acceptTimeoutMs, `accept the ${updateName} request`);
+      }
+      updateId = randomUUID();
+      await new Promise((resolve) => setTimeout(resolve, pause));
     } catch (err) {
-      const pause = ABORTED_RETRY_MS[Math.min(attempt, ABORTED_RETRY_MS.length - 1)]!;
+      if (err instanceof WaitTimeoutError) throw err;
       if (isAbortedUpdate(err) && Date.now() + pause < deadline) {
         await new Promise((resolve) => setTimeout(resolve, pause));
         continue;
@@ -85,6 +112,24 @@ export async function accepted<Ret>(
       throw updateError(err, ref);
     }
   }
+}
+
+/**
+ * Whether the answer that came with `handle` is the server's rejection of an update the worker never saw. A
+ * rejection comes with the answer (the SDK keeps it for `result()`, which then makes no request); an update still
+ * running has no outcome yet, and the poll `result()` starts for it is stopped at once.
+ */
+async function rejectedUnseen(client: Client, handle: WorkflowUpdateHandle<unknown>): Promise<boolean> {
+  const stop = new AbortController();
+  const outcome = client
+    .withAbortSignal(stop.signal, () => handle.result())
+    .then(
+      () => false,
+      (err: unknown) => isUnprocessedUpdate(err),
+    );
+  const known = await Promise.race([outcome, setImmediate(undefined)]);
+  stop.abort();
+  return known === true;
 }
 
 /** The outcome of an accepted update, with a rejection turned into a typed error. */

@@ -218,7 +218,9 @@ export function errorLines(err: unknown, source?: string): string {
     ].join('\n');
   }
   const message = err instanceof Error ? err.message : String(err);
-  return `error: ${message}`;
+  // The SDK's "Workflow Update failed" says nothing by itself: what failed it is in the cause.
+  const cause = err instanceof Error && err.cause instanceof Error ? err.cause.message : undefined;
+  return `error: ${message}${cause && !message.includes(cause) ? `: ${oneLine(cause)}` : ''}`;
 }
 
 /** What `serve` says when it is done. */

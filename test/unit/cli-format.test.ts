@@ -336,6 +336,13 @@ describe('errorLines', () => {
     );
   });
 
+  it('says what failed an error that only names itself, such as the SDK\'s "Workflow Update failed"', () => {
+    const err = new Error('Workflow Update failed', { cause: new Error('the handler threw:\nboom') });
+    expect(errorLines(err)).toBe('error: Workflow Update failed: the handler threw: boom');
+    const repeated = new Error('lost the connection: 14 UNAVAILABLE', { cause: new Error('14 UNAVAILABLE') });
+    expect(errorLines(repeated)).toBe('error: lost the connection: 14 UNAVAILABLE');
+  });
+
   it('points a spec conflict to update and apply', () => {
     expect(errorLines(new SpecConflictError(ref, ['spec.replicas']))).toBe(
       'error: qwen (namespace models, cluster default) is already served with a different spec (it differs in spec.replicas); change it with `ferry update -f <file>` (updateModel) or `ferry apply -f <file>` (applyModel), or delete it first',
