@@ -30,7 +30,7 @@ export const STEPS: Readonly<Record<Step, StepRow>> = {
   storage: {
     phase: 'Provisioning',
     condition: { type: 'StorageReady', reason: 'Applied', message: 'the weights volume is applied' },
-    progress: ['claim'],
+    progress: ['storage'],
   },
   download: {
     phase: 'Downloading',
@@ -47,7 +47,7 @@ export const STEPS: Readonly<Record<Step, StepRow>> = {
     },
     progress: ['release'],
   },
-  stop: { phase: 'Updating', progress: [] },
+  stop: { phase: 'Updating', progress: ['stop'] },
   rollout: {
     phase: 'engine',
     condition: { type: 'RolledOut', reason: 'RolledOut', message: 'the Deployment rolled out the current spec' },
@@ -60,7 +60,7 @@ export const STEPS: Readonly<Record<Step, StepRow>> = {
     progress: ['startup'],
     budget: 'startup',
   },
-  teardown: { phase: 'Deleting', progress: [] },
+  teardown: { phase: 'Deleting', progress: ['teardown'] },
   update: { phase: 'Updating', progress: [], span: true },
   degraded: { phase: 'Degraded', progress: [], span: true },
   /** A look put back what drifted (a deleted Service, a Deployment scaled by hand); recorded closed, with the detail. */

@@ -9,17 +9,19 @@ import type { RetryNote } from './request-retry.js';
 
 /**
  * The progress step that describes each activity's step while it runs (`progress` in workflows/steps.ts); the
- * others' steps (stop, teardown) and the looks take no progress reports.
+ * looks (lookAtModel, readStatus) take no progress reports.
  */
 const PROGRESS_STEP: Partial<Record<keyof FerryActivities, StepProgress['step']>> = {
   claimName: 'claim',
-  applyStorage: 'claim',
+  applyStorage: 'storage',
   startPuller: 'download',
   awaitPuller: 'download',
   releaseVolume: 'release',
   applyEngine: 'rollout',
   awaitRollout: 'rollout',
   awaitHealth: 'startup',
+  scaleEngine: 'stop',
+  tearDown: 'teardown',
 };
 
 /** How often one activity attempt reports retries at most. */

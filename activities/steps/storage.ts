@@ -55,7 +55,7 @@ async function awaitBinding(deps: ActivityDeps, applied: V1PersistentVolumeClaim
     const events = await volumeEvents(cluster, ref.namespace!, ref.name);
     if (bindsOnFirstConsumer(events)) return true;
     const problem = pendingVolumeProblem(ref.name, events);
-    await reporter.report({ step: 'download', state: problem.reason, message: problem.message });
+    await reporter.report({ step: 'storage', state: problem.reason, message: problem.message });
     return false;
   };
   const bound = await waitFor(cluster, {

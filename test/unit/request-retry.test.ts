@@ -293,14 +293,15 @@ describe('retryProgress', () => {
     const stepOf = async (activityType: string) =>
       (await inActivity(activityType, (r) => r(note(1)))).sent[0]?.progress.step;
     expect(await stepOf('claimName')).toBe('claim');
-    expect(await stepOf('applyStorage')).toBe('claim');
+    expect(await stepOf('applyStorage')).toBe('storage');
     expect(await stepOf('startPuller')).toBe('download');
     expect(await stepOf('releaseVolume')).toBe('release');
+    expect(await stepOf('scaleEngine')).toBe('stop');
     expect(await stepOf('applyEngine')).toBe('rollout');
     expect(await stepOf('awaitRollout')).toBe('rollout');
     expect(await stepOf('awaitHealth')).toBe('startup');
-    for (const none of ['scaleEngine', 'tearDown', 'lookAtModel', 'readStatus'])
-      expect(await stepOf(none)).toBeUndefined();
+    expect(await stepOf('tearDown')).toBe('teardown');
+    for (const none of ['lookAtModel', 'readStatus']) expect(await stepOf(none)).toBeUndefined();
   });
 
   it('does nothing outside an activity (the worker watch, Kubernetes Events)', () => {

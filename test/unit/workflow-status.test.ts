@@ -9,6 +9,7 @@ import {
   sameJson,
   searchAttributesFor,
   specChanges,
+  type StepProgress,
   taskQueueFor,
   workflowIdFor,
 } from '../../workflows/contract/index.js';
@@ -242,6 +243,20 @@ describe('progress', () => {
     status = foldProgress(status, { step: 'rollout', state: 'Running', readyReplicas: 1 }, currentStep(status), t(13));
     expect(status.waiting).toBeUndefined();
     expect(status.readyReplicas).toBe(1);
+  });
+
+  it('shows a Kubernetes request being retried in every step that makes requests: storage, stop and teardown too', () => {
+    const retrying = (step: StepProgress['step']) => ({ step, state: 'KubernetesHttp503', message: 'retry 1' });
+    for (const step of ['storage', 'stop', 'teardown'] as const) {
+      const running = beginStep(readyModel(), step, 2, t(20));
+      expect(foldProgress(running, retrying(step), currentStep(running), t(21)).waiting, step).toEqual({
+        reason: 'KubernetesHttp503',
+        message: 'retry 1',
+        since: t(21),
+      });
+    }
+    const storage = beginStep(initialStatus(spec, t(0)), 'storage', 1, t(1));
+    expect(foldProgress(storage, retrying('download'), currentStep(storage), t(2))).toBe(storage);
   });
 
   it('ignores a late report from a step that is over', () => {

@@ -4,7 +4,7 @@ import type { ServedModel } from './spec/index.js';
 
 /** What a long-running activity reports while it waits; sent to the workflow as the `progress` signal. */
 export interface StepProgress {
-  step: 'download' | 'rollout' | 'startup' | 'release' | 'claim';
+  step: 'claim' | 'storage' | 'download' | 'release' | 'stop' | 'rollout' | 'startup' | 'teardown';
   /** Pod phase or a named waiting reason: Pending, Running, Unschedulable, ImagePullBackOff, Loading, … */
   state: string;
   message?: string;
