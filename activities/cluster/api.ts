@@ -18,7 +18,7 @@ import {
   type RetryNote,
   type RetryPolicy,
 } from './request-retry.js';
-import { boundedObjectApi } from './request-timeout.js';
+import { boundedObjectApi, withRequestTimeout } from './request-timeout.js';
 
 /** What names one object: enough to read or delete it. */
 export interface ObjectRef {
@@ -41,15 +41,22 @@ export const refOf = (obj: KubernetesObject): ObjectRef => ({
 export type WatchEvent<T> = { type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR'; object: T };
 
 export interface ClusterOptions {
-  /** How long one request (not a watch) may take before it fails as a retryable timeout. Default 15 s. */
+  /**
+   * How long the first attempt of a request (not a watch) may take before it fails as a retryable timeout; each retry
+   * of it may take twice as long as the one before, up to `maxRequestTimeoutMs`. Default 2 s, up to 15 s: the API
+   * server answers a request for one object, or a model's few, in milliseconds, so an answer still missing after 2 s
+   * is more likely lost (a dropped connection, a stuck server) than slow, and a slow one has its retries.
+   */
   requestTimeoutMs?: number;
+  maxRequestTimeoutMs?: number;
   /** How each call is retried (request-retry.ts); tests shrink the budget. */
   retry?: Partial<RetryPolicy>;
   /** Hears of every retry, e.g. to show it as the step's waiting reason (`retryProgress`). */
   onRetry?: (note: RetryNote) => void;
 }
 
-const REQUEST_TIMEOUT_MS = 15_000;
+const REQUEST_TIMEOUT_MS = 2_000;
+const MAX_REQUEST_TIMEOUT_MS = 15_000;
 
 /**
  * Kubernetes as the activities use it; every failure is already an `ApplicationFailure` saying what was being done.
@@ -60,12 +67,15 @@ export class Cluster {
   readonly objects: KubernetesObjectApi;
   private readonly policy: RetryPolicy;
   private readonly onRetry: ((note: RetryNote) => void) | undefined;
+  private readonly timeouts: { firstMs: number; maxMs: number };
 
   constructor(
     readonly kc: KubeConfig,
     options: ClusterOptions = {},
   ) {
-    this.objects = boundedObjectApi(kc, options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS);
+    const maxMs = options.maxRequestTimeoutMs ?? MAX_REQUEST_TIMEOUT_MS;
+    this.timeouts = { firstMs: Math.min(options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS, maxMs), maxMs };
+    this.objects = boundedObjectApi(kc, maxMs);
     this.policy = { ...DEFAULT_RETRY_POLICY, ...options.retry };
     this.onRetry = options.onRetry;
   }
@@ -76,7 +86,9 @@ export class Cluster {
     attempt: () => Promise<T>,
     retryable: (err: unknown) => boolean = isTransient,
   ): Promise<T> {
-    return withRetries(doing, attempt, {
+    const { firstMs, maxMs } = this.timeouts;
+    const bounded = (n: number) => withRequestTimeout(Math.min(firstMs * 2 ** (n - 1), maxMs), attempt);
+    return withRetries(doing, bounded, {
       policy: this.policy,
       retryable,
       ...(this.onRetry ? { onRetry: this.onRetry } : {}),

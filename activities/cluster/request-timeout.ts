@@ -1,6 +1,7 @@
 // client-node's HTTP library, with a time bound on every request: a request the API server (or the network) leaves
 // unanswered fails after `timeoutMs` as a retryable ETIMEDOUT instead of holding its activity until the step times
 // out. A failure says whether the whole request had left (`sent`): one that never left cannot have taken effect.
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import {
@@ -26,9 +27,17 @@ class RequestFailure extends Error {
   }
 }
 
-/** A `KubernetesObjectApi` for `kc` whose every request is bounded by `timeoutMs` (watches are not made with it). */
+/** The time bound of the requests made inside `run` (an attempt of a retried call), instead of the API's own. */
+const attemptTimeoutMs = new AsyncLocalStorage<number>();
+export const withRequestTimeout = <T>(timeoutMs: number, run: () => Promise<T>): Promise<T> =>
+  attemptTimeoutMs.run(timeoutMs, run);
+
+/**
+ * A `KubernetesObjectApi` for `kc` whose every request is bounded by `timeoutMs`, or by the bound of the attempt
+ * it is made in (`withRequestTimeout`); watches are not made with it.
+ */
 export function boundedObjectApi(kc: KubeConfig, timeoutMs: number): KubernetesObjectApi {
-  const httpApi = wrapHttpLibrary({ send: (request) => send(request, timeoutMs) });
+  const httpApi = wrapHttpLibrary({ send: (request) => send(request, attemptTimeoutMs.getStore() ?? timeoutMs) });
   class BoundedObjectApi extends KubernetesObjectApi {
     constructor(configuration: Configuration) {
       super({ ...configuration, httpApi });

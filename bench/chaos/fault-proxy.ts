@@ -80,8 +80,11 @@ export interface FaultProxy {
    */
   script(kind: FaultKind, match?: RequestMatch, times?: number): () => void;
   counts(): FaultCounts;
-  /** Requests seen, newest last (`METHOD path?query` and what happened), for a test's assertions. */
-  log(): { method: string; path: string; watch: boolean; fault?: FaultKind }[];
+  /**
+   * Requests seen, newest last (`METHOD path?query`, what happened, and when: `at` on `performance.now()`'s clock),
+   * for a test's assertions.
+   */
+  log(): { method: string; path: string; watch: boolean; at: number; fault?: FaultKind }[];
   close(): Promise<void>;
 }
 
@@ -159,7 +162,7 @@ export async function startFaultProxy(kc: KubeConfig, options: FaultProxyOptions
       const described = describe(req);
       counts.requests++;
       const fault = choose(described);
-      seen.push({ ...described, ...(fault ? { fault } : {}) });
+      seen.push({ ...described, at: performance.now(), ...(fault ? { fault } : {}) });
       if (fault) counts.injected[fault]++;
       switch (fault) {
         case undefined:

@@ -206,6 +206,22 @@ describe('a write whose outcome is unknown is re-read, not repeated blindly', ()
     ]);
   });
 
+  it('a request that hangs again and again gets twice as long on each retry, so a slow server is still heard', async () => {
+    const cluster = viaProxy({ requestTimeoutMs: 300 });
+    await env.core.createNamespacedConfigMap({ namespace: env.ns, body: configMap('hung-twice') });
+    proxy.script('hang', { method: 'GET', path: `/api/v1/namespaces/${env.ns}/configmaps/hung-twice` }, 2);
+    const { value, ms } = await timed(() => cluster.get<V1ConfigMap>(cmRef('hung-twice')));
+    expect(value?.data).toEqual({ v: '1' });
+    expect(requestsFor('hung-twice').map((r) => r.fault ?? 'ok')).toEqual(['hang', 'hang', 'ok']);
+    const [first, second, third] = requestsFor('hung-twice').map((r) => r.at);
+    // 300 ms, then 600 ms, each followed by a backoff of up to 0.2 s and 0.4 s.
+    expect(second! - first!).toBeGreaterThanOrEqual(290);
+    expect(second! - first!).toBeLessThan(300 + 200 + 150);
+    expect(third! - second!).toBeGreaterThanOrEqual(590);
+    expect(third! - second!).toBeLessThan(600 + 400 + 150);
+    expect(ms).toBeLessThan(2_500);
+  });
+
   it('a merge patch that never reached the server (a hang) is re-read, found missing and sent again', async () => {
     const cluster = viaProxy();
     const before = await env.core.createNamespacedConfigMap({ namespace: env.ns, body: configMap('patched-late') });
