@@ -11,7 +11,7 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'unit', include: ['test/unit/**/*.test.ts'] },
+        test: { name: 'unit', include: ['test/unit/**/*.test.ts'], sequence: { groupOrder: 0 } },
       },
       {
         extends: true,
@@ -21,6 +21,19 @@ export default defineConfig({
           globalSetup: ['test/support/global-setup.ts'],
           testTimeout: 120_000,
           hookTimeout: 120_000,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      // Tests that restart parts of the shared local stack (Temporal, the API server): after all the others, alone.
+      {
+        extends: true,
+        test: {
+          name: 'disruptive',
+          include: ['test/disruptive/**/*.test.ts'],
+          globalSetup: ['test/support/global-setup.ts'],
+          testTimeout: 600_000,
+          hookTimeout: 120_000,
+          sequence: { groupOrder: 1 },
         },
       },
     ],

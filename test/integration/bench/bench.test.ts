@@ -2,24 +2,8 @@
 // quiet steady state stays quiet — Ready models that nothing touches cost the worker no API request and their
 // workflows no history event (the full runs, 300 models over 31 minutes, are `npm run bench:steady` and
 // `npm run bench:reactions`, `npm run bench:serve`; docs/performance.md has their results).
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { repoRoot } from '../../support/local-env.js';
-
-async function bench(script: string, args: string[]): Promise<Record<string, unknown>> {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'bench', script), ...args], {
-    cwd: repoRoot,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
-  child.stderr.on('data', (d) => (stderr += d));
-  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-  if (code !== 0) throw new Error(`bench/${script} exited ${code}:\n${stderr.slice(-4000)}`);
-  return JSON.parse(stdout) as Record<string, unknown>;
-}
+import { bench } from '../../support/bench.js';
 
 describe('benchmarks, small slice', { timeout: 300_000 }, () => {
   it('steady state: three quiet Ready models cost no API request and no history event over 20 s', async () => {
@@ -48,21 +32,43 @@ describe('benchmarks, small slice', { timeout: 300_000 }, () => {
     for (const [name, s] of Object.entries(summary)) expect(s.n, name).toBe(name.startsWith('serve') ? 2 : 1);
   });
 
-  // The update's kill is left to the full run: killed before the update is sent, on a loaded machine, it once lost the
-  // update (the CLI exited 1); docs/resilience.md.
-  it('chaos: a serve and a delete, each with the worker SIGKILLed in it, converge with nothing extra', async () => {
-    const result = await bench('chaos.ts', ['--kills', '2', '--baseline', '1', '--kinds', 'serve,delete']);
-    expect(result.summary).toMatchObject({
-      trials: 2,
-      converged: 2,
+  it('chaos (a): a serve, an update and a delete, each with the worker SIGKILLed in it, converge with nothing extra', async ({
+    signal,
+  }) => {
+    const result = await bench('chaos.ts', ['--parts', 'kills', '--kills', '3', '--baseline', '1'], signal);
+    const kills = result.kills as { summary: Record<string, unknown>; trials: { kind: string; killAtMs: number }[] };
+    expect(kills.summary).toMatchObject({
+      trials: 3,
+      converged: 3,
       duplicates: 0,
       orphans: 0,
       falseReadySamples: 0,
       spuriousExits: 0,
     });
-    const trials = result.trials as { kind: string; killAtMs: number }[];
-    expect(trials.map((t) => t.kind)).toEqual(['serve', 'delete']);
-    expect(trials.every((t) => t.killAtMs >= 0)).toBe(true);
+    expect(kills.trials.map((t) => t.kind)).toEqual(['serve', 'update', 'delete']);
+    expect(kills.trials.every((t) => t.killAtMs >= 0)).toBe(true);
+  });
+
+  it('chaos (b): one model at 20 % API faults and one fault-free converge; an API outage shows in status', async ({
+    signal,
+  }) => {
+    const args = ['--parts', 'faults', '--fault-rounds', '1', '--outages', 'claim', '--outage', '5'];
+    const result = await bench('chaos.ts', args, signal);
+    const faults = result.faults as { summary: Record<string, unknown> & { outages: { visibleMs: number }[] } };
+    expect(faults.summary).toMatchObject({
+      models: 2,
+      converged: 2,
+      duplicates: 0,
+      orphans: 0,
+      falseReadySamples: 0,
+      spuriousExits: 0,
+      outages: [{ step: 'claim', converged: true, exit: 0 }],
+    });
+    // The faulted model met faults; the outage showed in status within the 5 s the issue allows.
+    expect(Object.values(faults.summary.injected as Record<string, number>).reduce((a, b) => a + b, 0)).toBeGreaterThan(
+      0,
+    );
+    expect(faults.summary.outages[0]!.visibleMs).toBeLessThan(5_000);
   });
 
   it('instant serve: ferry and the kubectl script both reach a serving engine, and the ratio is reported', async () => {

@@ -1,0 +1,175 @@
+// Chaos, part (a): the worker SIGKILLed at a random moment of a serve, an update or a delete, and started again at
+// once. Each trial is one operation by a `ferry … --wait` process with one kill in it; the worker comes back as soon
+// as the old one is dead. It checks that the `--wait` process exits 0 (no spurious exit), that the model converges
+// (Ready at the new generation; for a delete, its workflow closed and nothing of it left), with exactly its objects,
+// and that status never says Ready while the current revision has no ready pod. Times: restart → converged (from the
+// moment the new worker polls), and each operation against the same operation without a kill, measured first.
+import type { ModelRef } from '../../workflows/contract/index.js';
+import { percentile, sleep } from '../lib.js';
+import { KINDS, log, median, ratio, type Harness, type Kind, type Outcome } from './harness.js';
+
+export interface KillOptions {
+  kills: number;
+  /** Fault-free rounds (serve, update, delete each) first. */
+  baselineRounds: number;
+  /** The operations that get a kill (the others of a model's life still run, fault-free, to move it along). */
+  kinds: Set<Kind>;
+  random: () => number;
+}
+
+export interface KillTrial {
+  trial: number;
+  kind: Kind;
+  model: string;
+  killAtMs?: number;
+  /** The kill came after the operation had converged (it tested nothing but the restart). */
+  killedAfterConverged?: boolean;
+  restartToConvergedMs?: number;
+  totalMs: number;
+  converged: boolean;
+  cliExit: number | null;
+  cliError?: string;
+  duplicates: string[];
+  orphans: string[];
+  falseReady: number;
+}
+
+export async function runKills(h: Harness, options: KillOptions) {
+  await h.startWorker();
+
+  /** One operation; with `killWithinMs`, the worker is SIGKILLed at a random moment within it and started again. */
+  async function run(
+    trial: number,
+    kind: Kind,
+    ref: ModelRef,
+    revision: string,
+    generation: number,
+    killWithinMs?: number,
+  ): Promise<KillTrial> {
+    const started = performance.now();
+    const cli = h.operation(kind, ref, revision);
+    const outcome = h.converge(kind, ref, generation, started);
+    let killAtMs: number | undefined;
+    let backAt: number | undefined;
+    let killedAfterConverged = false;
+    if (killWithinMs !== undefined) {
+      killAtMs = Math.round(options.random() * killWithinMs);
+      killedAfterConverged = await Promise.race([outcome.then(() => true), sleep(killAtMs).then(() => false)]);
+      await h.killWorker();
+      await h.startWorker();
+      backAt = performance.now();
+    }
+    // A `--wait` process that failed may leave nothing to converge: give the model 30 s more, then record the trial.
+    const gaveUp = cli.then(async (e): Promise<Outcome> => {
+      if (e.code === 0) return outcome;
+      await sleep(30_000);
+      return { converged: false, convergedAt: performance.now(), falseReady: 0 };
+    });
+    const { converged, convergedAt, falseReady } = await Promise.race([outcome, gaveUp]);
+    const exit = await cli;
+    const { duplicates, orphans } = converged
+      ? await h.settledAudit(ref.name, kind !== 'delete')
+      : { duplicates: [], orphans: ['did not converge'] };
+    return {
+      trial,
+      kind,
+      model: ref.name,
+      ...(killAtMs !== undefined ? { killAtMs, killedAfterConverged } : {}),
+      ...(backAt !== undefined && !killedAfterConverged
+        ? { restartToConvergedMs: Math.max(0, Math.round(convergedAt - backAt)) }
+        : {}),
+      totalMs: Math.round(convergedAt - started),
+      converged,
+      cliExit: exit.code,
+      ...(exit.code !== 0 ? { cliError: exit.stderr.trim().split('\n').slice(-3).join(' / ') } : {}),
+      duplicates,
+      orphans,
+      falseReady,
+    };
+  }
+
+  /** serve → update (new revision: the whole sequence again) → delete, on a new model; kills as asked. */
+  async function lifecycle(prefix: string, trials: number, killWithin?: Record<Kind, number>): Promise<KillTrial[]> {
+    const out: KillTrial[] = [];
+    for (let i = 0; out.length < trials; i++) {
+      const ref = h.model(`${prefix}${i}`);
+      for (const [step, kind] of KINDS.entries()) {
+        if (out.length >= trials) break;
+        const revision = kind === 'serve' ? 'main' : `rev-${i}`;
+        const killWithinMs = killWithin && options.kinds.has(kind) ? killWithin[kind] : undefined;
+        const t = await run(out.length + 1, kind, ref, revision, step + 1, killWithinMs);
+        // An operation without a kill only moves the model along: it is no trial.
+        if (killWithin && killWithinMs === undefined) {
+          if (!t.converged) return out;
+          continue;
+        }
+        out.push(t);
+        const kill =
+          t.killAtMs !== undefined ? ` kill at ${t.killAtMs} ms${t.killedAfterConverged ? ' (after)' : ''}` : '';
+        const back = t.restartToConvergedMs !== undefined ? `, restart → converged ${t.restartToConvergedMs} ms` : '';
+        const why = t.cliError ? ` (${t.cliError})` : '';
+        log(
+          `${prefix} ${t.trial}/${trials} ${kind} ${ref.name}:${kill}${back}, ${t.totalMs} ms, exit ${t.cliExit}${why}`,
+        );
+        if (!t.converged) return out;
+      }
+    }
+    return out;
+  }
+
+  const baseline = await lifecycle('b', options.baselineRounds * KINDS.length);
+  const fastest = (kind: Kind) => median(baseline.filter((t) => t.kind === kind && t.converged).map((t) => t.totalMs));
+  const baselineMs = { serve: fastest('serve'), update: fastest('update'), delete: fastest('delete') };
+  // The kill lands anywhere in the operation's fault-free duration.
+  const trials = await lifecycle('k', options.kills, {
+    serve: baselineMs.serve ?? 15_000,
+    update: baselineMs.update ?? 15_000,
+    delete: baselineMs.delete ?? 2_000,
+  });
+
+  const restarts = trials.filter((t) => t.restartToConvergedMs !== undefined).map((t) => t.restartToConvergedMs!);
+  const killedRatio = (kind: Kind) =>
+    ratio(median(trials.filter((t) => t.kind === kind && t.converged).map((t) => t.totalMs)), baselineMs[kind]);
+  const summary = {
+    trials: trials.length,
+    converged: trials.filter((t) => t.converged).length,
+    duplicates: trials.reduce((n, t) => n + t.duplicates.length, 0),
+    orphans: trials.reduce((n, t) => n + t.orphans.length, 0),
+    falseReadySamples: trials.reduce((n, t) => n + t.falseReady, 0) + baseline.reduce((n, t) => n + t.falseReady, 0),
+    spuriousExits: trials.filter((t) => t.cliExit !== 0).length,
+    killsMidOperation: restarts.length,
+    restartToConvergedP50Ms: median(restarts),
+    restartToConvergedP90Ms: restarts.length ? Math.round(percentile(restarts, 90)) : null,
+    restartToConvergedMaxMs: restarts.length ? Math.max(...restarts) : null,
+    baselineP50Ms: baselineMs,
+    medianVsBaseline: { serve: killedRatio('serve'), update: killedRatio('update'), delete: killedRatio('delete') },
+  };
+  const rows: [string, string][] = [
+    ['trials (SIGKILL each)', String(summary.trials)],
+    ['converged', `${summary.converged}/${summary.trials}`],
+    ['duplicate objects', String(summary.duplicates)],
+    ['orphan objects', String(summary.orphans)],
+    ['false-Ready samples', String(summary.falseReadySamples)],
+    ['--wait clients: spurious exits', String(summary.spuriousExits)],
+    ['kills that landed mid-operation', String(summary.killsMidOperation)],
+    [
+      'restart → converged, p50 / p90 / max',
+      `${summary.restartToConvergedP50Ms} / ${summary.restartToConvergedP90Ms} / ${summary.restartToConvergedMaxMs} ms`,
+    ],
+    [
+      'fault-free serve / update / delete (p50)',
+      `${baselineMs.serve} / ${baselineMs.update} / ${baselineMs.delete} ms`,
+    ],
+    [
+      'with a kill, median ÷ fault-free: serve / update / delete',
+      `${summary.medianVsBaseline.serve} / ${summary.medianVsBaseline.update} / ${summary.medianVsBaseline.delete}`,
+    ],
+  ];
+  const ok =
+    summary.converged === summary.trials &&
+    !summary.duplicates &&
+    !summary.orphans &&
+    !summary.falseReadySamples &&
+    !summary.spuriousExits;
+  return { ok, summary, rows, trials };
+}
