@@ -54,5 +54,10 @@ export async function main(argv: readonly string[] = process.argv.slice(2)): Pro
     if (interrupt.signal.aborted) process.exit(EXIT.interrupted);
     interrupt.abort(new Error('interrupted'));
   });
-  process.exitCode = await runCli(argv, processIO(interrupt.signal));
+  const code = await runCli(argv, processIO(interrupt.signal));
+  // Exits as soon as the output is written. The Temporal client retries a call that failed while Temporal was away
+  // after a pause, in a timer of its own; one still pending when the command has closed the connection would throw
+  // from that timer ("Channel has been shut down") and turn a finished command into a crash.
+  await Promise.all([process.stdout, process.stderr].map((s) => new Promise((resolve) => s.write('', resolve))));
+  process.exit(code);
 }

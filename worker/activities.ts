@@ -5,6 +5,7 @@ import { existsSync } from 'node:fs';
 import { homedir, hostname } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig, VersionApi } from '@kubernetes/client-node';
+import type { Context } from '@temporalio/activity';
 import type { Logger } from '@temporalio/worker';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { createActivities, type FerryActivities } from '../activities/index.js';
@@ -13,7 +14,7 @@ import { EventRecorder } from '../activities/cluster/events.js';
 import { endpointResolverFromEnv } from '../activities/cluster/endpoints.js';
 import { ModelWatcher } from '../activities/cluster/model-watcher.js';
 import type { ProgressSink } from '../activities/cluster/progress.js';
-import { retryProgress } from '../activities/cluster/retry-progress.js';
+import { reportRetriedAttempt, retryProgress } from '../activities/cluster/retry-progress.js';
 import type { SpecSource } from '../activities/deps.js';
 import {
   ferryClusterKey,
@@ -35,6 +36,8 @@ export interface RealActivities {
   stop(): void;
   /** Resolves when the Kubernetes API server answers (GET /version), for the readiness probe. */
   ping(): Promise<void>;
+  /** Called as each activity attempt starts: a retried one is reported to its workflow. */
+  onAttemptStart(ctx: Context): void;
 }
 
 /** Builds the activities; logs which Kubernetes API server and endpoint mode they use. */
@@ -93,6 +96,7 @@ export function realActivities(
       stopGauges?.();
       watcher?.stop();
     },
+    onAttemptStart: (ctx) => reportRetriedAttempt(progress, ctx),
     ping: async () => {
       await version.getCode().catch((err: unknown) => {
         throw new Error(

@@ -79,7 +79,7 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
       ...(await workflowSource(config, overrides, logger)),
       // Status changes become log lines, metrics and Kubernetes Events; failed activity attempts are counted by type.
       sinks: modelEventsSinks({ logger, metrics, ...(real ? { events: real.events } : {}) }),
-      interceptors: { activity: activityInterceptors(metrics) },
+      interceptors: { activity: activityInterceptors(metrics, real ? (ctx) => real.onAttemptStart(ctx) : undefined) },
       maxCachedWorkflows: config.maxCachedWorkflows,
       // A workflow task waits this long on the queue of the worker that last ran the workflow before any worker may
       // take it: after a worker is lost (SIGKILL, a node gone) every model it held waits that long once (default 10 s).
@@ -119,14 +119,19 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
 }
 
 /**
- * Around every activity: failed attempts counted by type (with `metrics`), and a keep-alive heartbeat every few
- * seconds, so a step whose worker is lost is retried within the heartbeat timeout (ServeModelOptions).
+ * Around every activity: failed attempts counted by type (with `metrics`), a keep-alive heartbeat every few seconds,
+ * so a step whose worker is lost is retried within the heartbeat timeout (ServeModelOptions), and `onAttemptStart`
+ * as each attempt begins (the real activities report a retried one to its workflow).
  */
-export function activityInterceptors(metrics?: FerryMetrics): ActivityInterceptorsFactory[] {
+export function activityInterceptors(
+  metrics?: FerryMetrics,
+  onAttemptStart?: (ctx: ActivityContext) => void,
+): ActivityInterceptorsFactory[] {
   return [
     (ctx) => ({
       inbound: {
         async execute(input, next) {
+          onAttemptStart?.(ctx);
           const stop = keepAlive(ctx);
           try {
             return await next(input);

@@ -68,3 +68,22 @@ export function retryProgress(
     });
   };
 }
+
+/**
+ * At the start of an activity's second or later attempt (Temporal retried it: its worker was lost, or the attempt
+ * failed), tells its workflow so, as the step's waiting reason `Retrying`: until the new attempt's first report,
+ * status says the step is being tried again instead of showing what the lost attempt last saw.
+ */
+export function reportRetriedAttempt(sink: ProgressSink, ctx: Context): void {
+  const { attempt, activityType, workflowExecution: execution } = ctx.info;
+  const step = PROGRESS_STEP[activityType as keyof FerryActivities];
+  if (attempt < 2 || !step || !execution) return;
+  const progress: StepProgress = {
+    step,
+    state: 'Retrying',
+    message: `attempt ${attempt} of ${activityType}: the previous attempt did not finish (its worker was lost, or it failed)`,
+  };
+  sink({ workflowId: execution.workflowId, runId: execution.runId }, progress).catch((err: unknown) => {
+    ctx.log.warn('progress report not delivered', { error: String(err) });
+  });
+}

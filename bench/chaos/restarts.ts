@@ -79,7 +79,8 @@ export async function runRestarts(h: Harness, client: Client, options: { compone
         converged: outcome.converged,
         falseReady: outcome.falseReady,
         exit: exit.code,
-        ...(exit.code !== 0 ? { cliError: exit.stderr.trim().split('\n').slice(-2).join(' / ') } : {}),
+        // All of it: a crash's stack trace is what says why.
+        ...(exit.code !== 0 ? { cliError: exit.stderr.trim() } : {}),
         deleteExit: deleted.code,
         duplicates: [...audit.duplicates, ...gone.duplicates],
         orphans: [...audit.orphans, ...gone.orphans, ...(outcome.converged ? [] : ['did not converge'])],

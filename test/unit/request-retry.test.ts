@@ -12,7 +12,8 @@ import {
   withRetries,
   type RetryNote,
 } from '../../activities/cluster/request-retry.js';
-import { retryProgress } from '../../activities/cluster/retry-progress.js';
+import { reportRetriedAttempt, retryProgress } from '../../activities/cluster/retry-progress.js';
+import { Context } from '@temporalio/activity';
 import type { StepProgress } from '../../workflows/contract/index.js';
 
 const http = (code: number, headers: Record<string, string> = {}) =>
@@ -309,5 +310,41 @@ describe('retryProgress', () => {
     const report = retryProgress(async (_w, p) => void sent.push(p));
     expect(() => report(note(1))).not.toThrow();
     expect(sent).toEqual([]);
+  });
+});
+
+describe('reportRetriedAttempt', () => {
+  async function startAttempt(activityType: string, attempt: number) {
+    const sent: { workflowId: string; progress: StepProgress }[] = [];
+    const env = new MockActivityEnvironment(
+      { activityType, attempt, workflowExecution: { workflowId: 'wf', runId: 'run' } },
+      { logger: new DefaultLogger('ERROR') },
+    );
+    await env.run(async () =>
+      reportRetriedAttempt(
+        async ({ workflowId }, progress) => void sent.push({ workflowId, progress }),
+        Context.current(),
+      ),
+    );
+    return sent;
+  }
+
+  it("says a retried attempt is under way as its step's waiting reason, instead of the lost attempt's last state", async () => {
+    expect(await startAttempt('awaitPuller', 2)).toEqual([
+      {
+        workflowId: 'wf',
+        progress: {
+          step: 'download',
+          state: 'Retrying',
+          message: 'attempt 2 of awaitPuller: the previous attempt did not finish (its worker was lost, or it failed)',
+        },
+      },
+    ]);
+    expect((await startAttempt('tearDown', 3))[0]?.progress).toMatchObject({ step: 'teardown', state: 'Retrying' });
+  });
+
+  it('says nothing for a first attempt, or for an activity that takes no reports', async () => {
+    expect(await startAttempt('awaitPuller', 1)).toEqual([]);
+    expect(await startAttempt('lookAtModel', 2)).toEqual([]);
   });
 });

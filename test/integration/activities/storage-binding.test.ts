@@ -64,7 +64,7 @@ describe.concurrent('a volume that is not bound yet', () => {
     const run = runActivity(acts.applyStorage, { model, rootUid: claim.rootUid, sourceHash: claim.sourceHash });
     expect(await run.result).toMatchObject({ phase: 'Pending', holdsSource: false });
     expect(run.heartbeats.at(-1)).toEqual({
-      step: 'download',
+      step: 'storage',
       state: 'ProvisioningFailed',
       message: expect.stringContaining('"ferry-test-no-such-class" not found'),
     });
