@@ -49,6 +49,11 @@ export interface ClusterOptions {
    */
   requestTimeoutMs?: number;
   maxRequestTimeoutMs?: number;
+  /**
+   * A read (GET) still unanswered after this long is sent once more and the first answer wins, so a read lost on the
+   * way costs this, not the request's time bound. Default 500 ms; Infinity sends every read once.
+   */
+  hedgeReadsAfterMs?: number;
   /** How each call is retried (request-retry.ts); tests shrink the budget. */
   retry?: Partial<RetryPolicy>;
   /** Hears of every retry, e.g. to show it as the step's waiting reason (`retryProgress`). */
@@ -57,6 +62,7 @@ export interface ClusterOptions {
 
 const REQUEST_TIMEOUT_MS = 2_000;
 const MAX_REQUEST_TIMEOUT_MS = 15_000;
+const HEDGE_READS_AFTER_MS = 500;
 
 /**
  * Kubernetes as the activities use it; every failure is already an `ApplicationFailure` saying what was being done.
@@ -75,7 +81,7 @@ export class Cluster {
   ) {
     const maxMs = options.maxRequestTimeoutMs ?? MAX_REQUEST_TIMEOUT_MS;
     this.timeouts = { firstMs: Math.min(options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS, maxMs), maxMs };
-    this.objects = boundedObjectApi(kc, maxMs);
+    this.objects = boundedObjectApi(kc, maxMs, options.hedgeReadsAfterMs ?? HEDGE_READS_AFTER_MS);
     this.policy = { ...DEFAULT_RETRY_POLICY, ...options.retry };
     this.onRetry = options.onRetry;
   }

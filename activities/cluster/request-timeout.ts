@@ -5,6 +5,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import {
+  HttpMethod,
   KubernetesObjectApi,
   ResponseContext,
   wrapHttpLibrary,
@@ -34,10 +35,19 @@ export const withRequestTimeout = <T>(timeoutMs: number, run: () => Promise<T>):
 
 /**
  * A `KubernetesObjectApi` for `kc` whose every request is bounded by `timeoutMs`, or by the bound of the attempt
- * it is made in (`withRequestTimeout`); watches are not made with it.
+ * it is made in (`withRequestTimeout`); watches are not made with it. A read still unanswered after `hedgeReadsAfterMs`
+ * is sent once more, and the first answer wins: a request lost on the way (a dropped connection, a stuck server)
+ * costs that long instead of the whole bound, while a read that is only slow still counts.
  */
-export function boundedObjectApi(kc: KubeConfig, timeoutMs: number): KubernetesObjectApi {
-  const httpApi = wrapHttpLibrary({ send: (request) => send(request, attemptTimeoutMs.getStore() ?? timeoutMs) });
+export function boundedObjectApi(kc: KubeConfig, timeoutMs: number, hedgeReadsAfterMs = Infinity): KubernetesObjectApi {
+  const httpApi = wrapHttpLibrary({
+    send: (request) => {
+      const bound = attemptTimeoutMs.getStore() ?? timeoutMs;
+      return request.getHttpMethod() === HttpMethod.GET && hedgeReadsAfterMs < bound
+        ? hedged(request, bound, hedgeReadsAfterMs)
+        : send(request, bound);
+    },
+  });
   class BoundedObjectApi extends KubernetesObjectApi {
     constructor(configuration: Configuration) {
       super({ ...configuration, httpApi });
@@ -47,7 +57,40 @@ export function boundedObjectApi(kc: KubeConfig, timeoutMs: number): KubernetesO
   return kc.makeApiClient(BoundedObjectApi);
 }
 
-function send(request: RequestContext, timeoutMs: number): Promise<ResponseContext> {
+/**
+ * `request` (a read), sent a second time when the first has no answer after `hedgeAfterMs`; resolves with the first
+ * answer (whatever its status) and drops the other request, or fails when both have failed (or the first failed
+ * before the second was sent). Both end by the same deadline, `timeoutMs` after the first was sent.
+ */
+function hedged(request: RequestContext, timeoutMs: number, hedgeAfterMs: number): Promise<ResponseContext> {
+  return new Promise((resolve, reject) => {
+    const stops: AbortController[] = [];
+    let pending = 0;
+    let done = false;
+    const settle = (finish: () => void) => {
+      done = true;
+      clearTimeout(second);
+      for (const stop of stops) stop.abort();
+      finish();
+    };
+    const start = (ms: number) => {
+      const stop = new AbortController();
+      stops.push(stop);
+      pending++;
+      send(request, ms, stop.signal).then(
+        (response) => !done && settle(() => resolve(response)),
+        (err: Error) => {
+          pending--;
+          if (!done && (pending === 0 || stops.length === 1)) settle(() => reject(err));
+        },
+      );
+    };
+    start(timeoutMs);
+    const second = setTimeout(() => !done && start(timeoutMs - hedgeAfterMs), hedgeAfterMs);
+  });
+}
+
+function send(request: RequestContext, timeoutMs: number, signal?: AbortSignal): Promise<ResponseContext> {
   const url = new URL(request.getUrl());
   const body = bodyOf(request.getBody());
   const headers: Record<string, string> = { ...request.getHeaders() };
@@ -89,6 +132,7 @@ function send(request: RequestContext, timeoutMs: number): Promise<ResponseConte
       },
     );
     const timer = setTimeout(() => fail(new Error(`request timed out after ${timeoutMs} ms`), 'ETIMEDOUT'), timeoutMs);
+    signal?.addEventListener('abort', () => fail(new Error('no longer needed'), 'ECANCELED'), { once: true });
     req.on('finish', () => (sent = true));
     req.on('error', (err) => fail(err));
     req.end(body);

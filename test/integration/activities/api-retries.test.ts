@@ -207,7 +207,7 @@ describe('a write whose outcome is unknown is re-read, not repeated blindly', ()
   });
 
   it('a request that hangs again and again gets twice as long on each retry, so a slow server is still heard', async () => {
-    const cluster = viaProxy({ requestTimeoutMs: 300 });
+    const cluster = viaProxy({ requestTimeoutMs: 300, hedgeReadsAfterMs: Infinity });
     await env.core.createNamespacedConfigMap({ namespace: env.ns, body: configMap('hung-twice') });
     proxy.script('hang', { method: 'GET', path: `/api/v1/namespaces/${env.ns}/configmaps/hung-twice` }, 2);
     const { value, ms } = await timed(() => cluster.get<V1ConfigMap>(cmRef('hung-twice')));
@@ -220,6 +220,28 @@ describe('a write whose outcome is unknown is re-read, not repeated blindly', ()
     expect(third! - second!).toBeGreaterThanOrEqual(590);
     expect(third! - second!).toBeLessThan(600 + 400 + 150);
     expect(ms).toBeLessThan(2_500);
+  });
+
+  it('a read unanswered after 500 ms is sent once more and the first answer wins: a hang costs 0.5 s, not the timeout', async () => {
+    const cluster = viaProxy({ requestTimeoutMs: 5_000 });
+    await env.core.createNamespacedConfigMap({ namespace: env.ns, body: configMap('hedged') });
+    proxy.script('hang', { method: 'GET', path: `/api/v1/namespaces/${env.ns}/configmaps/hedged` });
+    const { value, ms } = await timed(() => cluster.get<V1ConfigMap>(cmRef('hedged')));
+    expect(value?.data).toEqual({ v: '1' });
+    expect(requestsFor('hedged').map((r) => r.fault ?? 'ok')).toEqual(['hang', 'ok']);
+    const [first, second] = requestsFor('hedged').map((r) => r.at);
+    expect(second! - first!).toBeGreaterThanOrEqual(490);
+    expect(second! - first!).toBeLessThan(900);
+    expect(ms).toBeLessThan(1_500);
+
+    // A write is never sent twice this way: a hung apply waits for its time bound, then is retried.
+    const writes = viaProxy({ requestTimeoutMs: 800 });
+    const path = `/api/v1/namespaces/${env.ns}/configmaps/hedged`;
+    proxy.script('hang', { method: 'PATCH', path });
+    await writes.apply(configMap('hedged', { v: '2' }), 'ferry');
+    const patches = requestsFor('hedged').filter((r) => r.method === 'PATCH');
+    expect(patches.map((r) => r.fault ?? 'ok')).toEqual(['hang', 'ok']);
+    expect(patches[1]!.at - patches[0]!.at).toBeGreaterThanOrEqual(790);
   });
 
   it('a merge patch that never reached the server (a hang) is re-read, found missing and sent again', async () => {
