@@ -97,8 +97,12 @@ async function part<T extends { ok: boolean; rows: [string, string][] }>(
     process.stderr.write(table(`${title}${result.ok ? '' : '  — FAILED'}`, result.rows));
     return result;
   } finally {
-    open.splice(open.indexOf(h), 1);
-    await h.close();
+    // Unless Ctrl-C's clean-up took it (and closed it) already.
+    const index = open.indexOf(h);
+    if (index >= 0) {
+      open.splice(index, 1);
+      await h.close();
+    }
   }
 }
 
