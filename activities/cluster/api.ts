@@ -50,8 +50,8 @@ export interface ClusterOptions {
   requestTimeoutMs?: number;
   maxRequestTimeoutMs?: number;
   /**
-   * A read (GET) still unanswered after this long is sent once more and the first answer wins, so a read lost on the
-   * way costs this, not the request's time bound. Default 500 ms; Infinity sends every read once.
+   * A read (GET) or a delete still unanswered after this long is sent once more and the first answer wins, so a
+   * request lost on the way costs this, not the request's time bound. Default 500 ms; Infinity sends each once.
    */
   hedgeReadsAfterMs?: number;
   /** How each call is retried (request-retry.ts); tests shrink the budget. */

@@ -33,17 +33,21 @@ const attemptTimeoutMs = new AsyncLocalStorage<number>();
 export const withRequestTimeout = <T>(timeoutMs: number, run: () => Promise<T>): Promise<T> =>
   attemptTimeoutMs.run(timeoutMs, run);
 
+const HEDGED = new Set([HttpMethod.GET, HttpMethod.DELETE]);
+
 /**
  * A `KubernetesObjectApi` for `kc` whose every request is bounded by `timeoutMs`, or by the bound of the attempt
- * it is made in (`withRequestTimeout`); watches are not made with it. A read still unanswered after `hedgeReadsAfterMs`
- * is sent once more, and the first answer wins: a request lost on the way (a dropped connection, a stuck server)
- * costs that long instead of the whole bound, while a read that is only slow still counts.
+ * it is made in (`withRequestTimeout`); watches are not made with it. A read or a delete still unanswered after
+ * `hedgeReadsAfterMs` is sent once more, and the first answer wins: a request lost on the way (a dropped connection, a
+ * stuck server) costs that long instead of the whole bound, while one that is only slow still counts. A delete may be
+ * sent twice: Ferry's carry the object's uid as a precondition, and a second one finds the object gone (404, which
+ * callers count as done) or already being deleted. Other writes are sent once.
  */
 export function boundedObjectApi(kc: KubeConfig, timeoutMs: number, hedgeReadsAfterMs = Infinity): KubernetesObjectApi {
   const httpApi = wrapHttpLibrary({
     send: (request) => {
       const bound = attemptTimeoutMs.getStore() ?? timeoutMs;
-      return request.getHttpMethod() === HttpMethod.GET && hedgeReadsAfterMs < bound
+      return HEDGED.has(request.getHttpMethod()) && hedgeReadsAfterMs < bound
         ? hedged(request, bound, hedgeReadsAfterMs)
         : send(request, bound);
     },
@@ -58,7 +62,7 @@ export function boundedObjectApi(kc: KubeConfig, timeoutMs: number, hedgeReadsAf
 }
 
 /**
- * `request` (a read), sent a second time when the first has no answer after `hedgeAfterMs`; resolves with the first
+ * `request` (a read or a delete), sent a second time when the first has no answer after `hedgeAfterMs`; resolves with the first
  * answer (whatever its status) and drops the other request, or fails when both have failed (or the first failed
  * before the second was sent). Both end by the same deadline, `timeoutMs` after the first was sent.
  */

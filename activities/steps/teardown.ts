@@ -55,10 +55,13 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
     }
   };
 
-  /** Deletes the object if it is ours (only that very object: uid precondition); gone or terminating counts as done. */
-  const deleteOurs = async (target: ObjectRef, known?: KubernetesObject): Promise<void> => {
+  /**
+   * Deletes the object if it is ours (only that very object: uid precondition); gone or terminating counts as done.
+   * `known` is the object as already read (`null`: read and absent); without it the object is read first.
+   */
+  const deleteOurs = async (target: ObjectRef, known?: KubernetesObject | null): Promise<void> => {
     const label = `${target.kind}/${target.name}`;
-    const obj = known ?? (await cluster.get(target));
+    const obj = known === undefined ? await cluster.get(target) : known;
     if (obj && !isOurs(obj, model)) {
       log.warn(`not deleting ${label}: it does not carry model ${name}'s labels`);
       return;
@@ -67,11 +70,20 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
     deleted.push(label);
   };
 
-  // The volume first: a retained PVC must lose its owner reference before the root goes, or the GC takes it along.
+  // Everything that can run at once does: under API faults each request on the longest chain can cost a
+  // Retry-After, so the chain is kept to a read and a delete per object, plus the root's delete at the end.
+  const rootRef = ref(model, 'v1', 'ConfigMap', rootName(name));
+  // The root is read now, beside the rest; its uid guards the delete that ends the teardown.
+  const rootRead = cluster.get(rootRef).then(
+    (obj) => ({ obj: obj ?? null }),
+    (err: unknown) => ({ err }),
+  );
+
+  // A retained PVC must lose its owner reference before the root goes, or the GC takes it along with the root.
   const pvcRef = ref(model, 'v1', 'PersistentVolumeClaim', pvcName(name));
-  const volumeSafe = await attempt(`PersistentVolumeClaim/${pvcRef.name}`, async () => {
+  const volume = attempt(`PersistentVolumeClaim/${pvcRef.name}`, async () => {
     const pvc = await cluster.get<V1PersistentVolumeClaim>(pvcRef);
-    if (!model.spec.storage.retainOnDelete) return deleteOurs(pvcRef, pvc);
+    if (!model.spec.storage.retainOnDelete) return deleteOurs(pvcRef, pvc ?? null);
     if (!pvc || !isOurs(pvc, model)) return;
     const owners = pvc.metadata?.ownerReferences ?? [];
     const kept = owners.filter((o) => !(o.kind === 'ConfigMap' && o.name === rootName(name)));
@@ -85,27 +97,27 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
   });
 
   const pullerSelector = `${modelLabelSelector(name)},${LABEL_COMPONENT}=puller`;
-  await Promise.all([
+  const listPullers = (apiVersion: string, kind: string) =>
+    cluster
+      .list(apiVersion, kind, model.metadata.namespace, { labelSelector: pullerSelector })
+      .catch((err: unknown) => void failures.push({ object: `${kind} (puller)`, error: describeError(err) }));
+  const [volumeSafe] = await Promise.all([
+    volume,
     attempt(`Deployment/${deploymentName(name)}`, () =>
       deleteOurs(ref(model, 'apps/v1', 'Deployment', deploymentName(name))),
     ),
     attempt(`Service/${serviceName(name)}`, () => deleteOurs(ref(model, 'v1', 'Service', serviceName(name)))),
     (async () => {
-      // Jobs before their pods: a Job that still exists would replace a deleted pod.
-      const jobs = await cluster
-        .list('batch/v1', 'Job', model.metadata.namespace, { labelSelector: pullerSelector })
-        .catch((err: unknown) => void failures.push({ object: 'Job (puller)', error: describeError(err) }));
-      if (!jobs) return;
+      // Both lists at once, but Jobs are deleted before their pods: a Job that still exists would replace a
+      // deleted pod. A pod a Job creates after the list is the Job's, and goes with it.
+      const [jobs, pods] = await Promise.all([listPullers('batch/v1', 'Job'), listPullers('v1', 'Pod')]);
       await Promise.all(
-        jobs.map((job) =>
+        (jobs ?? []).map((job) =>
           attempt(`Job/${job.metadata?.name}`, () =>
             deleteOurs(ref(model, 'batch/v1', 'Job', job.metadata!.name!), job),
           ),
         ),
       );
-      const pods = await cluster
-        .list('v1', 'Pod', model.metadata.namespace, { labelSelector: pullerSelector })
-        .catch((err: unknown) => void failures.push({ object: 'Pod (puller)', error: describeError(err) }));
       await Promise.all(
         (pods ?? []).map((pod) =>
           attempt(`Pod/${pod.metadata?.name}`, () => deleteOurs(ref(model, 'v1', 'Pod', pod.metadata!.name!), pod)),
@@ -114,15 +126,17 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
     })(),
   ]);
 
-  // The root last: deleting it garbage-collects whatever still names it as owner.
-  const rootRef = ref(model, 'v1', 'ConfigMap', rootName(name));
-  if (volumeSafe) {
-    await attempt(`ConfigMap/${rootRef.name}`, () => deleteOurs(rootRef));
-  } else {
+  // The root last: deleting it releases the name and garbage-collects whatever still names it as owner.
+  const root = await rootRead;
+  if (!volumeSafe) {
     failures.push({
       object: `ConfigMap/${rootRef.name}`,
       error: `kept: the retained PersistentVolumeClaim/${pvcRef.name} still names it as owner, and deleting it would let the garbage collector delete the volume`,
     });
+  } else if ('err' in root) {
+    failures.push({ object: `ConfigMap/${rootRef.name}`, error: describeError(root.err) });
+  } else {
+    await attempt(`ConfigMap/${rootRef.name}`, () => deleteOurs(rootRef, root.obj));
   }
 
   if (failures.length > 0) {

@@ -222,7 +222,7 @@ describe('a write whose outcome is unknown is re-read, not repeated blindly', ()
     expect(ms).toBeLessThan(2_500);
   });
 
-  it('a read unanswered after 500 ms is sent once more and the first answer wins: a hang costs 0.5 s, not the timeout', async () => {
+  it('a read or a delete unanswered after 500 ms is sent once more and the first answer wins: a hang costs 0.5 s, not the timeout', async () => {
     const cluster = viaProxy({ requestTimeoutMs: 5_000 });
     await env.core.createNamespacedConfigMap({ namespace: env.ns, body: configMap('hedged') });
     proxy.script('hang', { method: 'GET', path: `/api/v1/namespaces/${env.ns}/configmaps/hedged` });
@@ -242,6 +242,16 @@ describe('a write whose outcome is unknown is re-read, not repeated blindly', ()
     const patches = requestsFor('hedged').filter((r) => r.method === 'PATCH');
     expect(patches.map((r) => r.fault ?? 'ok')).toEqual(['hang', 'ok']);
     expect(patches[1]!.at - patches[0]!.at).toBeGreaterThanOrEqual(790);
+
+    // A delete is hedged like a read: sent twice, it is done once (the second finds the object gone or going).
+    proxy.script('hang', { method: 'DELETE', path });
+    const current = await cluster.get<V1ConfigMap>(cmRef('hedged'));
+    const deleting = await timed(() => cluster.delete(cmRef('hedged'), 'Background', { uid: current?.metadata?.uid }));
+    const deletes = requestsFor('hedged').filter((r) => r.method === 'DELETE');
+    expect(deletes.map((r) => r.fault ?? 'ok')).toEqual(['hang', 'ok']);
+    expect(deletes[1]!.at - deletes[0]!.at).toBeLessThan(900);
+    expect(deleting.ms).toBeLessThan(1_500);
+    expect(await cluster.get(cmRef('hedged'))).toBeUndefined();
   });
 
   it('a merge patch that never reached the server (a hang) is re-read, found missing and sent again', async () => {
