@@ -1,6 +1,7 @@
 // The one wiring file: every activity of a ServeModelWorkflow, bound to one cluster's clients.
 import type { FerryActivities } from '../workflows/contract/index.js';
 import type { ActivityDeps } from './deps.js';
+import { syncAdapters } from './steps/adapters.js';
 import { claimName } from './steps/claim.js';
 import { applyEngine, scaleEngine } from './steps/engine.js';
 import { awaitHealth, type ApiKeyResolver } from './steps/health.js';
@@ -13,7 +14,10 @@ import { applyStorage } from './steps/storage.js';
 import { tearDown } from './steps/teardown.js';
 
 export interface ActivityOptions {
-  /** Where the worker gets a model's API key for /v1/models, if anywhere (`apiKeyFromSecret`); usually unset. */
+  /**
+   * Where the worker gets a model's API key for /v1/models and the LoRA routes, if anywhere (`apiKeyFromSecret`);
+   * usually unset.
+   */
   apiKeys?: ApiKeyResolver;
 }
 
@@ -35,5 +39,6 @@ export function createActivities(deps: ActivityDeps, options: ActivityOptions = 
     readStatus: (input) => readStatus(deps, input, options.apiKeys),
     lookAtModel: (input) => lookAtModel(deps, input, options.apiKeys),
     tearDown: (input) => tearDown(deps, input),
+    syncAdapters: (input) => syncAdapters(deps, input, options.apiKeys),
   };
 }

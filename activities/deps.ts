@@ -13,14 +13,24 @@ import type { ModelWatcher } from './cluster/model-watcher.js';
 /** A model's spec at `generation`, for a look that carries only a reference (the worker asks the workflow). */
 export type SpecSource = (ref: ModelRef, generation: number) => Promise<ServedModel>;
 
-/** Where Ferry sends HTTP requests to a model's engine (health checks, the CLI's completion). */
-export type EndpointResolver = (model: ServedModel) => Promise<string>;
+/** One engine pod, for a request that must reach that replica and no other (a LoRA adapter loaded on each). */
+export interface EnginePod {
+  name: string;
+  /** `status.podIP`; unset until the pod has one. */
+  ip?: string;
+}
+
+/**
+ * Where Ferry sends HTTP requests to a model's engine: through its Service (health checks, the CLI's completion), or,
+ * given `pod`, to that pod's engine alone.
+ */
+export type EndpointResolver = (model: ServedModel, pod?: EnginePod) => Promise<string>;
 
 export interface ActivityDeps {
   cluster: Cluster;
   /** HTTP client for engine requests; `fetch` by default. */
   http?: typeof fetch;
-  /** Resolves a model's engine URL: in-cluster DNS, the API server's service proxy, or a per-model override. */
+  /** Resolves a model's engine URL: in-cluster DNS (or a pod's IP), the API server's proxy, or an override. */
   endpoints: EndpointResolver;
   /** Delivers progress to the workflow (the worker signals it); unset means heartbeats only. */
   progress?: ProgressSink;

@@ -1,3 +1,3 @@
 export { createActivities } from './create-activities.js';
-export type { ActivityDeps, EndpointResolver } from './deps.js';
+export type { ActivityDeps, EndpointResolver, EnginePod } from './deps.js';
 export type { FerryActivities } from '../workflows/contract/index.js';

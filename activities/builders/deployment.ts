@@ -38,7 +38,11 @@ function engineArgs(model: ServedModel): string[] {
     '--port',
     String(engine.port),
   ];
-  if (engine.lora.enabled) args.push('--enable-lora', `--max-loras=${engine.lora.maxLoras}`);
+  if (engine.lora.enabled) {
+    args.push('--enable-lora', `--max-loras=${engine.lora.maxLoras}`);
+    // Only when set: a model that does not set it keeps the pod template it had (a Ferry upgrade rolls out nothing).
+    if (engine.lora.maxLoraRank !== undefined) args.push(`--max-lora-rank=${engine.lora.maxLoraRank}`);
+  }
   return [...args, ...engine.args];
 }
 

@@ -22,6 +22,11 @@ export function weightsDir(source: SourceSpec): string {
   return `${MODELS_DIR}/${sourceHash8(source)}`;
 }
 
+/** The directory on the volume that holds a LoRA adapter's files, e.g. `/models/adapters/5e6f7a8b`. */
+export function adapterDir(source: SourceSpec): string {
+  return `${MODELS_DIR}/adapters/${sourceHash8(source)}`;
+}
+
 export function sourceAnnotations(source: SourceSpec): Record<string, string> {
   return { [ANNOTATION_SOURCE_HASH]: sourceHash(source), [ANNOTATION_SOURCE]: describeSource(source) };
 }

@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { FAILURE, failure, type ServedModel } from '../../workflows/contract/index.js';
 import { authenticatedFetch } from './authenticated-fetch.js';
-import type { EndpointResolver } from '../deps.js';
+import type { EndpointResolver, EnginePod } from '../deps.js';
 import { HTTP_PORT_NAME, serviceName } from '../builders/index.js';
 
 const ENDPOINT_MODES = ['in-cluster', 'service-proxy', 'override'] as const;
@@ -19,42 +19,55 @@ export interface EndpointSetup {
   http?: typeof fetch;
 }
 
-/** `<namespace>/<name>`, the key of a per-model override. */
-const modelKey = (model: ServedModel): string => `${model.metadata.namespace}/${model.metadata.name}`;
+/** `<namespace>/<name>`, the key of a per-model override; `<namespace>/<name>/<pod>` for one of its pods. */
+const modelKey = (model: ServedModel, pod?: EnginePod): string =>
+  `${model.metadata.namespace}/${model.metadata.name}${pod ? `/${pod.name}` : ''}`;
 
-/** The Service's cluster DNS name: `http://<service>.<namespace>.svc:<port>`. */
-export function inClusterEndpoint(model: ServedModel): string {
-  return `http://${serviceName(model.metadata.name)}.${model.metadata.namespace}.svc:${model.spec.engine.port}`;
+/**
+ * The Service's cluster DNS name, `http://<service>.<namespace>.svc:<port>`; given `pod`, that pod's IP and the
+ * engine's port (a pod without an IP yet is a retryable `EndpointUnknown`).
+ */
+export function inClusterEndpoint(model: ServedModel, pod?: EnginePod): string {
+  const { port } = model.spec.engine;
+  if (!pod) return `http://${serviceName(model.metadata.name)}.${model.metadata.namespace}.svc:${port}`;
+  if (!pod.ip) throw failure(FAILURE.EndpointUnknown, `pod ${modelKey(model, pod)} has no IP address yet`);
+  return `http://${pod.ip.includes(':') ? `[${pod.ip}]` : pod.ip}:${port}`;
 }
 
 /**
- * The Service through the API server's proxy: `<apiserver>/api/v1/namespaces/<ns>/services/<svc>:http/proxy`.
- * Requests need the kubeconfig's credentials (`authenticatedFetch`) and RBAC `get` on `services/proxy`.
+ * The Service through the API server's proxy: `<apiserver>/api/v1/namespaces/<ns>/services/<svc>:http/proxy`; given
+ * `pod`, that pod's port instead, `…/pods/<pod>:<port>/proxy`. Requests need the kubeconfig's credentials
+ * (`authenticatedFetch`) and RBAC on `services/proxy` (get) or `pods/proxy` (get, create: a POST is a create).
  */
-export function serviceProxyEndpoint(kc: KubeConfig, model: ServedModel): string {
+export function serviceProxyEndpoint(kc: KubeConfig, model: ServedModel, pod?: EnginePod): string {
   const server = kc.getCurrentCluster()?.server;
   if (!server) throw new Error('the kubeconfig has no current cluster');
   const ns = encodeURIComponent(model.metadata.namespace);
-  const svc = encodeURIComponent(serviceName(model.metadata.name));
-  return `${server.replace(/\/+$/, '')}/api/v1/namespaces/${ns}/services/${svc}:${HTTP_PORT_NAME}/proxy`;
+  const target = pod
+    ? `pods/${encodeURIComponent(pod.name)}:${model.spec.engine.port}`
+    : `services/${encodeURIComponent(serviceName(model.metadata.name))}:${HTTP_PORT_NAME}`;
+  return `${server.replace(/\/+$/, '')}/api/v1/namespaces/${ns}/${target}/proxy`;
 }
 
 /** Per-model URLs, `<namespace>/<name>` → URL; a function is called on every resolution (the map may change). */
 export type EndpointOverrides = Record<string, string> | (() => Record<string, string>);
 
 /**
- * An explicit per-model endpoint override: the URL listed for the model, else `fallback`'s, else a retryable
- * `EndpointUnknown` failure (a local supervisor may publish the URL a moment later).
+ * An explicit endpoint override: the URL listed for the model (`<namespace>/<name>`) or, given a pod, for that pod
+ * (`<namespace>/<name>/<pod>`), else `fallback`'s, else a retryable `EndpointUnknown` failure (a local supervisor may
+ * publish the URL a moment later). A pod never falls back to the model's URL: that would reach another replica.
  */
 export function overrideEndpoints(overrides: EndpointOverrides, fallback?: EndpointResolver): EndpointResolver {
-  return async (model) => {
+  return async (model, pod) => {
     const map = typeof overrides === 'function' ? overrides() : overrides;
-    const url = map[modelKey(model)];
-    if (url !== undefined) return checkedUrl(url, `the endpoint override for ${modelKey(model)}`);
-    if (fallback) return fallback(model);
+    const key = modelKey(model, pod);
+    const url = map[key];
+    if (url !== undefined) return checkedUrl(url, `the endpoint override for ${key}`);
+    if (fallback) return fallback(model, pod);
+    const known = Object.keys(map).filter((k) => (pod ? k.split('/').length === 3 : k.split('/').length === 2));
     throw failure(
       FAILURE.EndpointUnknown,
-      `no endpoint override names model ${modelKey(model)} (FERRY_ENDPOINT_MODE=override); known: ${Object.keys(map).join(', ') || 'none'}`,
+      `no endpoint override names ${pod ? 'pod' : 'model'} ${key} (FERRY_ENDPOINT_MODE=override); known: ${known.join(', ') || 'none'}`,
     );
   };
 }
@@ -93,7 +106,7 @@ function parseOverrides(text: string, where: string): Record<string, string> {
     throw new Error(`${where} is not valid JSON: ${String(err)}`);
   }
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) {
-    throw new Error(`${where} must be a JSON object of "<namespace>/<name>": "<url>"`);
+    throw new Error(`${where} must be a JSON object of "<namespace>/<name>" (or "<namespace>/<name>/<pod>"): "<url>"`);
   }
   const map: Record<string, string> = {};
   for (const [key, value] of Object.entries(parsed)) {
@@ -113,9 +126,13 @@ export function endpointResolverFromEnv(env: NodeJS.ProcessEnv, kc: KubeConfig):
   const mode: string = raw || (env.KUBERNETES_SERVICE_HOST ? 'in-cluster' : 'service-proxy');
   switch (mode) {
     case 'in-cluster':
-      return { mode, endpoints: async (model) => inClusterEndpoint(model) };
+      return { mode, endpoints: async (model, pod) => inClusterEndpoint(model, pod) };
     case 'service-proxy':
-      return { mode, endpoints: async (model) => serviceProxyEndpoint(kc, model), http: authenticatedFetch(kc) };
+      return {
+        mode,
+        endpoints: async (model, pod) => serviceProxyEndpoint(kc, model, pod),
+        http: authenticatedFetch(kc),
+      };
     case 'override': {
       const setting = env.FERRY_ENDPOINT_OVERRIDES;
       if (!setting?.trim()) {

@@ -32,6 +32,7 @@ const FLAGS: Readonly<Record<string, FlagKind>> = {
   'load-delay': 'number',
   'fail-after': 'number',
   'token-delay-ms': 'number',
+  'models-dir': 'string',
 };
 
 type FlagValue = string | boolean | readonly string[];
@@ -119,6 +120,7 @@ export function parseEngineArgs(argv: readonly string[], env: Env = {}): ParsedE
     loadDelaySeconds: seconds('--load-delay', str(values, 'load-delay') ?? nonEmpty(env.FERRY_SIM_LOAD_DELAY)),
     failAfterSeconds: seconds('--fail-after', str(values, 'fail-after') ?? nonEmpty(env.FERRY_SIM_FAIL_AFTER)),
     tokenDelayMs: seconds('--token-delay-ms', str(values, 'token-delay-ms') ?? nonEmpty(env.FERRY_SIM_TOKEN_DELAY_MS)),
+    modelsDir: nonEmpty(str(values, 'models-dir')) ?? nonEmpty(env.FERRY_SIM_MODELS_DIR),
   };
   return { options, warnings };
 }

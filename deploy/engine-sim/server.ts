@@ -1,8 +1,10 @@
 // The stand-in for vLLM's OpenAI-compatible API server: lifecycle (loading -> ready -> optionally failed), auth,
 // routing, /v1/models and runtime LoRA. Ferry runs it where no GPU or real engine exists; see README.md.
 import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join, posix } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { serveChatCompletion, serveCompletion, type GenerationContext } from './completions.js';
 import { OpenAiHttpError, readJsonObject, sendDetail, sendJson, sendOpenAiError, sendText } from './http-io.js';
@@ -15,6 +17,8 @@ const DEFAULT_HOST = '127.0.0.1';
 const DEFAULT_PORT = 8000;
 const DEFAULT_MAX_MODEL_LEN = 4096;
 export const DEFAULT_LOAD_DELAY_SECONDS = 2;
+/** Where the engine's pod mounts the model's volume. */
+const MODELS_MOUNT = '/models';
 
 export interface LoraModule {
   readonly name: string;
@@ -45,6 +49,11 @@ export interface EngineSimOptions {
   readonly failAfterSeconds?: number;
   /** Simulated decode time per generated token. */
   readonly tokenDelayMs?: number;
+  /**
+   * A directory standing for the engine's volume, mounted at `/models`: when set, a LoRA load whose `lora_path` has no
+   * `adapter_config.json` there is refused as vLLM refuses it (404). Unset: paths are not checked.
+   */
+  readonly modelsDir?: string;
 }
 
 type EnginePhase = 'idle' | 'loading' | 'ready' | 'failed' | 'stopped';
@@ -212,6 +221,9 @@ export function createEngineSim(options: EngineSimOptions = {}): EngineSim {
     if (!enableLora) {
       throw new OpenAiHttpError(400, 'BadRequestError', 'LoRA is not enabled. Use --enable-lora to enable LoRA.');
     }
+    if (options.modelsDir !== undefined && !adapterFilesThere(options.modelsDir, path)) {
+      throw new OpenAiHttpError(404, 'NotFoundError', `Loading lora ${name} failed: No adapter found for ${path}`);
+    }
     // The path is recorded, never read: there are no weights to load.
     loras.set(name, path);
     sendText(res, 200, `Success: LoRA adapter '${name}' added successfully.`);
@@ -331,4 +343,11 @@ function positive(name: string, value: number): number {
 function nonNegative(name: string, value: number): number {
   if (!Number.isFinite(value) || value < 0) throw new Error(`engine-sim: ${name} must be a non-negative number`);
   return value;
+}
+
+/** Whether `path`, as the engine sees it (under /models), holds an adapter in `modelsDir`, the volume's stand-in. */
+function adapterFilesThere(modelsDir: string, path: string): boolean {
+  const inVolume = posix.normalize(path);
+  if (!inVolume.startsWith(`${MODELS_MOUNT}/`)) return false;
+  return existsSync(join(modelsDir, inVolume.slice(MODELS_MOUNT.length), 'adapter_config.json'));
 }

@@ -1,7 +1,9 @@
 // Local runs only: gives every simulated engine pod (a KWOK pod that runs nothing) an engine stand-in on 127.0.0.1,
 // started with the pod's own vLLM arguments and API key, and writes the per-model endpoint overrides that the
 // worker's `override` endpoint mode reads: `{ "<namespace>/<model>": "http://127.0.0.1:<port>" }`, pointing at the
-// stand-in of the model's newest running pod (the current revision). A stand-in stops when its pod goes away.
+// stand-in of the model's newest running pod (the current revision), and `"<namespace>/<model>/<pod>"` for each pod's
+// own stand-in (what a request to one replica reaches). A stand-in stops when its pod goes away, and with it whatever
+// it held in memory (LoRA adapters), as a real engine's process would.
 import { renameSync, writeFileSync } from 'node:fs';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { parseEngineArgs } from './args.js';
@@ -16,6 +18,7 @@ interface Running {
   url: string;
   model: string;
   namespace: string;
+  pod: string;
   createdAt: number;
 }
 
@@ -32,6 +35,8 @@ export class EngineSimSupervisor {
   constructor(
     private readonly core: CoreV1Api,
     private readonly overridesFile: string,
+    /** A directory standing for every model's volume at `/models` (tests); unset, LoRA paths are not checked. */
+    private readonly options: { modelsDir?: string } = {},
   ) {}
 
   /** One pass: start stand-ins for new running pods, stop those of pods that are gone, rewrite the overrides. */
@@ -82,6 +87,7 @@ export class EngineSimSupervisor {
       host: '127.0.0.1',
       port: 0,
       loadDelaySeconds: Number.isFinite(loadDelay) ? loadDelay : 3,
+      ...(this.options.modelsDir ? { modelsDir: this.options.modelsDir } : {}),
     });
     const { port } = await sim.start();
     const labels = pod.metadata?.labels ?? {};
@@ -90,6 +96,7 @@ export class EngineSimSupervisor {
       url: `http://127.0.0.1:${port}`,
       model: labels['ferry.dev/model'] ?? labels['app.kubernetes.io/instance'] ?? pod.metadata!.name!,
       namespace: pod.metadata!.namespace!,
+      pod: pod.metadata!.name!,
       createdAt: new Date(pod.metadata?.creationTimestamp ?? 0).getTime(),
     };
     this.sims.set(uid, running);
@@ -100,17 +107,18 @@ export class EngineSimSupervisor {
     });
   }
 
-  /** The current `<namespace>/<model>` → URL map: each model's newest running pod. */
+  /** The current URL map: `<namespace>/<model>` → its newest running pod's, `<namespace>/<model>/<pod>` → that pod's. */
   overrides(): Record<string, string> {
     const newest = new Map<string, Running>();
+    const entries: [string, string][] = [];
     for (const r of this.sims.values()) {
       const key = `${r.namespace}/${r.model}`;
       const seen = newest.get(key);
       if (!seen || r.createdAt > seen.createdAt) newest.set(key, r);
+      entries.push([`${key}/${r.pod}`, r.url]);
     }
-    return Object.fromEntries(
-      [...newest].map(([k, r]): [string, string] => [k, r.url]).sort(([a], [b]) => a.localeCompare(b)),
-    );
+    entries.push(...[...newest].map(([k, r]): [string, string] => [k, r.url]));
+    return Object.fromEntries(entries.sort(([a], [b]) => a.localeCompare(b)));
   }
 
   private writeOverrides(): void {

@@ -100,6 +100,7 @@ const ACTIVITY_NAMES = Object.keys({
   readStatus: true,
   lookAtModel: true,
   tearDown: true,
+  syncAdapters: true,
 } satisfies Record<ActivityName, true>) as ActivityName[];
 
 export class StubActivities {
@@ -222,6 +223,18 @@ export class StubActivities {
         return {
           deleted: [`Deployment/${modelName}`, `Service/${modelName}`, ...(retain ? [] : [pvc])],
           retained: retain ? [pvc] : [],
+        };
+      },
+      syncAdapters: () => {
+        const replicas = model.spec.replicas;
+        return {
+          adapters: (model.spec.engine.lora.adapters ?? []).map((a) => ({
+            name: a.name,
+            loadedReplicas: replicas,
+            readyReplicas: replicas,
+          })),
+          unloaded: [],
+          incarnations: Array.from({ length: replicas }, (_, i) => `${modelName}-${i}/00000000/0`),
         };
       },
     };

@@ -325,6 +325,16 @@ describe('Deployment', () => {
     expect(plain.env!.map((e) => e.name)).not.toContain('VLLM_ALLOW_RUNTIME_LORA_UPDATING');
   });
 
+  it('passes maxLoraRank only when set, and keeps adapters out of the pod template (adding one rolls out nothing)', () => {
+    const lora = (extra: object) =>
+      build(withSpec(minimalHf, (d) => (d.spec.engine = { lora: { enabled: true, ...extra } }))).deployment;
+    const plain = lora({});
+    expect(plain.spec!.template.spec!.containers[0]!.args!.some((a) => a.startsWith('--max-lora-rank'))).toBe(false);
+    expect(lora({ maxLoraRank: 64 }).spec!.template.spec!.containers[0]!.args).toContain('--max-lora-rank=64');
+    const adapters = [{ name: 'sql', source: { huggingface: { repo: 'org/sql-lora' } } }];
+    expect(lora({ adapters }).spec!.template).toStrictEqual(plain.spec!.template);
+  });
+
   it('mounts a memory-backed /dev/shm of shmSize', () => {
     const spec = fixtureObjects('full-hf').deployment.spec!.template.spec!;
     expect(spec.volumes).toContainEqual({ name: 'dshm', emptyDir: { medium: 'Memory', sizeLimit: '16Gi' } });

@@ -1,6 +1,9 @@
 // The vLLM stand-in is exercised over real HTTP (fetch against a port-0 server), because its whole point is to
 // look like vLLM on the wire to Ferry's probes, clients and scrapers.
 import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -381,6 +384,38 @@ describe('engine-sim LoRA', () => {
     const res = await postJson(`${base}/v1/load_lora_adapter`, { lora_name: 'sql', lora_path: '/adapters/sql' });
     expect(res.status).toBe(400);
     await res.arrayBuffer();
+  });
+
+  it('given the volume (FERRY_SIM_MODELS_DIR), refuses a path without an adapter as vLLM does, and forgets on restart', async () => {
+    const volume = mkdtempSync(join(tmpdir(), 'sim-volume-'));
+    mkdirSync(join(volume, 'adapters', 'a1b2c3d4'), { recursive: true });
+    writeFileSync(join(volume, 'adapters', 'a1b2c3d4', 'adapter_config.json'), '{"r": 8}');
+    const { enableLora, allowRuntimeLoraUpdating, modelsDir } = parseEngineArgs(['--enable-lora'], {
+      VLLM_ALLOW_RUNTIME_LORA_UPDATING: 'True',
+      FERRY_SIM_MODELS_DIR: volume,
+    }).options;
+    expect(modelsDir).toBe(volume);
+    const options = { enableLora, allowRuntimeLoraUpdating, modelsDir };
+    const first = await startSim(options);
+    const ok = await postJson(`${first.base}/v1/load_lora_adapter`, {
+      lora_name: 'sql',
+      lora_path: '/models/adapters/a1b2c3d4',
+    });
+    expect(ok.status).toBe(200);
+    await ok.arrayBuffer();
+    for (const path of ['/models/adapters/ffffffff', '/models/adapters/../../etc', '/adapters/a1b2c3d4']) {
+      const missing = await postJson(`${first.base}/v1/load_lora_adapter`, { lora_name: 'chat', lora_path: path });
+      expect(missing.status, path).toBe(404);
+      expect(await missing.json(), path).toMatchObject({
+        error: { type: 'NotFoundError', message: `Loading lora chat failed: No adapter found for ${path}` },
+      });
+    }
+    await first.sim.stop();
+
+    // A new process (the pod's container restarted) holds no adapter, as vLLM keeps them only in memory.
+    const second = await startSim(options);
+    const models = (await (await fetch(`${second.base}/v1/models`)).json()) as { data: { id: string }[] };
+    expect(models.data.map((m) => m.id)).toEqual(['qwen']);
   });
 
   it('lists static --lora-modules from the start', async () => {

@@ -28,6 +28,8 @@ function issuesOf(doc: unknown) {
   return result.issues;
 }
 
+const adapter = (name: string) => ({ name, source: { huggingface: { repo: `org/${name.replace(/\W/g, '-')}-lora` } } });
+
 function readExample(file: string): unknown {
   return parseYaml(readFileSync(new URL(`../../examples/${file}`, import.meta.url), 'utf8'));
 }
@@ -79,6 +81,22 @@ describe('parseServedModel', () => {
       ['cluster', 'source', 'engine', 'resources', 'storage', 'scheduling', 'replicas', 'puller'].sort(),
     );
     expect(Object.keys(spec.engine)).toHaveLength(8);
+  });
+
+  it('accepts LoRA adapters with the source defaults filled in; an empty list is a managed, empty set', () => {
+    const doc: Doc = clone(minimalHf);
+    doc.spec.engine = { lora: { enabled: true, maxLoraRank: 64, adapters: [adapter('team/sql-v2')] } };
+    const { lora } = parseServedModel(doc).spec.engine;
+    expect(lora).toEqual({
+      enabled: true,
+      maxLoras: 4,
+      maxLoraRank: 64,
+      adapters: [{ name: 'team/sql-v2', source: { huggingface: { repo: 'org/team-sql-v2-lora', revision: 'main' } } }],
+    });
+    doc.spec.engine = { lora: { enabled: true, adapters: [] } };
+    expect(parseServedModel(doc).spec.engine.lora.adapters).toEqual([]);
+    doc.spec.engine = { lora: { enabled: true } };
+    expect(parseServedModel(doc).spec.engine.lora).toStrictEqual({ enabled: true, maxLoras: 4 });
   });
 
   it('takes unquoted YAML numbers for quantities and env values', () => {
@@ -245,6 +263,75 @@ describe('parseServedModel', () => {
       (d) => (d.spec.engine = { lora: { enabled: true, maxLoras: 0 } }),
       'spec.engine.lora.maxLoras',
       'at least 1',
+    ],
+    [
+      'maxLoraRank 12',
+      (d) => (d.spec.engine = { lora: { enabled: true, maxLoraRank: 12 } }),
+      'spec.engine.lora.maxLoraRank',
+      "one of vLLM's LoRA ranks: 1, 8, 16",
+    ],
+    [
+      'adapters without LoRA enabled',
+      (d) => (d.spec.engine = { lora: { adapters: [] } }),
+      'spec.engine.lora.adapters',
+      'needs engine.lora.enabled: true',
+    ],
+    [
+      'an adapter listed twice',
+      (d) => (d.spec.engine = { lora: { enabled: true, adapters: [adapter('sql'), adapter('sql')] } }),
+      'spec.engine.lora.adapters[1].name',
+      '"sql" is listed twice',
+    ],
+    [
+      'an adapter name with a space',
+      (d) => (d.spec.engine = { lora: { enabled: true, adapters: [adapter('my sql')] } }),
+      'spec.engine.lora.adapters[0].name',
+      "the adapter's model name",
+    ],
+    [
+      'an adapter name with ..',
+      (d) => (d.spec.engine = { lora: { enabled: true, adapters: [adapter('a/../b')] } }),
+      'spec.engine.lora.adapters[0].name',
+      'no ".."',
+    ],
+    [
+      "an adapter named as the base's served name",
+      (d) => (d.spec.engine = { servedModelName: 'qwen', lora: { enabled: true, adapters: [adapter('qwen')] } }),
+      'spec.engine.lora.adapters[0].name',
+      "the base model's served name",
+    ],
+    [
+      'more than 64 adapters',
+      (d) =>
+        (d.spec.engine = {
+          lora: { enabled: true, adapters: Array.from({ length: 65 }, (_, i) => adapter(`a${i}`)) },
+        }),
+      'spec.engine.lora.adapters',
+      'at most 64 adapters',
+    ],
+    [
+      'an adapter without a source',
+      (d) => (d.spec.engine = { lora: { enabled: true, adapters: [{ name: 'sql', source: {} }] } }),
+      'spec.engine.lora.adapters[0].source',
+      'exactly one source',
+    ],
+    [
+      "an adapter copied from the model's own volume",
+      (d) =>
+        (d.spec.engine = {
+          lora: { enabled: true, adapters: [{ name: 'sql', source: { pvc: { claimName: 'qwen-weights' } } }] },
+        }),
+      'spec.engine.lora.adapters[0].source.pvc.claimName',
+      "the model's own volume",
+    ],
+    [
+      'adapters on ReadWriteOncePod',
+      (d) => (
+        (d.spec.storage = { accessMode: 'ReadWriteOncePod' }),
+        (d.spec.engine = { lora: { enabled: true, adapters: [adapter('sql')] } })
+      ),
+      'spec.engine.lora.adapters',
+      'ReadWriteOncePod',
     ],
     ['replicas -1', (d) => (d.spec.replicas = -1), 'spec.replicas', 'must be 0 or more'],
     ['replicas 1.5', (d) => (d.spec.replicas = 1.5), 'spec.replicas', 'whole number'],

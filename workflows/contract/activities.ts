@@ -88,6 +88,32 @@ export interface LookResult extends ObservedStatus {
   engineGeneration?: number;
 }
 
+/** One desired LoRA adapter as the ready replicas hold it after `syncAdapters`. */
+export interface AdapterReplicas {
+  name: string;
+  /** Ready replicas of the current revision that hold it now. */
+  loadedReplicas: number;
+  readyReplicas: number;
+  /**
+   * Why it is missing on a replica, with the engine's own words. `permanent`: the engine refused it (a 4xx such as
+   * a path without the adapter's files, a rank above maxLoraRank), so it is not tried again until the spec or the
+   * pods change; otherwise the engine did not answer and it is tried again.
+   */
+  error?: { reason: 'AdapterRefused' | 'EngineUnreachable'; message: string; permanent: boolean };
+}
+
+/** What `syncAdapters` found and did on every ready replica of the current revision. */
+export interface AdapterSyncResult {
+  adapters: AdapterReplicas[];
+  /** What it unloaded because the spec no longer lists it, as `<adapter> from <pod>`. */
+  unloaded: string[];
+  /**
+   * The ready pods it synced, as `<pod>/<uid8>/<restarts>`: a pod or a container restart not in this list has lost
+   * its adapters (the engine keeps them in memory only).
+   */
+  incarnations: string[];
+}
+
 export interface TeardownResult {
   /** `Kind/name` of each object deleted or already gone. */
   deleted: string[];
@@ -112,4 +138,6 @@ export interface FerryActivities {
   readStatus(input: ModelInput): Promise<ObservedStatus>;
   lookAtModel(input: LookInput): Promise<LookResult>;
   tearDown(input: ModelInput): Promise<TeardownResult>;
+  /** Makes every ready replica's loaded LoRA adapters equal `engine.lora.adapters` (their files already on the volume). */
+  syncAdapters(input: ModelInput): Promise<AdapterSyncResult>;
 }

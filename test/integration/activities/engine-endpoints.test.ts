@@ -99,6 +99,28 @@ describe('endpoint resolvers', () => {
     expect(await fromFile.endpoints(qwen)).toBe('http://127.0.0.1:9003');
   });
 
+  it("given a pod, each resolver reaches that pod's engine, never another replica", async () => {
+    const pod = { name: 'qwen-7d9f-x2x4b', ip: '10.244.1.7' };
+    expect(inClusterEndpoint(qwen, pod)).toBe('http://10.244.1.7:8080');
+    expect(inClusterEndpoint(qwen, { name: 'v6', ip: 'fd00::7' })).toBe('http://[fd00::7]:8080');
+    expect(() => inClusterEndpoint(qwen, { name: 'qwen-new' })).toThrow(/has no IP address yet/);
+    const kc = adminKubeConfig();
+    expect(serviceProxyEndpoint(kc, qwen, pod)).toBe(
+      `${kc.getCurrentCluster()!.server}/api/v1/namespaces/models/pods/qwen-7d9f-x2x4b:8080/proxy`,
+    );
+    const overrides = overrideEndpoints({
+      'models/qwen': 'http://127.0.0.1:9000',
+      'models/qwen/qwen-7d9f-x2x4b': 'http://127.0.0.1:9001',
+    });
+    expect(await overrides(qwen, pod)).toBe('http://127.0.0.1:9001');
+    // A pod without its own URL is unknown (retryable), not the model's URL: that is some other replica.
+    await expect(overrides(qwen, { name: 'qwen-other' })).rejects.toMatchObject({
+      type: 'EndpointUnknown',
+      nonRetryable: false,
+      message: expect.stringContaining('known: models/qwen/qwen-7d9f-x2x4b'),
+    });
+  });
+
   it('rejects a mode it does not know, and override mode without overrides', () => {
     expect(() => endpointResolverFromEnv({ FERRY_ENDPOINT_MODE: 'dns' }, new KubeConfig())).toThrow(/must be one of/);
     expect(() => endpointResolverFromEnv({ FERRY_ENDPOINT_MODE: 'override' }, new KubeConfig())).toThrow(

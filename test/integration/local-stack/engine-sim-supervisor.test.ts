@@ -65,4 +65,57 @@ describe('the engine stand-in supervisor', () => {
     });
     await expect(fetch(`${url}/health`)).rejects.toThrow();
   });
+
+  it('gives each pod its own stand-in under <namespace>/<model>/<pod>: an adapter loaded on one is not on the other, and a new pod has none', async () => {
+    const enginePod = (name: string) => {
+      const pod = restrictedPod(name);
+      pod.metadata = { name, labels: { ...engineLabels, 'ferry.dev/model': 'duo' } };
+      pod.spec!.containers[0] = {
+        ...pod.spec!.containers[0]!,
+        name: 'vllm',
+        args: ['--model', '/models/abc', '--served-model-name', 'duo', '--port', '8000', '--enable-lora'],
+        env: [{ name: 'VLLM_ALLOW_RUNTIME_LORA_UPDATING', value: 'True' }],
+      };
+      return pod;
+    };
+    const healthy = async (name: string) => {
+      const url = await waitFor(`a stand-in for ${name}`, 30_000, async () => {
+        await supervisor.sync();
+        return overrides()[`${kube.ns}/duo/${name}`];
+      });
+      await waitFor(`${name} healthy`, 10_000, async () => (await fetch(`${url}/health`)).status === 200);
+      return url;
+    };
+    const adapters = async (url: string) =>
+      ((await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string; parent: string | null }[] }).data
+        .filter((card) => card.parent)
+        .map((card) => card.id);
+
+    for (const name of ['duo-a', 'duo-b'])
+      await kube.core.createNamespacedPod({ namespace: kube.ns, body: enginePod(name) });
+    const [a, b] = [await healthy('duo-a'), await healthy('duo-b')];
+    expect(a).not.toBe(b);
+    expect([a, b]).toContain(overrides()[`${kube.ns}/duo`]);
+
+    const load = await fetch(`${a}/v1/load_lora_adapter`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ lora_name: 'sql', lora_path: '/models/adapters/a1b2c3d4' }),
+    });
+    expect(load.status).toBe(200);
+    await load.arrayBuffer();
+    expect(await adapters(a)).toEqual(['sql']);
+    expect(await adapters(b)).toEqual([]);
+
+    // The pod is replaced (same name, new uid): its new stand-in holds nothing, as a restarted vLLM would.
+    await kube.core.deleteNamespacedPod({ name: 'duo-a', namespace: kube.ns, gracePeriodSeconds: 0 });
+    await waitFor('duo-a to be gone', 30_000, async () => {
+      await supervisor.sync();
+      return overrides()[`${kube.ns}/duo/duo-a`] === undefined;
+    });
+    await kube.core.createNamespacedPod({ namespace: kube.ns, body: enginePod('duo-a') });
+    const again = await healthy('duo-a');
+    expect(await adapters(again)).toEqual([]);
+    expect(await adapters(b)).toEqual([]);
+  });
 });

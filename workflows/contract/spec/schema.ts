@@ -153,6 +153,21 @@ const envVarSchema = strict({
 
 export type EnvVar = z.output<typeof envVarSchema>;
 
+// vLLM's accepted --max-lora-rank values (its MaxLoRARanks).
+const MAX_LORA_RANKS = [1, 8, 16, 32, 64, 128, 256, 320, 512] as const;
+const MAX_ADAPTERS = 64;
+
+const adapterSchema = strict({
+  name: rules(z.string(), (v) =>
+    v.length <= 128 && /^[A-Za-z0-9][A-Za-z0-9._/-]*$/.test(v) && !v.includes('..') && !/\/\/|\/$/.test(v)
+      ? undefined
+      : `must be the adapter's model name, up to 128 letters, digits, ".", "_", "-" and "/" (starting with a letter or digit, no ".." or empty "/" parts), like sql or team/sql-v2, got ${quote(v)}`,
+  ).describe('The name clients send as the model of a request to use this adapter.'),
+  source: sourceSchema.describe("Where the adapter's files come from: exactly one of huggingface or pvc."),
+});
+
+export type AdapterSpec = z.output<typeof adapterSchema>;
+
 // Flags Ferry sets itself, and the fields that replace them. vLLM reads `--api_key` as `--api-key`.
 const FERRY_FLAGS: Record<string, string> = {
   '--api-key':
@@ -230,14 +245,41 @@ const engineSchema = strict({
     enabled: z
       .boolean({ error: 'must be true or false' })
       .default(false)
-      .describe('Lets clients load and unload LoRA adapters at run time.'),
+      .describe('Lets the engine serve LoRA adapters, loaded and unloaded at run time.'),
     maxLoras: int('a whole number of adapters, at least 1')
       .min(1, 'must be at least 1')
       .default(4)
-      .describe('How many adapters may be loaded at once.'),
+      .describe(
+        "How many adapters one batch may use at once (vLLM's --max-loras); more can be loaded, and are read from disk again when used.",
+      ),
+    maxLoraRank: z
+      .union(
+        MAX_LORA_RANKS.map((rank) => z.literal(rank)),
+        { error: `must be one of vLLM's LoRA ranks: ${MAX_LORA_RANKS.join(', ')}` },
+      )
+      .optional()
+      .describe(
+        `The highest rank of an adapter the engine accepts (vLLM's --max-lora-rank): one of ${MAX_LORA_RANKS.join(', ')}. Unset: vLLM's default, 16.`,
+      ),
+    adapters: z
+      .array(adapterSchema)
+      .max(MAX_ADAPTERS, `must list at most ${MAX_ADAPTERS} adapters`)
+      .superRefine((adapters, ctx) => {
+        const seen = new Set<string>();
+        adapters.forEach((adapter, index) => {
+          if (seen.has(adapter.name)) {
+            ctx.addIssue({ code: 'custom', path: [index, 'name'], message: `${quote(adapter.name)} is listed twice` });
+          }
+          seen.add(adapter.name);
+        });
+      })
+      .optional()
+      .describe(
+        "The adapters every ready replica holds: Ferry puts their files on the model's volume and loads each on every replica, again after a restart. Unset: clients load and unload adapters themselves.",
+      ),
   })
     .prefault({})
-    .describe('LoRA adapters, loaded at run time.'),
+    .describe('LoRA adapters on top of the base model.'),
   startupTimeout: duration('40m')
     .default('40m')
     .describe('How long loading may take before the engine counts as failed, like 40m or 1h30m.'),
@@ -497,6 +539,39 @@ function crossFieldIssues(doc: Document, ctx: z.core.$RefinementCtx<Document>): 
       message: `must not be ${metadata.name}-weights: that is the model's own volume, which the weights are copied into`,
     });
   }
+  const { lora } = spec.engine;
+  if (lora.adapters !== undefined && !lora.enabled) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['spec', 'engine', 'lora', 'adapters'],
+      message: 'needs engine.lora.enabled: true (the engine serves adapters only with LoRA enabled)',
+    });
+  }
+  if (lora.adapters?.length && spec.storage.accessMode === 'ReadWriteOncePod') {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['spec', 'engine', 'lora', 'adapters'],
+      message:
+        "cannot be used with storage.accessMode ReadWriteOncePod: only the engine's pod can mount the volume, so nothing can put an adapter's files on it while the engine serves; use ReadWriteOnce or ReadWriteMany",
+    });
+  }
+  const baseName = spec.engine.servedModelName ?? metadata.name;
+  (lora.adapters ?? []).forEach((adapter, index) => {
+    if (adapter.name === baseName) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['spec', 'engine', 'lora', 'adapters', index, 'name'],
+        message: `must differ from the base model's served name ${quote(baseName)}: requests name the adapter or the base by it`,
+      });
+    }
+    if (adapter.source.pvc?.claimName === `${metadata.name}-weights`) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['spec', 'engine', 'lora', 'adapters', index, 'source', 'pvc', 'claimName'],
+        message: `must not be ${metadata.name}-weights: that is the model's own volume, which the adapters are copied into`,
+      });
+    }
+  });
   if (spec.storage.accessMode === 'ReadWriteOncePod' && spec.replicas > 1) {
     ctx.addIssue({
       code: 'custom',

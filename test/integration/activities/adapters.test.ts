@@ -1,0 +1,185 @@
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { adapterDir } from '../../../activities/builders/index.js';
+import { overrideEndpoints } from '../../../activities/cluster/endpoints.js';
+import { EngineSimSupervisor } from '../../../deploy/engine-sim/supervisor.js';
+import type { AdapterSyncResult, ServedModel } from '../../../workflows/contract/index.js';
+import { activity, testModel } from '../../support/activity-env.js';
+import { enginePodsOf, prepareModel } from '../../support/engine-env.js';
+import { useActivityEnv } from '../../support/fixtures.js';
+import { waitFor } from '../../support/kube.js';
+
+// Loading LoRA adapters replica by replica. The Deployment, its ReplicaSet and its (KWOK) pods are real; each pod's
+// engine is a stand-in started by the supervisor from that pod's own args, reached at its per-pod endpoint, and it
+// keeps adapters in memory as vLLM does. `volume` stands for the model's volume at /models: the stand-ins refuse a
+// path without an adapter's files there, as vLLM does.
+const volume = mkdtempSync(join(tmpdir(), 'ferry-adapters-volume-'));
+const file = join(mkdtempSync(join(tmpdir(), 'ferry-adapters-')), 'endpoints.json');
+const overrides = () => JSON.parse(readFileSync(file, 'utf8')) as Record<string, string>;
+const env = useActivityEnv('act-lora', { deps: () => ({ endpoints: overrideEndpoints(overrides) }) });
+let supervisor: EngineSimSupervisor;
+beforeAll(() => {
+  writeFileSync(file, '{}');
+  supervisor = new EngineSimSupervisor(env.core, file, { modelsDir: volume });
+});
+afterAll(async () => {
+  await supervisor.stop();
+});
+
+const hf = (repo: string) => ({ huggingface: { repo, revision: 'main' } });
+/** Puts an adapter's files where the adapter Job would (the stand-in reads only adapter_config.json). */
+function onVolume(source: ReturnType<typeof hf>) {
+  const dir = join(volume, adapterDir(source).slice('/models'.length));
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'adapter_config.json'), '{"r": 8}');
+}
+
+const withAdapters = (name: string, adapters: { name: string; source: ReturnType<typeof hf> }[], replicas = 2) =>
+  testModel(name, env.ns, {
+    labels: { 'sim.ferry.dev/load-delay-seconds': '0' },
+    spec: { replicas, resources: { gpus: 0 }, engine: { lora: { enabled: true, adapters } } },
+  });
+
+/** Rolls the model's engine out and waits until every ready pod has a healthy stand-in at its own endpoint. */
+async function rolledOut(model: ServedModel): Promise<string[]> {
+  const rootUid = await prepareModel(model, env.cluster);
+  const { generation } = await activity(env.acts.applyEngine, { model, rootUid, sourceHash: 'x' });
+  await activity(env.acts.awaitRollout, { model, generation });
+  return standIns(model);
+}
+
+async function standIns(model: ServedModel): Promise<string[]> {
+  return waitFor('a healthy stand-in per ready pod', 30_000, async () => {
+    await supervisor.sync();
+    const pods = (await enginePodsOf(env, model)).filter(
+      (p) =>
+        !p.metadata?.deletionTimestamp && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+    );
+    if (pods.length !== model.spec.replicas) return undefined;
+    const urls = pods.map((p) => overrides()[`${env.ns}/${model.metadata.name}/${p.metadata!.name}`]);
+    if (urls.some((u) => !u)) return undefined;
+    const healthy = await Promise.all(urls.map((u) => fetch(`${u}/health`).then((r) => r.status === 200)));
+    return healthy.every(Boolean) ? (urls as string[]) : undefined;
+  });
+}
+
+const listed = async (url: string) =>
+  ((await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string; parent: string | null }[] }).data
+    .filter((c) => c.parent)
+    .map((c) => c.id)
+    .sort();
+
+const byName = (result: AdapterSyncResult) => Object.fromEntries(result.adapters.map((a) => [a.name, a]));
+
+describe('syncAdapters', () => {
+  it('loads every adapter on every replica; a change unloads and loads in place; a replaced pod gets them back', async () => {
+    const sql = hf('org/sql-lora');
+    const chat = hf('org/chat-lora');
+    const code = hf('org/code-lora');
+    [sql, chat, code].forEach(onVolume);
+    const model = withAdapters('duo', [
+      { name: 'sql', source: sql },
+      { name: 'chat', source: chat },
+    ]);
+    const urls = await rolledOut(model);
+
+    const first = await activity(env.acts.syncAdapters, { model });
+    expect(first.adapters).toEqual([
+      { name: 'sql', loadedReplicas: 2, readyReplicas: 2 },
+      { name: 'chat', loadedReplicas: 2, readyReplicas: 2 },
+    ]);
+    expect(first.incarnations).toHaveLength(2);
+    for (const url of urls) {
+      expect(await listed(url)).toEqual(['chat', 'sql']);
+      const answer = await fetch(`${url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'sql', messages: [{ role: 'user', content: 'select 1' }] }),
+      });
+      expect(answer.status).toBe(200);
+      expect(((await answer.json()) as { model: string }).model).toBe('sql');
+    }
+    // Nothing to do the second time: no request changes a replica.
+    expect(await activity(env.acts.syncAdapters, { model })).toEqual(first);
+
+    // chat out, code in: unloaded and loaded on both replicas, the Deployment untouched.
+    const changed = withAdapters('duo', [
+      { name: 'sql', source: sql },
+      { name: 'code', source: code },
+    ]);
+    const deployment = await env.apps.readNamespacedDeployment({ name: 'duo', namespace: env.ns });
+    const second = await activity(env.acts.syncAdapters, { model: changed });
+    expect(second.unloaded).toHaveLength(2);
+    for (const line of second.unloaded) expect(line).toMatch(/^chat from duo-/);
+    expect(byName(second)).toEqual({
+      sql: { name: 'sql', loadedReplicas: 2, readyReplicas: 2 },
+      code: { name: 'code', loadedReplicas: 2, readyReplicas: 2 },
+    });
+    for (const url of urls) expect(await listed(url)).toEqual(['code', 'sql']);
+    const after = await env.apps.readNamespacedDeployment({ name: 'duo', namespace: env.ns });
+    expect(after.metadata?.generation).toBe(deployment.metadata?.generation);
+
+    // A pod deleted: its replacement's engine holds nothing until the next sync, which sees a new incarnation.
+    const [victim] = await enginePodsOf(env, changed);
+    await env.core.deleteNamespacedPod({ name: victim!.metadata!.name!, namespace: env.ns, gracePeriodSeconds: 0 });
+    const replaced = await waitFor('a replacement pod with its stand-in', 60_000, async () => {
+      const now = await standIns(changed).catch(() => undefined);
+      const pods = await enginePodsOf(env, changed);
+      return now && !pods.some((p) => p.metadata?.uid === victim!.metadata!.uid) ? now : undefined;
+    });
+    const bare = await Promise.all(replaced.map(listed));
+    expect(bare.filter((l) => l.length === 0)).toHaveLength(1);
+    const third = await activity(env.acts.syncAdapters, { model: changed });
+    expect(third.incarnations).not.toEqual(second.incarnations);
+    expect(byName(third).code).toEqual({ name: 'code', loadedReplicas: 2, readyReplicas: 2 });
+    for (const url of replaced) expect(await listed(url)).toEqual(['code', 'sql']);
+  });
+
+  it("an adapter whose files are not on the volume is refused for good, with the engine's words; the others load", async () => {
+    const there = hf('org/there-lora');
+    onVolume(there);
+    const model = withAdapters(
+      'gap',
+      [
+        { name: 'there', source: there },
+        { name: 'absent', source: hf('org/absent-lora') },
+      ],
+      1,
+    );
+    const [url] = await rolledOut(model);
+    const result = await activity(env.acts.syncAdapters, { model });
+    expect(byName(result).there).toEqual({ name: 'there', loadedReplicas: 1, readyReplicas: 1 });
+    expect(byName(result).absent).toMatchObject({
+      loadedReplicas: 0,
+      readyReplicas: 1,
+      error: {
+        reason: 'AdapterRefused',
+        permanent: true,
+        message: expect.stringContaining(`No adapter found for ${adapterDir(hf('org/absent-lora'))}`),
+      },
+    });
+    expect(await listed(url!)).toEqual(['there']);
+  });
+
+  it('a replica whose engine cannot be reached is reported, to be tried again', async () => {
+    const model = withAdapters('dark', [{ name: 'sql', source: hf('org/sql-lora') }], 1);
+    await rolledOut(model);
+    const dark = { ...env.deps, endpoints: overrideEndpoints({}) };
+    const { syncAdapters } = await import('../../../activities/steps/adapters.js');
+    const result = await activity((input: { model: ServedModel }) => syncAdapters(dark, input), { model });
+    expect(result.adapters).toEqual([
+      {
+        name: 'sql',
+        loadedReplicas: 0,
+        readyReplicas: 1,
+        error: {
+          reason: 'EngineUnreachable',
+          permanent: false,
+          message: expect.stringContaining('no endpoint override names pod'),
+        },
+      },
+    ]);
+  });
+});
