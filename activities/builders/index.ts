@@ -1,3 +1,4 @@
+export * from './adapter-job.js';
 export * from './build-all.js';
 export * from './deployment.js';
 export * from './hash.js';

@@ -36,8 +36,11 @@ export interface ModelWatcherOptions {
 
 /** The selector every watch uses: only Ferry's objects. */
 const SELECTOR = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
-/** A model's changes that never need a look: the puller's Job and pods come and go while the model downloads. */
-const QUIET_COMPONENTS = new Set(['puller']);
+/**
+ * A model's changes that never need a look: the pullers' Jobs and pods (of the weights, of the LoRA adapters) come
+ * and go while a step waits for them.
+ */
+const QUIET_COMPONENTS = new Set(['puller', 'adapters']);
 const MAX_RESTART_MS = 60_000;
 /** A watch that ends sooner than this without an error is ended too fast to go on at once (410 Gone, a proxy). */
 const MIN_WATCH_MS = 1_000;

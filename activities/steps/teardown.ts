@@ -96,7 +96,8 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
     retained.push(`PersistentVolumeClaim/${pvcRef.name}`);
   });
 
-  const pullerSelector = `${modelLabelSelector(name)},${LABEL_COMPONENT}=puller`;
+  // The weights' puller and the LoRA adapters' Job alike.
+  const pullerSelector = `${modelLabelSelector(name)},${LABEL_COMPONENT} in (puller,adapters)`;
   const listPullers = (apiVersion: string, kind: string) =>
     cluster
       .list(apiVersion, kind, model.metadata.namespace, { labelSelector: pullerSelector })

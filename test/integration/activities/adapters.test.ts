@@ -2,7 +2,8 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adapterDir } from '../../../activities/builders/index.js';
+import { adapterDir, buildAdapterJob } from '../../../activities/builders/index.js';
+import { adapterFetches } from '../../../activities/readers/adapter-job.js';
 import { overrideEndpoints } from '../../../activities/cluster/endpoints.js';
 import { EngineSimSupervisor } from '../../../deploy/engine-sim/supervisor.js';
 import type { AdapterSyncResult, ServedModel } from '../../../workflows/contract/index.js';
@@ -181,5 +182,25 @@ describe('syncAdapters', () => {
         },
       },
     ]);
+  });
+
+  it('the adapter Job is accepted by the API server and its pod runs on the node of the engine (ReadWriteOnce)', async () => {
+    const model = withAdapters('jobbed', [{ name: 'sql', source: hf('org/sql-lora') }], 1);
+    const rootUid = await prepareModel(model, env.cluster);
+    await rolledOut(model);
+    const [engine] = await enginePodsOf(env, model);
+    const job = buildAdapterJob(model, { rootUid });
+    await env.batch.createNamespacedJob({ namespace: env.ns, body: job });
+    const pod = await waitFor('the adapter pod to finish', 30_000, async () => {
+      const pods = await env.core.listNamespacedPod({
+        namespace: env.ns,
+        labelSelector: `batch.kubernetes.io/job-name=${job.metadata!.name}`,
+      });
+      return pods.items.find((p) => p.status?.phase === 'Succeeded');
+    });
+    // Without its pod affinity the scheduler would rather pick the other simulated node: the engine's requests
+    // (2 CPUs, 12 GiB) make the engine's node the more allocated one.
+    expect(pod.spec?.nodeName).toBe(engine!.spec?.nodeName);
+    expect(adapterFetches(pod, model.spec.engine.lora.adapters!)).toEqual([{ name: 'sql', state: 'Fetched' }]);
   });
 });

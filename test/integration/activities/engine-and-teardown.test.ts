@@ -6,6 +6,7 @@ import { createActivities } from '../../../activities/create-activities.js';
 import { FAILURE, type ServedModel } from '../../../workflows/contract/index.js';
 import {
   buildDeployment,
+  buildAdapterJob,
   buildPullerJob,
   buildPvc,
   FIELD_MANAGER,
@@ -163,9 +164,14 @@ describe('garbage collection backstop', () => {
 });
 
 describe('tearDown', () => {
-  it('deletes every object of the model, puller Jobs included; a second teardown finds nothing left', async () => {
-    const input = await prepared('bye');
+  it('deletes every object of the model, puller and adapter Jobs included; a second teardown finds nothing left', async () => {
+    const input = await prepared('bye', {
+      spec: {
+        engine: { lora: { enabled: true, adapters: [{ name: 'sql', source: { huggingface: { repo: 'o/sql' } } }] } },
+      },
+    });
     await env.cluster.apply(buildPullerJob(input.model, { rootUid: input.rootUid }), FIELD_MANAGER);
+    await env.cluster.apply(buildAdapterJob(input.model, { rootUid: input.rootUid }), FIELD_MANAGER);
     const { generation } = await activity(env.acts.applyEngine, input);
     await activity(env.acts.awaitRollout, { model: input.model, generation });
     // A Service of another model's name nearby is not ours to delete.
@@ -183,6 +189,7 @@ describe('tearDown', () => {
         'Service/bye',
         `PersistentVolumeClaim/${pvcName('bye')}`,
         expect.stringMatching(/^Job\/bye-pull-/),
+        expect.stringMatching(/^Job\/bye-adapters-/),
       ]),
     );
     await waitFor('the engine, Service, Jobs and root to be gone', 30_000, async () => {
