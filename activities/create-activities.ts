@@ -1,6 +1,7 @@
 // The one wiring file: every activity of a ServeModelWorkflow, bound to one cluster's clients.
 import type { FerryActivities } from '../workflows/contract/index.js';
 import type { ActivityDeps } from './deps.js';
+import { fetchAdapters } from './steps/adapter-files.js';
 import { syncAdapters } from './steps/adapters.js';
 import { claimName } from './steps/claim.js';
 import { applyEngine, scaleEngine } from './steps/engine.js';
@@ -39,6 +40,7 @@ export function createActivities(deps: ActivityDeps, options: ActivityOptions = 
     readStatus: (input) => readStatus(deps, input, options.apiKeys),
     lookAtModel: (input) => lookAtModel(deps, input, options.apiKeys),
     tearDown: (input) => tearDown(deps, input),
+    fetchAdapters: (input) => fetchAdapters(deps, input),
     syncAdapters: (input) => syncAdapters(deps, input, options.apiKeys),
   };
 }

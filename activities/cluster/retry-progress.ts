@@ -21,6 +21,8 @@ const PROGRESS_STEP: Partial<Record<keyof FerryActivities, StepProgress['step']>
   awaitRollout: 'rollout',
   awaitHealth: 'startup',
   scaleEngine: 'stop',
+  fetchAdapters: 'adapters',
+  syncAdapters: 'adapters',
   tearDown: 'teardown',
 };
 

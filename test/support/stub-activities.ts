@@ -100,6 +100,7 @@ const ACTIVITY_NAMES = Object.keys({
   readStatus: true,
   lookAtModel: true,
   tearDown: true,
+  fetchAdapters: true,
   syncAdapters: true,
 } satisfies Record<ActivityName, true>) as ActivityName[];
 
@@ -225,6 +226,7 @@ export class StubActivities {
           retained: retain ? [pvc] : [],
         };
       },
+      fetchAdapters: () => ({ fetched: (model.spec.engine.lora.adapters ?? []).map((a) => a.name), failed: [] }),
       syncAdapters: () => {
         const replicas = model.spec.replicas;
         return {

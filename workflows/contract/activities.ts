@@ -4,7 +4,7 @@ import type { ServedModel } from './spec/index.js';
 
 /** What a long-running activity reports while it waits; sent to the workflow as the `progress` signal. */
 export interface StepProgress {
-  step: 'claim' | 'storage' | 'download' | 'release' | 'stop' | 'rollout' | 'startup' | 'teardown';
+  step: 'claim' | 'storage' | 'download' | 'release' | 'stop' | 'rollout' | 'startup' | 'adapters' | 'teardown';
   /** Pod phase or a named waiting reason: Pending, Running, Unschedulable, ImagePullBackOff, Loading, … */
   state: string;
   message?: string;
@@ -102,6 +102,19 @@ export interface AdapterReplicas {
   error?: { reason: 'AdapterRefused' | 'EngineUnreachable'; message: string; permanent: boolean };
 }
 
+/** What `fetchAdapters` put on the volume. */
+export interface AdapterFilesResult {
+  /** The adapter Job that ran; unset when the volume already held exactly the listed adapters. */
+  jobName?: string;
+  /** The adapters whose files are complete on the volume. */
+  fetched: string[];
+  /**
+   * Those the Job could not fetch, with the puller's reason (SourceNotFound, AccessDenied, NoSpace, DownloadFailed,
+   * DeadlineExceeded, …); `permanent`: no retry fixes it, the spec must change.
+   */
+  failed: { name: string; reason: string; message: string; permanent: boolean }[];
+}
+
 /** What `syncAdapters` found and did on every ready replica of the current revision. */
 export interface AdapterSyncResult {
   adapters: AdapterReplicas[];
@@ -138,6 +151,8 @@ export interface FerryActivities {
   readStatus(input: ModelInput): Promise<ObservedStatus>;
   lookAtModel(input: LookInput): Promise<LookResult>;
   tearDown(input: ModelInput): Promise<TeardownResult>;
+  /** Puts the files of `engine.lora.adapters` on the volume (one Job), removing those no longer listed. */
+  fetchAdapters(input: ObjectsInput): Promise<AdapterFilesResult>;
   /** Makes every ready replica's loaded LoRA adapters equal `engine.lora.adapters` (their files already on the volume). */
   syncAdapters(input: ModelInput): Promise<AdapterSyncResult>;
 }

@@ -203,4 +203,65 @@ describe('syncAdapters', () => {
     expect(pod.spec?.nodeName).toBe(engine!.spec?.nodeName);
     expect(adapterFetches(pod, model.spec.engine.lora.adapters!)).toEqual([{ name: 'sql', state: 'Fetched' }]);
   });
+
+  it('fetchAdapters runs one Job for what the volume lacks, records what it holds, and skips the Job next time', async () => {
+    const model = withAdapters(
+      'fetcher',
+      [
+        { name: 'sql', source: hf('org/sql-lora') },
+        { name: 'chat', source: hf('org/chat-lora') },
+      ],
+      1,
+    );
+    const rootUid = await prepareModel(model, env.cluster);
+    await rolledOut(model);
+    const first = await activity(env.acts.fetchAdapters, { model, rootUid, sourceHash: 'x' });
+    expect(first).toEqual({
+      jobName: expect.stringMatching(/^fetcher-adapters-/),
+      fetched: ['sql', 'chat'],
+      failed: [],
+    });
+    const held = async () =>
+      (await env.core.readNamespacedPersistentVolumeClaim({ name: 'fetcher-weights', namespace: env.ns })).metadata
+        ?.annotations?.['ferry.dev/adapters'];
+    const [sql, chat] = model.spec.engine.lora.adapters!.map((a) => adapterDir(a.source).split('/').pop());
+    expect(await held()).toBe(`${sql} ${chat}`);
+    await waitFor('the adapter Job to be gone', 30_000, async () => {
+      const jobs = await env.batch.listNamespacedJob({ namespace: env.ns, labelSelector: 'ferry.dev/model=fetcher' });
+      return jobs.items.length === 0;
+    });
+
+    // Nothing missing: no Job at all.
+    expect(await activity(env.acts.fetchAdapters, { model, rootUid, sourceHash: 'x' })).toEqual({
+      fetched: ['sql', 'chat'],
+      failed: [],
+    });
+    // One removed: a Job prunes it, and the record follows.
+    const fewer = withAdapters('fetcher', [{ name: 'sql', source: hf('org/sql-lora') }], 1);
+    const pruned = await activity(env.acts.fetchAdapters, { model: fewer, rootUid, sourceHash: 'x' });
+    expect(pruned).toMatchObject({ jobName: expect.stringMatching(/^fetcher-adapters-/), fetched: ['sql'] });
+    expect(await held()).toBe(sql);
+  });
+
+  it('an adapter Job that runs out of its deadline fails its adapters, to be tried again, and records nothing', async () => {
+    const model = testModel('slowpoke', env.ns, {
+      // The simulated Job pod would finish after 10 minutes; its Job gives up after 3 s.
+      labels: { 'sim.ferry.dev/load-delay-seconds': '0', 'sim.ferry.dev/complete-delay': '600s' },
+      spec: {
+        replicas: 1,
+        resources: { gpus: 0 },
+        puller: { deadline: '3s' },
+        engine: { lora: { enabled: true, adapters: [{ name: 'sql', source: hf('org/sql-lora') }] } },
+      },
+    });
+    const rootUid = await prepareModel(model, env.cluster);
+    await rolledOut(model);
+    const result = await activity(env.acts.fetchAdapters, { model, rootUid, sourceHash: 'x' });
+    expect(result.fetched).toEqual([]);
+    expect(result.failed).toEqual([
+      { name: 'sql', reason: expect.stringMatching(/DeadlineExceeded/), message: expect.any(String), permanent: false },
+    ]);
+    const pvc = await env.core.readNamespacedPersistentVolumeClaim({ name: 'slowpoke-weights', namespace: env.ns });
+    expect(pvc.metadata?.annotations?.['ferry.dev/adapters']).toBe('');
+  });
 });
