@@ -52,6 +52,7 @@ import {
   PHASES,
   waitOutcome,
 } from './contract/index.js';
+import { adapterProblem, adapterStatuses, adaptersForgotten } from './status/adapters.js';
 import { statusEvents } from './status/events.js';
 import { classifyFailure, type Budgets } from './status/failure.js';
 import { summarizeStatus } from './status/summary.js';
@@ -100,6 +101,11 @@ function now(): string {
  * with it wait for the worker's watch to signal a change, look by reference, and repair what drifted.
  */
 const WATCH_RECONCILES = 'watch-reconciles';
+/**
+ * Runs with this patch keep the LoRA adapters a spec lists on every ready replica: after the health check of a
+ * reconcile (the `adapters` step), and whenever a look finds engines that do not hold them.
+ */
+const LORA_ADAPTERS = 'lora-adapters';
 /** Two looks woken back to back are at least this far apart (another controller fighting over a field). */
 const MIN_LOOK_SPACING_MS = 1_000;
 /** A Degraded model's first look without a wake comes this soon; later ones back off to the watch interval. */
@@ -577,7 +583,41 @@ export class ModelLifecycle {
           : `${r.endpoint} answers /health; ${r.note ?? 'no model list'}`,
     );
     const ready = { generation, endpoint: health.endpoint, readyReplicas: rollout.readyReplicas };
+    const managed = spec.spec.engine.lora.adapters !== undefined;
+    if (!managed && this.status.adapters) this.set({ ...this.status, adapters: undefined });
+    if (managed && patched(LORA_ADAPTERS)) {
+      await this.step(
+        'adapters',
+        generation,
+        () => this.loadAdapters(acts, objects),
+        () => adapterSummary(this.status),
+      );
+    }
     this.set(markReady(this.status, ready, now()));
+    // The base serves; an adapter that is not on every ready replica keeps the model from Ready.
+    const problem = adapterProblem(this.status.adapters);
+    if (problem)
+      this.set(
+        observe(this.status, { replicas: spec.spec.replicas, readyReplicas: rollout.readyReplicas, problem }, now()),
+      );
+  }
+
+  /** Puts the listed adapters' files on the volume and loads them on every ready replica; records their status. */
+  private async loadAdapters(
+    acts: Activities,
+    objects: { model: ServedModel; rootUid: string; sourceHash: string },
+  ): Promise<void> {
+    const { model } = objects;
+    const adapters = model.spec.engine.lora.adapters ?? [];
+    const files = await acts.puller.fetchAdapters(objects);
+    // Only what is on the volume is loaded: the engines are asked for nothing whose files are not there.
+    const missing = new Set(files.failed.map((f) => f.name));
+    const lora = { ...model.spec.engine.lora, adapters: adapters.filter((a) => !missing.has(a.name)) };
+    const onVolume = { ...model, spec: { ...model.spec, engine: { ...model.spec.engine, lora } } };
+    const sync = await acts.short.syncAdapters({ model: onVolume });
+    this.world.adapterIncarnations = sync.incarnations;
+    const names = adapters.map((a) => a.name);
+    this.set({ ...this.status, adapters: adapterStatuses(names, files, sync) });
   }
 
   /**
@@ -635,7 +675,15 @@ export class ModelLifecycle {
           this.set(observe(this.status, { ...result, problem }, at));
           return;
         }
-        this.set(observe(recordRepair(this.status, result.repaired, at), result, at));
+        if (!result.incarnations) {
+          this.set(observe(recordRepair(this.status, result.repaired, at), result, at));
+          return;
+        }
+        this.set(recordRepair(this.status, result.repaired, at));
+        await this.keepAdapters(acts, result);
+        // An engine problem wins; else what the adapters lack keeps the model Degraded.
+        const problem = result.problem ?? adapterProblem(this.status.adapters);
+        this.set(observe(this.status, { ...result, ...(problem ? { problem } : {}) }, now()));
       } catch (err) {
         if (isCancellation(err) || !(err instanceof ActivityFailure)) throw err;
         log.warn('lookAtModel failed', { error: String(err.cause ?? err) });
@@ -643,6 +691,26 @@ export class ModelLifecycle {
         this.lastLookAt = Date.now();
       }
     });
+  }
+
+  /**
+   * After a look at a model that lists adapters: engines that are new since the adapters were loaded, or adapters
+   * still missing (not refused for good), are loaded again, and the status shows the gap while it lasts.
+   */
+  private async keepAdapters(acts: Activities, look: LookResult): Promise<void> {
+    const loadedOn = this.world.adapterIncarnations;
+    if (!look.incarnations || loadedOn === undefined || !patched(LORA_ADAPTERS)) return;
+    const fresh = look.incarnations.filter((pod) => !loadedOn.includes(pod));
+    const missing = (this.status.adapters ?? []).some((a) => a.state === 'Missing');
+    if (fresh.length === 0 && !missing && look.incarnations.length === loadedOn.length) return;
+    if (fresh.length > 0) {
+      const pods = fresh.map((pod) => pod.split('/')[0]!);
+      const gap = adaptersForgotten(this.status, pods, look.readyReplicas);
+      const problem = adapterProblem(gap.adapters);
+      this.set(problem ? observe(gap, { ...look, problem }, now()) : gap);
+    }
+    const { rootUid, sourceHash } = this.world;
+    await this.loadAdapters(acts, { model: this.desired, rootUid: rootUid!, sourceHash: sourceHash! });
   }
 
   /** One look at a Ready or Degraded model (runs from before WATCH_RECONCILES). A failed look changes nothing. */
@@ -657,4 +725,13 @@ export class ModelLifecycle {
       }
     });
   }
+}
+
+/** `2 adapters loaded on 2 replicas` or which are not: the adapters step's timeline detail. */
+function adapterSummary(status: ModelStatus): string {
+  const adapters = status.adapters ?? [];
+  const loaded = adapters.filter((a) => a.state === 'Loaded');
+  const replicas = adapters[0]?.readyReplicas ?? 0;
+  const rest = adapters.filter((a) => a.state !== 'Loaded').map((a) => `${a.name} ${a.state}`);
+  return `${loaded.length} of ${adapters.length} adapters loaded on ${replicas} ${replicas === 1 ? 'replica' : 'replicas'}${rest.length ? `; ${rest.join(', ')}` : ''}`;
 }

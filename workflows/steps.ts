@@ -60,6 +60,8 @@ export const STEPS: Readonly<Record<Step, StepRow>> = {
     progress: ['startup'],
     budget: 'startup',
   },
+  /** The LoRA adapters: their files on the volume, then loaded on every ready replica. */
+  adapters: { phase: 'engine', progress: ['adapters'] },
   teardown: { phase: 'Deleting', progress: ['teardown'] },
   update: { phase: 'Updating', progress: [], span: true },
   degraded: { phase: 'Degraded', progress: [], span: true },

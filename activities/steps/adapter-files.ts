@@ -31,7 +31,6 @@ export async function fetchAdapters(deps: ActivityDeps, input: ObjectsInput): Pr
   const { model } = input;
   const { cluster } = deps;
   const adapters = model.spec.engine.lora.adapters ?? [];
-  const wanted = adapters.map((a) => sourceHash8(a.source));
   const pvcRef = {
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
@@ -40,21 +39,39 @@ export async function fetchAdapters(deps: ActivityDeps, input: ObjectsInput): Pr
   };
   const pvc = assertOurs(model, await cluster.get<V1PersistentVolumeClaim>(pvcRef));
   if (!pvc) throw failure(FAILURE.VolumeBeingDeleted, `the volume ${pvcRef.namespace}/${pvcRef.name} is gone`);
+  // An adapter copied from a claim that does not exist would keep the Job's pod Pending until its deadline: it is
+  // refused now, by name, and the others are fetched.
+  const missingClaims = new Set<string>();
+  for (const claim of new Set(adapters.flatMap((a) => (a.source.pvc ? [a.source.pvc.claimName] : [])))) {
+    if (!(await cluster.get({ ...pvcRef, name: claim }))) missingClaims.add(claim);
+  }
+  const refused = adapters.filter((a) => a.source.pvc && missingClaims.has(a.source.pvc.claimName));
+  const fetchable = adapters.filter((a) => !refused.includes(a));
+  const refusals = refused.map((a) => ({
+    name: a.name,
+    reason: 'SourceNotFound',
+    message: `the PersistentVolumeClaim ${a.source.pvc!.claimName} does not exist in namespace ${model.metadata.namespace}`,
+    permanent: true,
+  }));
+  const wanted = fetchable.map((a) => sourceHash8(a.source));
   const held = new Set((pvc.metadata?.annotations?.[ANNOTATION_ADAPTERS] ?? '').split(' ').filter(Boolean));
   if (held.size === wanted.length && wanted.every((h) => held.has(h))) {
-    return { fetched: adapters.map((a) => a.name), failed: [] };
+    return { fetched: fetchable.map((a) => a.name), failed: refusals };
   }
 
-  const job = buildAdapterJob(model, { rootUid: input.rootUid });
-  const jobName = adapterJobName(model.metadata.name, adapters);
+  const forJob: ServedModel = {
+    ...model,
+    spec: { ...model.spec, engine: { ...model.spec.engine, lora: { ...model.spec.engine.lora, adapters: fetchable } } },
+  };
+  const jobName = adapterJobName(model.metadata.name, fetchable);
   const ref = jobRef(model, jobName);
   // A Job of this name is this very set's: one left by an attempt that was cut short is awaited, not made again.
   const existing = assertOurs(model, await cluster.get<V1Job>(ref));
-  const started = existing ?? (await cluster.apply(job, FIELD_MANAGER));
-  const fetches = await awaitAdapterJob(deps, model, jobName, started, adapters.length);
+  const started = existing ?? (await cluster.apply(buildAdapterJob(forJob, { rootUid: input.rootUid }), FIELD_MANAGER));
+  const fetches = await awaitAdapterJob(deps, forJob, jobName, started, fetchable.length);
 
   await cluster.delete(ref, 'Background', { uid: started.metadata?.uid });
-  const fetched = adapters.filter((_, i) => fetches[i]!.state === 'Fetched');
+  const fetched = fetchable.filter((_, i) => fetches[i]!.state === 'Fetched');
   await cluster.apply(
     {
       apiVersion: 'v1',
@@ -70,14 +87,17 @@ export async function fetchAdapters(deps: ActivityDeps, input: ObjectsInput): Pr
   return {
     jobName,
     fetched: fetched.map((a) => a.name),
-    failed: fetches
-      .filter((f) => f.state !== 'Fetched')
-      .map((f) => ({
-        name: f.name,
-        reason: f.reason ?? 'DownloadFailed',
-        message: f.message ?? '',
-        permanent: FINAL_REASONS.has(f.reason ?? ''),
-      })),
+    failed: [
+      ...fetches
+        .filter((f) => f.state !== 'Fetched')
+        .map((f) => ({
+          name: f.name,
+          reason: f.reason ?? 'DownloadFailed',
+          message: f.message ?? '',
+          permanent: FINAL_REASONS.has(f.reason ?? ''),
+        })),
+      ...refusals,
+    ],
   };
 }
 

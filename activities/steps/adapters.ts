@@ -53,7 +53,7 @@ export async function syncAdapters(
 }
 
 /** `<pod>/<uid8>/<restarts>`: what changes when the engine process on a replica is a new one. */
-function incarnation(pod: V1Pod): string {
+export function incarnation(pod: V1Pod): string {
   const restarts = (pod.status?.containerStatuses ?? []).reduce((n, c) => n + (c.restartCount ?? 0), 0);
   return `${pod.metadata?.name}/${(pod.metadata?.uid ?? '').slice(0, 8)}/${restarts}`;
 }

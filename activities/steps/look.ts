@@ -24,9 +24,11 @@ import {
   serviceName,
 } from '../builders/index.js';
 import type { ObjectRef } from '../cluster/api.js';
-import { cachedReads } from '../cluster/model-reads.js';
+import { cachedReads, readEngine } from '../cluster/model-reads.js';
 import { assertOurs } from '../readers/ownership.js';
 import type { ApiKeyResolver } from './health.js';
+import { isPodReady } from '../readers/revision.js';
+import { incarnation } from './adapters.js';
 import { observeEngine } from './read-status.js';
 import { SCALE_FIELD_MANAGER } from './engine.js';
 
@@ -93,8 +95,19 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
     engineGeneration = applied.metadata?.generation;
   }
   // After a repair the watch's memory lags behind what was just written: ask the API server.
-  const observed = await observeEngine(deps, repaired.length ? deps.cluster : reads, model, apiKeys);
-  return { ...observed, repaired, ...(engineGeneration !== undefined ? { engineGeneration } : {}) };
+  const current = repaired.length ? deps.cluster : reads;
+  const observed = await observeEngine(deps, current, model, apiKeys);
+  // A model that lists adapters: which engines hold them is the workflow's to compare (a new one holds none).
+  const incarnations =
+    model.spec.engine.lora.adapters !== undefined
+      ? (await readEngine(current, model)).currentPods.filter(isPodReady).map(incarnation).sort()
+      : undefined;
+  return {
+    ...observed,
+    repaired,
+    ...(engineGeneration !== undefined ? { engineGeneration } : {}),
+    ...(incarnations ? { incarnations } : {}),
+  };
 }
 
 /** Which of `labels` and `annotations` Ferry sets on `desired` are missing or different on `live`. */

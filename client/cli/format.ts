@@ -90,6 +90,23 @@ export function formatStatus(status: ModelStatus, now: Date, webUi?: string): st
   }
   field('age', age(status.startedAt, now));
   if (webUi) field('web UI', webUi);
+  if (status.adapters?.length) {
+    lines.push('  adapters:');
+    lines.push(
+      table(
+        [
+          ['NAME', 'STATE', 'REPLICAS', 'MESSAGE'],
+          ...status.adapters.map((a) => [
+            a.name,
+            a.state,
+            `${a.loadedReplicas}/${a.readyReplicas}`,
+            oneLine(a.message ? `${a.reason ? `${a.reason}: ` : ''}${a.message}` : ''),
+          ]),
+        ],
+        '    ',
+      ),
+    );
+  }
   if (status.conditions.length > 0) {
     lines.push('  conditions:');
     lines.push(

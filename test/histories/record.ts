@@ -182,6 +182,53 @@ const scenarios: Scenario[] = [
       return handle;
     },
   },
+  {
+    // LoRA adapters: loaded after the health check; a look finds a new engine pod (Degraded until they are loaded
+    // there); an adapter refused for good (Degraded AdapterFailed); a new list in place; delete.
+    name: 'adapters-loaded-refused-replaced',
+    model: 'replay-adapters',
+    stub: () => {
+      let pod = 'replay-adapters-0/aaaaaaaa/0';
+      const stub = new StubActivities()
+        .on('lookAtModel', async () => {
+          pod = 'replay-adapters-1/bbbbbbbb/0';
+          return { replicas: 1, readyReplicas: 1, repaired: [], incarnations: [pod] };
+        })
+        .on('syncAdapters', async ({ model }) => ({
+          adapters: (model.spec.engine.lora.adapters ?? []).map((a) =>
+            a.name === 'bad'
+              ? {
+                  name: a.name,
+                  loadedReplicas: 0,
+                  readyReplicas: 1,
+                  error: { reason: 'AdapterRefused' as const, message: 'No adapter found (HTTP 404)', permanent: true },
+                }
+              : { name: a.name, loadedReplicas: 1, readyReplicas: 1 },
+          ),
+          unloaded: [],
+          incarnations: [pod],
+        }));
+      return stub;
+    },
+    async run({ start }) {
+      const adapters = (...names: string[]) =>
+        names.map((name) => ({ name, source: { huggingface: { repo: `org/${name}-lora`, revision: 'main' } } }));
+      const doc = modelDoc((d) => (d.spec.engine.lora = { enabled: true, adapters: adapters('sql') }), this.model);
+      const handle = await start(doc, { ...FAST, safetyNetIntervalMs: 3_600_000 });
+      await waitForStatus(handle, readyAt(1));
+      await handle.signal(modelChangedSignal, { objects: ['Pod/replay-adapters-1'] });
+      await waitForStatus(handle, (s) => s.timeline.filter((e) => e.step === 'degraded').length === 1 && s.phase === 'Ready');
+      doc.spec.engine.lora.adapters = adapters('sql', 'bad');
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, (s) => s.phase === 'Degraded' && s.lastError?.reason === 'AdapterFailed');
+      doc.spec.engine.lora.adapters = adapters('sql', 'code');
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, readyAt(3));
+      await handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'recorded' }] });
+      await handle.result();
+      return handle;
+    },
+  },
 ];
 
 async function record(harness: WorkflowHarness, scenario: Scenario): Promise<void> {

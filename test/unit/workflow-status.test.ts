@@ -1,6 +1,7 @@
 import { ActivityFailure, ApplicationFailure, RetryState, TimeoutFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
 import {
+  type AdapterSyncResult,
   formatBytes,
   formatDuration,
   modelRefOf,
@@ -11,8 +12,10 @@ import {
   specChanges,
   type StepProgress,
   taskQueueFor,
+  waitOutcome,
   workflowIdFor,
 } from '../../workflows/contract/index.js';
+import { adapterProblem, adapterStatuses, adaptersForgotten } from '../../workflows/status/adapters.js';
 import { setCondition } from '../../workflows/status/conditions.js';
 import { classifyFailure } from '../../workflows/status/failure.js';
 import { summarizeStatus } from '../../workflows/status/summary.js';
@@ -486,5 +489,126 @@ describe('identity', () => {
       ['FerryNamespace', 'models'],
       ['FerryCluster', 'gpu-a'],
     ]);
+  });
+});
+
+describe('LoRA adapters in status', () => {
+  const sync = (adapters: AdapterSyncResult['adapters'], replicas = 2): AdapterSyncResult => ({
+    adapters,
+    unloaded: [],
+    incarnations: Array.from({ length: replicas }, (_, i) => `qwen-${i}/0000000${i}/0`),
+  });
+
+  it('an adapter is Loaded only on every ready replica; a refusal is Failed, a silence Missing', () => {
+    const statuses = adapterStatuses(
+      ['sql', 'chat', 'code'],
+      { fetched: ['sql', 'chat', 'code'], failed: [] },
+      sync([
+        { name: 'sql', loadedReplicas: 2, readyReplicas: 2 },
+        {
+          name: 'chat',
+          loadedReplicas: 1,
+          readyReplicas: 2,
+          error: { reason: 'AdapterRefused', message: 'pod b: rank 64 above 16 (HTTP 400)', permanent: true },
+        },
+        {
+          name: 'code',
+          loadedReplicas: 0,
+          readyReplicas: 2,
+          error: { reason: 'EngineUnreachable', message: 'pod a: no answer within 10 s', permanent: false },
+        },
+      ]),
+    );
+    expect(statuses).toEqual([
+      { name: 'sql', state: 'Loaded', loadedReplicas: 2, readyReplicas: 2 },
+      {
+        name: 'chat',
+        state: 'Failed',
+        loadedReplicas: 1,
+        readyReplicas: 2,
+        reason: 'AdapterRefused',
+        message: 'pod b: rank 64 above 16 (HTTP 400)',
+      },
+      {
+        name: 'code',
+        state: 'Missing',
+        loadedReplicas: 0,
+        readyReplicas: 2,
+        reason: 'EngineUnreachable',
+        message: 'pod a: no answer within 10 s',
+      },
+    ]);
+    expect(adapterProblem(statuses)).toEqual({
+      reason: 'AdapterFailed',
+      message:
+        'adapter chat failed (loaded on 1 of 2 ready replicas): pod b: rank 64 above 16 (HTTP 400); ' +
+        'adapter code is missing (loaded on 0 of 2 ready replicas): pod a: no answer within 10 s',
+    });
+    expect(adapterProblem(statuses.slice(0, 1))).toBeUndefined();
+    expect(adapterProblem(statuses.slice(2))?.reason).toBe('AdapterMissing');
+  });
+
+  it("the Job's failure explains an adapter that is not on the replicas: the puller's words, permanent or not", () => {
+    const [missing, gone, unseen] = adapterStatuses(
+      ['sql', 'chat', 'later'],
+      {
+        fetched: [],
+        failed: [
+          { name: 'sql', reason: 'DeadlineExceeded', message: 'ran out of time', permanent: false },
+          { name: 'chat', reason: 'SourceNotFound', message: 'the repository does not exist', permanent: true },
+        ],
+      },
+      // The engines were not asked for the two without files (nor for `later`, listed since).
+      sync([], 1),
+    );
+    expect(missing).toEqual({
+      name: 'sql',
+      state: 'Missing',
+      loadedReplicas: 0,
+      readyReplicas: 1,
+      reason: 'DeadlineExceeded',
+      message: 'ran out of time',
+    });
+    expect(gone).toMatchObject({ state: 'Failed', reason: 'SourceNotFound', message: 'the repository does not exist' });
+    expect(unseen).toEqual({ name: 'later', state: 'Missing', loadedReplicas: 0, readyReplicas: 1 });
+  });
+
+  it('new engine pods have forgotten the adapters; a Failed one stays Failed', () => {
+    const status: ModelStatus = {
+      ...readyModel(),
+      adapters: [
+        { name: 'sql', state: 'Loaded', loadedReplicas: 2, readyReplicas: 2 },
+        { name: 'bad', state: 'Failed', loadedReplicas: 0, readyReplicas: 2, reason: 'AdapterRefused', message: 'no' },
+      ],
+    };
+    expect(adaptersForgotten(status, ['qwen-abc'], 2).adapters).toEqual([
+      {
+        name: 'sql',
+        state: 'Missing',
+        loadedReplicas: 1,
+        readyReplicas: 2,
+        reason: 'AdapterMissing',
+        message: 'not loaded yet on the new engine pod qwen-abc',
+      },
+      status.adapters![1],
+    ]);
+  });
+
+  it('a wait for Ready ends as failed when an adapter was refused for good, not while one is only missing', () => {
+    const degraded = (reason: string): ModelStatus =>
+      observe(readyModel(), { replicas: 1, readyReplicas: 1, problem: { reason, message: 'adapter sql …' } }, t(30));
+    expect(waitOutcome(degraded('AdapterFailed'), ['Ready'], 1)).toBe('failed');
+    expect(waitOutcome(degraded('AdapterMissing'), ['Ready'], 1)).toBe('pending');
+    expect(waitOutcome(degraded('AdapterFailed'), ['Ready'], 2)).toBe('pending');
+  });
+
+  it('the Web UI details list each adapter', () => {
+    const status: ModelStatus = {
+      ...readyModel(),
+      adapters: [{ name: 'sql', state: 'Missing', loadedReplicas: 0, readyReplicas: 1, message: 'pod a: no answer' }],
+    };
+    expect(summarizeStatus(status)).toContain(
+      '- adapter `sql`: **Missing** on 0 of 1 ready replicas: pod a: no answer',
+    );
   });
 });

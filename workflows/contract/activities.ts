@@ -86,6 +86,8 @@ export interface LookResult extends ObservedStatus {
   lost?: { object: string; reason: string; message: string };
   /** The Deployment's `metadata.generation` now (after a repair, the repaired one). */
   engineGeneration?: number;
+  /** For a model that lists LoRA adapters: its ready engine pods now, as `AdapterSyncResult.incarnations`. */
+  incarnations?: string[];
 }
 
 /** One desired LoRA adapter as the ready replicas hold it after `syncAdapters`. */

@@ -63,6 +63,11 @@ export interface CarriedState {
   pendingPull?: PendingPull;
   /** The storage part of the spec (and labels) last applied: a change re-applies the PVC on an in-place update. */
   appliedStorage?: unknown;
+  /**
+   * The ready engine pods the LoRA adapters were last loaded on (`<pod>/<uid8>/<restarts>`): a look that finds others
+   * (a new replica, a replacement pod, a restarted engine) loads them again.
+   */
+  adapterIncarnations?: string[];
 }
 
 /** The workflow's argument. Versioned: a run started by an older client or carried over still parses. */

@@ -46,6 +46,7 @@ export type Step =
   | 'stop'
   | 'rollout'
   | 'startup'
+  | 'adapters'
   | 'update'
   | 'degraded'
   | 'repair'
@@ -81,6 +82,22 @@ export interface DownloadProgress {
   updatedAt: string;
 }
 
+/** One LoRA adapter of `engine.lora.adapters` as the ready replicas hold it. */
+export interface AdapterStatus {
+  name: string;
+  /**
+   * Loaded: on every ready replica. Missing: not (yet) on some, to be tried again (the engine did not answer, a
+   * replica is new). Failed: refused for good (no such source, no access, the engine refused it) until the spec or
+   * the pods change.
+   */
+  state: 'Loaded' | 'Missing' | 'Failed';
+  loadedReplicas: number;
+  readyReplicas: number;
+  /** Why it is not Loaded: the puller's reason or the engine's, and its words. */
+  reason?: string;
+  message?: string;
+}
+
 export interface ModelStatus {
   name: string;
   namespace: string;
@@ -103,6 +120,8 @@ export interface ModelStatus {
   lastError?: ModelError;
   timeline: TimelineEntry[];
   download?: DownloadProgress;
+  /** Each adapter of `engine.lora.adapters`, once the adapters step has run; unset for a model that lists none. */
+  adapters?: AdapterStatus[];
   /** A waiting state that needs no person, such as Unschedulable until a GPU node appears. */
   waiting?: { reason: string; message: string; since: string };
   startedAt: string;
@@ -114,11 +133,16 @@ export type WaitOutcome = 'done' | 'failed' | 'deleted' | 'pending';
 
 /**
  * `done` once the model is in one of `phases` at `generation` (or a newer one); `failed` once an attempt at it
- * failed (unless Failed is waited for); `deleted` once it is being deleted (unless that is waited for).
+ * failed (unless Failed is waited for), or it is Degraded because a LoRA adapter it lists was refused for good;
+ * `deleted` once it is being deleted (unless that is waited for).
  */
 export function waitOutcome(status: ModelStatus, phases: readonly Phase[], generation: number): WaitOutcome {
   if (phases.includes(status.phase) && atGeneration(status, generation)) return 'done';
   if (status.phase === 'Failed' && atGeneration(status, generation)) return 'failed';
+  // The base serves, but an adapter the spec lists was refused for good: only another spec brings it.
+  if (status.phase === 'Degraded' && status.lastError?.reason === 'AdapterFailed' && atGeneration(status, generation)) {
+    return 'failed';
+  }
   const deleting = status.phase === 'Deleting' || status.phase === 'Deleted';
   if (deleting && !phases.includes('Deleting') && !phases.includes('Deleted')) return 'deleted';
   return 'pending';

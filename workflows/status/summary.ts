@@ -22,7 +22,7 @@ function item(entry: TimelineEntry): string {
   return `- ${entry.step} (gen ${entry.generation}): ${outcomeOf(entry)}${detail}`;
 }
 
-/** Phase, endpoint, last error, waiting state, download progress and the latest timeline entries. */
+/** Phase, endpoint, last error, waiting state, download progress, LoRA adapters and the latest timeline entries. */
 export function summarizeStatus(status: ModelStatus): string {
   const lines = [
     `**${status.namespace}/${status.name}** on \`${status.cluster}\`: **${status.phase}**`,
@@ -42,6 +42,12 @@ export function summarizeStatus(status: ModelStatus): string {
     const { bytes, totalBytes, state } = status.download;
     const of = totalBytes ? ` of ${formatBytes(totalBytes)} (${Math.floor((100 * bytes) / totalBytes)}%)` : '';
     lines.push(`- download: ${formatBytes(bytes)}${of}, ${text(state)}`);
+  }
+  for (const a of status.adapters ?? []) {
+    const why = a.message ? `: ${text(a.message)}` : '';
+    lines.push(
+      `- adapter \`${a.name}\`: **${a.state}** on ${a.loadedReplicas} of ${a.readyReplicas} ready replicas${why}`,
+    );
   }
   const entries = status.timeline.slice(-SUMMARY_ENTRIES);
   if (entries.length > 0) {

@@ -264,4 +264,32 @@ describe('syncAdapters', () => {
     const pvc = await env.core.readNamespacedPersistentVolumeClaim({ name: 'slowpoke-weights', namespace: env.ns });
     expect(pvc.metadata?.annotations?.['ferry.dev/adapters']).toBe('');
   });
+
+  it('an adapter copied from a claim that does not exist is refused by name; the others are fetched', async () => {
+    const model = withAdapters(
+      'claims',
+      [
+        { name: 'sql', source: hf('org/sql-lora') },
+        { name: 'ckpt', source: { pvc: { claimName: 'no-such-claim', path: 'lora' } } as never },
+      ],
+      1,
+    );
+    const rootUid = await prepareModel(model, env.cluster);
+    await rolledOut(model);
+    const result = await activity(env.acts.fetchAdapters, { model, rootUid, sourceHash: 'x' });
+    expect(result.fetched).toEqual(['sql']);
+    expect(result.failed).toEqual([
+      {
+        name: 'ckpt',
+        reason: 'SourceNotFound',
+        message: `the PersistentVolumeClaim no-such-claim does not exist in namespace ${env.ns}`,
+        permanent: true,
+      },
+    ]);
+    // The record holds what was fetched: the next call runs no Job and says the same.
+    expect(await activity(env.acts.fetchAdapters, { model, rootUid, sourceHash: 'x' })).toEqual({
+      fetched: ['sql'],
+      failed: result.failed,
+    });
+  });
 });

@@ -71,6 +71,7 @@ const WORKER_RULES: V1PolicyRule[] = [
   { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
   { apiGroups: [''], resources: ['events'], verbs: ['get', 'list', 'watch', 'create', 'patch'] },
   { apiGroups: [''], resources: ['services/proxy'], verbs: ['get'] },
+  { apiGroups: [''], resources: ['pods/proxy'], verbs: ['get', 'create'] },
 ];
 
 describe('helm lint --strict', () => {
