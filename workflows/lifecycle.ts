@@ -569,6 +569,8 @@ export class ModelLifecycle {
     );
     this.world.engineGeneration = rollout.generation;
     if (spec.spec.replicas === 0) {
+      // No engine holds an adapter: what the status said of them is of replicas that are gone.
+      if (this.status.adapters) this.set({ ...this.status, adapters: undefined });
       this.set(skipStep(this.status, 'startup', generation, now(), 'replicas is 0'));
       this.set(markReady(this.status, { generation, readyReplicas: 0 }, now()));
       return;

@@ -154,6 +154,65 @@ describe('ServeModelWorkflow with LoRA adapters', () => {
       expect((await handle.query(statusQuery)).timeline.some((e) => e.detail === 'generation 2: in place')).toBe(true);
     });
   });
+
+  it('an adapter the engine did not answer for is Missing, and a later look of the Degraded model loads it', async () => {
+    let answering = false;
+    const stub = new StubActivities()
+      .on('lookAtModel', async () => ({
+        replicas: 1,
+        readyReplicas: 1,
+        repaired: [],
+        incarnations: ['m-0/aaaaaaaa/0'],
+      }))
+      .on('syncAdapters', async () =>
+        answering
+          ? loadedOn('m-0/aaaaaaaa/0', ['sql'])
+          : {
+              adapters: [
+                {
+                  name: 'sql',
+                  loadedReplicas: 0,
+                  readyReplicas: 1,
+                  error: {
+                    reason: 'EngineUnreachable' as const,
+                    message: 'pod m-0: no answer within 10 s',
+                    permanent: false,
+                  },
+                },
+              ],
+              unloaded: [],
+              incarnations: ['m-0/aaaaaaaa/0'],
+            },
+      );
+    await withWorker(harness, stub, async ({ start }) => {
+      const handle = await start(withAdapters('sql'), QUIET);
+      const missing = await waitForStatus(handle, phaseIs('Degraded'));
+      expect(missing.lastError).toMatchObject({
+        reason: 'AdapterMissing',
+        message: expect.stringContaining('no answer'),
+      });
+      expect(missing.adapters).toEqual([
+        expect.objectContaining({ name: 'sql', state: 'Missing', reason: 'EngineUnreachable' }),
+      ]);
+      answering = true;
+      // No wake is sent: the Degraded model is looked at again by itself (1 s, doubling), and the look loads it.
+      const ready = await waitForStatus(handle, phaseIs('Ready'));
+      expect(ready.adapters).toEqual([{ name: 'sql', state: 'Loaded', loadedReplicas: 1, readyReplicas: 1 }]);
+    });
+  });
+
+  it('scaled to 0, no adapter is said to be loaded anywhere', async () => {
+    const stub = new StubActivities();
+    await withWorker(harness, stub, async ({ start }) => {
+      const doc = withAdapters('sql');
+      const handle = await start(doc, QUIET);
+      expect((await waitForStatus(handle, readyAt(1))).adapters).toHaveLength(1);
+      doc.spec.replicas = 0;
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      const scaled = await waitForStatus(handle, readyAt(2));
+      expect(scaled.adapters).toBeUndefined();
+    });
+  });
 });
 
 /** The document `handle` serves, with `names` as its adapters. */
