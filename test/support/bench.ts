@@ -10,7 +10,13 @@ export async function bench(script: string, args: string[], signal?: AbortSignal
     cwd: repoRoot,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const stop = () => child.kill('SIGTERM');
+  const stop = () => {
+    // The test timed out: its error will not carry the benchmark's output, so the end of it goes to the log here.
+    process.stderr.write(
+      `bench/${script} stopped by the test's timeout; the end of its stderr:\n${stderr.slice(-6000)}\n`,
+    );
+    child.kill('SIGTERM');
+  };
   signal?.addEventListener('abort', stop, { once: true });
   let stdout = '';
   let stderr = '';

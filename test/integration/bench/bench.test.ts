@@ -32,22 +32,28 @@ describe('benchmarks, small slice', { timeout: 300_000 }, () => {
     for (const [name, s] of Object.entries(summary)) expect(s.n, name).toBe(name.startsWith('serve') ? 2 : 1);
   });
 
-  it('chaos (a): a serve, an update and a delete, each with the worker SIGKILLed in it, converge with nothing extra', async ({
-    signal,
-  }) => {
-    const result = await bench('chaos.ts', ['--parts', 'kills', '--kills', '3', '--baseline', '1'], signal);
-    const kills = result.kills as { summary: Record<string, unknown>; trials: { kind: string; killAtMs: number }[] };
-    expect(kills.summary).toMatchObject({
-      trials: 3,
-      converged: 3,
-      duplicates: 0,
-      orphans: 0,
-      falseReadySamples: 0,
-      spuriousExits: 0,
-    });
-    expect(kills.trials.map((t) => t.kind)).toEqual(['serve', 'update', 'delete']);
-    expect(kills.trials.every((t) => t.killAtMs >= 0)).toBe(true);
-  });
+  // A baseline and three killed operations take about 100 s on a quiet machine; in one CI run the slice took more than
+  // 300 s (its output was lost with the timeout, so the cause is not known; the runner now prints it on a timeout).
+  it(
+    'chaos (a): a serve, an update and a delete, each with the worker SIGKILLed in it, converge with nothing extra',
+    {
+      timeout: 600_000,
+    },
+    async ({ signal }) => {
+      const result = await bench('chaos.ts', ['--parts', 'kills', '--kills', '3', '--baseline', '1'], signal);
+      const kills = result.kills as { summary: Record<string, unknown>; trials: { kind: string; killAtMs: number }[] };
+      expect(kills.summary).toMatchObject({
+        trials: 3,
+        converged: 3,
+        duplicates: 0,
+        orphans: 0,
+        falseReadySamples: 0,
+        spuriousExits: 0,
+      });
+      expect(kills.trials.map((t) => t.kind)).toEqual(['serve', 'update', 'delete']);
+      expect(kills.trials.every((t) => t.killAtMs >= 0)).toBe(true);
+    },
+  );
 
   it('chaos (b): one model at 20 % API faults and one fault-free converge; an API outage shows in status', async ({
     signal,

@@ -121,12 +121,30 @@ async function openTab(tab: string): Promise<Page> {
   return page;
 }
 
-/** The frame the UI renders the current details' markdown in, once it shows `until`. */
+/**
+ * The frame the UI renders the current details' markdown in, once it shows `until`. The UI replaces the iframe when
+ * the details change, so a frame that detaches (or has none yet) is looked up again.
+ */
 async function currentDetails(page: Page, until: string): Promise<Frame> {
-  const element = await page.waitForSelector('iframe#user-metadata-current-details');
-  const frame = await element!.contentFrame();
-  await frame.waitForFunction((text) => document.querySelector('main')?.innerText.includes(text), {}, until);
-  return frame;
+  const end = Date.now() + 30_000;
+  for (;;) {
+    const element = await page.waitForSelector('iframe#user-metadata-current-details');
+    const frame = await element?.contentFrame();
+    const shown = frame
+      ? await frame
+          .waitForFunction(
+            (text) => document.querySelector('main')?.innerText.includes(text),
+            { timeout: 5_000 },
+            until,
+          )
+          .then(
+            () => true,
+            () => false,
+          )
+      : false;
+    if (shown) return frame!;
+    if (Date.now() > end) throw new Error(`the current details did not show ${JSON.stringify(until)} within 30 s`);
+  }
 }
 
 /** A screenshot in the temp folder, for a person to look at; its path goes into failure messages. */
