@@ -3,13 +3,14 @@
 // that removes the adapter directories the spec no longer lists. One pod, so one schedule and one deadline; one
 // container per adapter, so each adapter's outcome is its own container's exit, and one adapter's failure neither
 // stops nor hides the others'.
-import type { V1Affinity, V1Container, V1EnvVar, V1Job, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
+import type { V1Affinity, V1Container, V1Job, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import { describeSource, durationSeconds, type AdapterSpec, type ServedModel } from '../../workflows/contract/index.js';
 import { canonicalJson, sha256Hex } from './hash.js';
 import { labelsFor, selectorLabels } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
 import { childName, pvcName } from './names.js';
 import { containerSecurityContext, podScheduling, podSecurityContext } from './pod.js';
+import { pullEnv } from './puller-job.js';
 import { PULLER_SCRIPT } from './puller-script.js';
 import { adapterDir, MODELS_DIR, SOURCE_DIR, sourceHash8 } from './source.js';
 
@@ -45,36 +46,6 @@ for name in sorted(os.listdir(root)):
         removed.append(name)
 print('FERRY_PRUNED ' + json.dumps({'removed': removed}), flush=True)
 `;
-
-function adapterEnv(adapter: AdapterSpec): V1EnvVar[] {
-  const { source } = adapter;
-  const env: V1EnvVar[] = [{ name: 'FERRY_SOURCE', value: `${adapter.name} (${describeSource(source)})` }];
-  if (source.huggingface) {
-    env.push(
-      { name: 'FERRY_SOURCE_KIND', value: 'huggingface' },
-      { name: 'FERRY_HF_REPO', value: source.huggingface.repo },
-      { name: 'FERRY_HF_REVISION', value: source.huggingface.revision },
-    );
-    const token = source.huggingface.tokenSecret;
-    if (token) env.push({ name: 'HF_TOKEN', valueFrom: { secretKeyRef: { name: token.name, key: token.key } } });
-  } else {
-    env.push(
-      { name: 'FERRY_SOURCE_KIND', value: 'pvc' },
-      { name: 'FERRY_SOURCE_PATH', value: source.pvc.path ? `${SOURCE_DIR}/${source.pvc.path}` : SOURCE_DIR },
-    );
-  }
-  env.push(
-    { name: 'FERRY_DEST', value: adapterDir(source) },
-    // Its siblings are the other adapters: the prune container decides what goes.
-    { name: 'FERRY_PRUNE', value: '0' },
-    { name: 'HF_HUB_DISABLE_TELEMETRY', value: '1' },
-    { name: 'HF_HUB_DISABLE_PROGRESS_BARS', value: '1' },
-    { name: 'HF_HOME', value: '/tmp/hf-home' },
-    { name: 'HF_XET_CHUNK_CACHE_SIZE_BYTES', value: '0' },
-    { name: 'PYTHONUNBUFFERED', value: '1' },
-  );
-  return env;
-}
 
 /**
  * With a ReadWriteOnce volume the pod must run on the node of the engine's pods, which hold the volume: a second pod
@@ -120,7 +91,10 @@ export function buildAdapterJob(model: ServedModel, options: ChildOptions): V1Jo
       name: adapterContainerName(index),
       image,
       command: ['python3', '-c', PULLER_SCRIPT],
-      env: adapterEnv(adapter),
+      // Its siblings are the other adapters: the prune container decides what goes.
+      env: pullEnv(adapter.source, `${adapter.name} (${describeSource(adapter.source)})`, adapterDir(adapter.source), [
+        { name: 'FERRY_PRUNE', value: '0' },
+      ]),
       resources: { requests: { cpu: '100m', memory: '256Mi' }, limits: { memory: '2Gi' } },
       securityContext: containerSecurityContext(),
       // A failed container's last lines (its FERRY_ERROR) become its status message: no log access needed.

@@ -1,5 +1,5 @@
 import type { V1EnvVar, V1Job, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
-import { describeSource, durationSeconds, type ServedModel } from '../../workflows/contract/index.js';
+import { describeSource, durationSeconds, type ServedModel, type SourceSpec } from '../../workflows/contract/index.js';
 import { labelsFor } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
 import { pullerJobName, pvcName } from './names.js';
@@ -9,13 +9,16 @@ import { MODELS_DIR, SOURCE_DIR, sourceAnnotations, sourceHash8, weightsDir } fr
 
 export const PULLER_CONTAINER = 'puller';
 
-function pullerEnv(model: ServedModel): V1EnvVar[] {
-  const { source } = model.spec;
+/**
+ * The environment of the puller's program (puller-script.ts) for one pull: `source` into `dest` on the volume,
+ * described as `label` in its completion marker; `extra` comes right after FERRY_DEST.
+ */
+export function pullEnv(source: SourceSpec, label: string, dest: string, extra: V1EnvVar[] = []): V1EnvVar[] {
   const env: V1EnvVar[] = [];
   if (source.huggingface) {
     env.push(
       { name: 'FERRY_SOURCE_KIND', value: 'huggingface' },
-      { name: 'FERRY_SOURCE', value: describeSource(source) },
+      { name: 'FERRY_SOURCE', value: label },
       { name: 'FERRY_HF_REPO', value: source.huggingface.repo },
       { name: 'FERRY_HF_REVISION', value: source.huggingface.revision },
     );
@@ -24,12 +27,13 @@ function pullerEnv(model: ServedModel): V1EnvVar[] {
   } else {
     env.push(
       { name: 'FERRY_SOURCE_KIND', value: 'pvc' },
-      { name: 'FERRY_SOURCE', value: describeSource(source) },
+      { name: 'FERRY_SOURCE', value: label },
       { name: 'FERRY_SOURCE_PATH', value: source.pvc.path ? `${SOURCE_DIR}/${source.pvc.path}` : SOURCE_DIR },
     );
   }
   env.push(
-    { name: 'FERRY_DEST', value: weightsDir(source) },
+    { name: 'FERRY_DEST', value: dest },
+    ...extra,
     { name: 'HF_HUB_DISABLE_TELEMETRY', value: '1' },
     // Ferry prints its own progress lines; tqdm's carriage returns only clutter the log.
     { name: 'HF_HUB_DISABLE_PROGRESS_BARS', value: '1' },
@@ -83,7 +87,7 @@ export function buildPullerJob(model: ServedModel, options: ChildOptions): V1Job
               // alone would start a server. The entrypoint is replaced by a complete argv, one token per item (never a
               // shell string), and every parameter travels as an environment variable.
               command: ['python3', '-c', PULLER_SCRIPT],
-              env: pullerEnv(model),
+              env: pullEnv(model.spec.source, describeSource(model.spec.source), weightsDir(model.spec.source)),
               resources: { requests: { cpu: '500m', memory: '1Gi' }, limits: { memory: '4Gi' } },
               securityContext: containerSecurityContext(),
               volumeMounts: mounts,

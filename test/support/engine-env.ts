@@ -57,3 +57,21 @@ export async function annotateEnginePods(cluster: Cluster, model: ServedModel, a
     SIM_FIELD_MANAGER,
   );
 }
+
+/** The LoRA adapters an engine (or its stand-in) at `url` lists on /v1/models (cards with a parent), sorted. */
+export async function adaptersListed(url: string): Promise<string[]> {
+  const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string; parent: string | null }[] };
+  return models.data
+    .filter((card) => card.parent)
+    .map((card) => card.id)
+    .sort();
+}
+
+/** A one-message chat completion sent to the engine at `url` for `model` (a served name or an adapter). */
+export function chatCompletion(url: string, model: string, content = 'select 1'): Promise<Response> {
+  return fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model, messages: [{ role: 'user', content }] }),
+  });
+}

@@ -8,7 +8,7 @@ import { overrideEndpoints } from '../../../activities/cluster/endpoints.js';
 import { EngineSimSupervisor } from '../../../deploy/engine-sim/supervisor.js';
 import type { AdapterSyncResult, ServedModel } from '../../../workflows/contract/index.js';
 import { activity, testModel } from '../../support/activity-env.js';
-import { enginePodsOf, prepareModel } from '../../support/engine-env.js';
+import { adaptersListed, chatCompletion, enginePodsOf, prepareModel } from '../../support/engine-env.js';
 import { useActivityEnv } from '../../support/fixtures.js';
 import { waitFor } from '../../support/kube.js';
 
@@ -66,12 +66,6 @@ async function standIns(model: ServedModel): Promise<string[]> {
   });
 }
 
-const listed = async (url: string) =>
-  ((await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string; parent: string | null }[] }).data
-    .filter((c) => c.parent)
-    .map((c) => c.id)
-    .sort();
-
 const byName = (result: AdapterSyncResult) => Object.fromEntries(result.adapters.map((a) => [a.name, a]));
 
 describe('syncAdapters', () => {
@@ -93,12 +87,8 @@ describe('syncAdapters', () => {
     ]);
     expect(first.incarnations).toHaveLength(2);
     for (const url of urls) {
-      expect(await listed(url)).toEqual(['chat', 'sql']);
-      const answer = await fetch(`${url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'sql', messages: [{ role: 'user', content: 'select 1' }] }),
-      });
+      expect(await adaptersListed(url)).toEqual(['chat', 'sql']);
+      const answer = await chatCompletion(url, 'sql');
       expect(answer.status).toBe(200);
       expect(((await answer.json()) as { model: string }).model).toBe('sql');
     }
@@ -118,7 +108,7 @@ describe('syncAdapters', () => {
       sql: { name: 'sql', loadedReplicas: 2, readyReplicas: 2 },
       code: { name: 'code', loadedReplicas: 2, readyReplicas: 2 },
     });
-    for (const url of urls) expect(await listed(url)).toEqual(['code', 'sql']);
+    for (const url of urls) expect(await adaptersListed(url)).toEqual(['code', 'sql']);
     const after = await env.apps.readNamespacedDeployment({ name: 'duo', namespace: env.ns });
     expect(after.metadata?.generation).toBe(deployment.metadata?.generation);
 
@@ -130,12 +120,12 @@ describe('syncAdapters', () => {
       const pods = await enginePodsOf(env, changed);
       return now && !pods.some((p) => p.metadata?.uid === victim!.metadata!.uid) ? now : undefined;
     });
-    const bare = await Promise.all(replaced.map(listed));
+    const bare = await Promise.all(replaced.map(adaptersListed));
     expect(bare.filter((l) => l.length === 0)).toHaveLength(1);
     const third = await activity(env.acts.syncAdapters, { model: changed });
     expect(third.incarnations).not.toEqual(second.incarnations);
     expect(byName(third).code).toEqual({ name: 'code', loadedReplicas: 2, readyReplicas: 2 });
-    for (const url of replaced) expect(await listed(url)).toEqual(['code', 'sql']);
+    for (const url of replaced) expect(await adaptersListed(url)).toEqual(['code', 'sql']);
   });
 
   it("an adapter whose files are not on the volume is refused for good, with the engine's words; the others load", async () => {
@@ -161,7 +151,7 @@ describe('syncAdapters', () => {
         message: expect.stringContaining(`No adapter found for ${adapterDir(hf('org/absent-lora'))}`),
       },
     });
-    expect(await listed(url!)).toEqual(['there']);
+    expect(await adaptersListed(url!)).toEqual(['there']);
   });
 
   it('a replica whose engine cannot be reached is reported, to be tried again', async () => {

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { ModelStatus } from '../../../workflows/contract/index.js';
+import { adaptersListed, chatCompletion } from '../../support/engine-env.js';
 import { repoRoot } from '../../support/local-env.js';
 import { runFerry, writeDoc } from '../../support/ferry-worker.js';
 import type { Doc } from '../../support/workflow-harness.js';
@@ -60,17 +61,11 @@ async function replicas(): Promise<Map<string, string>> {
   return new Map(ready.map((p) => [p.metadata!.name!, urls[`${kube.ns}/${NAME}/${p.metadata!.name}`] ?? '']));
 }
 
-const listed = async (url: string): Promise<string[]> =>
-  ((await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string; parent: string | null }[] }).data
-    .filter((c) => c.parent)
-    .map((c) => c.id)
-    .sort();
-
 async function everyReplicaHolds(adapters: string[]): Promise<Map<string, string>> {
   return waitFor(`every replica to hold ${adapters.join(', ')}`, 30_000, async () => {
     const urls = await replicas();
     if (urls.size !== 2 || [...urls.values()].some((u) => !u)) return undefined;
-    const held = await Promise.all([...urls.values()].map((u) => listed(u).catch(() => [])));
+    const held = await Promise.all([...urls.values()].map((u) => adaptersListed(u).catch(() => [])));
     return held.every((h) => JSON.stringify(h) === JSON.stringify([...adapters].sort())) ? urls : undefined;
   });
 }
@@ -86,11 +81,7 @@ describe('LoRA adapters, end to end', { timeout: 300_000 }, () => {
     ]);
     const urls = await everyReplicaHolds(['sql', 'chat']);
     for (const url of urls.values()) {
-      const answer = await fetch(`${url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'sql', messages: [{ role: 'user', content: 'select 1' }] }),
-      });
+      const answer = await chatCompletion(url, 'sql');
       expect(answer.status).toBe(200);
       expect(((await answer.json()) as { model: string }).model).toBe('sql');
     }

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EngineSimSupervisor } from '../../../deploy/engine-sim/supervisor.js';
+import { adaptersListed } from '../../support/engine-env.js';
 import { useNamespace } from '../../support/fixtures.js';
 import { restrictedPod, waitFor } from '../../support/kube.js';
 
@@ -86,11 +87,6 @@ describe('the engine stand-in supervisor', () => {
       await waitFor(`${name} healthy`, 10_000, async () => (await fetch(`${url}/health`)).status === 200);
       return url;
     };
-    const adapters = async (url: string) =>
-      ((await (await fetch(`${url}/v1/models`)).json()) as { data: { id: string; parent: string | null }[] }).data
-        .filter((card) => card.parent)
-        .map((card) => card.id);
-
     for (const name of ['duo-a', 'duo-b'])
       await kube.core.createNamespacedPod({ namespace: kube.ns, body: enginePod(name) });
     const [a, b] = [await healthy('duo-a'), await healthy('duo-b')];
@@ -104,8 +100,8 @@ describe('the engine stand-in supervisor', () => {
     });
     expect(load.status).toBe(200);
     await load.arrayBuffer();
-    expect(await adapters(a)).toEqual(['sql']);
-    expect(await adapters(b)).toEqual([]);
+    expect(await adaptersListed(a)).toEqual(['sql']);
+    expect(await adaptersListed(b)).toEqual([]);
 
     // The pod is replaced (same name, new uid): its new stand-in holds nothing, as a restarted vLLM would.
     await kube.core.deleteNamespacedPod({ name: 'duo-a', namespace: kube.ns, gracePeriodSeconds: 0 });
@@ -115,7 +111,7 @@ describe('the engine stand-in supervisor', () => {
     });
     await kube.core.createNamespacedPod({ namespace: kube.ns, body: enginePod('duo-a') });
     const again = await healthy('duo-a');
-    expect(await adapters(again)).toEqual([]);
-    expect(await adapters(b)).toEqual([]);
+    expect(await adaptersListed(again)).toEqual([]);
+    expect(await adaptersListed(b)).toEqual([]);
   });
 });
