@@ -68,7 +68,7 @@ export async function fetchAdapters(deps: ActivityDeps, input: ObjectsInput): Pr
   // A Job of this name is this very set's: one left by an attempt that was cut short is awaited, not made again.
   const existing = assertOurs(model, await cluster.get<V1Job>(ref));
   const started = existing ?? (await cluster.apply(buildAdapterJob(forJob, { rootUid: input.rootUid }), FIELD_MANAGER));
-  const fetches = await awaitAdapterJob(deps, forJob, jobName, started, fetchable.length);
+  const fetches = await awaitAdapterJob(deps, forJob, jobName, started);
 
   await cluster.delete(ref, 'Background', { uid: started.metadata?.uid });
   const fetched = fetchable.filter((_, i) => fetches[i]!.state === 'Fetched');
@@ -107,7 +107,6 @@ async function awaitAdapterJob(
   model: ServedModel,
   jobName: string,
   job: V1Job,
-  count: number,
 ): Promise<AdapterFetch[]> {
   const { cluster } = deps;
   const timing = timingOf(deps);
@@ -115,7 +114,6 @@ async function awaitAdapterJob(
   const adapters = model.spec.engine.lora.adapters ?? [];
   const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
   const deadline = Date.now() + (job.spec?.activeDeadlineSeconds ?? 3_600) * 1_000 + DEADLINE_GRACE_MS;
-  let pod: V1Pod | undefined;
   const done = await waitFor<AdapterFetch[]>(cluster, {
     signal: Context.current().cancellationSignal,
     pollMs: timing.pollMs,
@@ -132,7 +130,7 @@ async function awaitAdapterJob(
       if (!now || now.metadata?.uid !== job.metadata?.uid) {
         throw failure(FAILURE.ObjectsTerminating, `the adapter Job ${namespace}/${jobName} was deleted while it ran`);
       }
-      pod = pods.find((p) => !p.metadata?.deletionTimestamp) ?? pods[0];
+      const pod = pods.find((p) => !p.metadata?.deletionTimestamp) ?? pods[0];
       const phase = pod?.status?.phase;
       if (phase === 'Succeeded' || phase === 'Failed' || jobEnd(now)) {
         const fetches = adapterFetches(pod, adapters);
@@ -153,7 +151,7 @@ async function awaitAdapterJob(
       await reporter.report({
         step: 'adapters',
         state: problem?.reason ?? phase ?? 'Pending',
-        message: problem?.message ?? `${count - running} of ${count} adapters fetched`,
+        message: problem?.message ?? `${adapters.length - running} of ${adapters.length} adapters fetched`,
       });
       return undefined;
     },
