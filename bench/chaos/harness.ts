@@ -27,6 +27,10 @@ import {
 export type Kind = 'serve' | 'update' | 'delete';
 export const KINDS: Kind[] = ['serve', 'update', 'delete'];
 const CONVERGE_TIMEOUT_MS = 5 * 60_000;
+/** A `ferry … --wait` process still running this long after it started is killed: a trial never hangs the suite. */
+const CLI_BOUND_MS = CONVERGE_TIMEOUT_MS + 60_000;
+/** How long a started worker may take to log that it polls. */
+const WORKER_START_MS = 120_000;
 
 export const log = (msg: string) => process.stderr.write(`[chaos] ${new Date().toISOString()} ${msg}\n`);
 
@@ -69,6 +73,8 @@ export interface Harness {
     started: number,
     onStatus?: (status: ModelStatus | undefined, at: number) => void,
   ): Promise<Outcome>;
+  /** What a person would look at when an operation did not converge: the workflow, its pending activities, the worker. */
+  diagnose(ref: ModelRef): Promise<string>;
   /** Duplicates and orphans once objects settle (a released puller's pod, a deleted model's pods): up to 15 s. */
   settledAudit(name: string, served: boolean): Promise<Audit>;
   /** Deletes every model of the part that is still served, waiting for each teardown. */
@@ -117,7 +123,14 @@ export async function harness(kc: KubeConfig, client: Client, prefix: string): P
       });
       let stderr = '';
       child.stderr.on('data', (d) => (stderr = (stderr + String(d)).slice(-2_000)));
-      child.on('exit', (code) => resolve({ code, stderr }));
+      const bound = setTimeout(() => {
+        stderr += `\n[chaos] killed by the harness: still running after ${CLI_BOUND_MS / 1000} s`;
+        child.kill('SIGKILL');
+      }, CLI_BOUND_MS);
+      child.on('exit', (code) => {
+        clearTimeout(bound);
+        resolve({ code, stderr });
+      });
     });
 
   const isReady = (p: V1Pod) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
@@ -178,8 +191,15 @@ export async function harness(kc: KubeConfig, client: Client, prefix: string): P
       kubeconfig = config;
       // Resolved on its own "polling" line: the task queue may still list a killed worker's poller for a minute.
       const started = await startWorker(cluster, config, { FERRY_LOG_LEVEL: 'INFO' });
+      const deadline = performance.now() + WORKER_START_MS;
       while (!started.log().includes('"msg":"polling"')) {
         if (started.child.exitCode !== null) throw new Error(`the worker exited:\n${started.log()}`);
+        if (performance.now() > deadline) {
+          started.child.kill('SIGKILL');
+          throw new Error(
+            `the worker did not poll within ${WORKER_START_MS / 1000} s:\n${started.log().slice(-4_000)}`,
+          );
+        }
         await sleep(20);
       }
       h.worker = started;
@@ -194,7 +214,7 @@ export async function harness(kc: KubeConfig, client: Client, prefix: string): P
       const wait = ['--wait', '--timeout', '5m', '-o', 'json'];
       if (kind === 'serve') return ferry(['serve', '-f', document(ref.name, revision), ...wait]);
       if (kind === 'update') return ferry(['update', '-f', document(ref.name, revision), ...wait]);
-      return ferry(['delete', ref.name, '-n', namespace, '--cluster', cluster, '--wait', '-o', 'json']);
+      return ferry(['delete', ref.name, '-n', namespace, '--cluster', cluster, ...wait]);
     },
     async converge(kind, ref, generation, started, onStatus) {
       let falseReady = 0;
@@ -222,6 +242,45 @@ export async function harness(kc: KubeConfig, client: Client, prefix: string): P
         await sleep(100);
       }
       return { converged: false, convergedAt: performance.now(), falseReady };
+    },
+    async diagnose(ref) {
+      const lines: string[] = [];
+      const described = await client.workflow
+        .getHandle(workflowIdFor(ref))
+        .describe()
+        .catch((err: unknown) => err as Error);
+      if (described instanceof Error) lines.push(`workflow: ${described.message}`);
+      else {
+        lines.push(`workflow: ${described.status.name}, ${described.historyLength} events`);
+        for (const a of described.raw.pendingActivities ?? []) {
+          const failure = a.lastFailure?.message ? `, last failure: ${a.lastFailure.message}` : '';
+          lines.push(`  pending ${a.activityType?.name}: state ${a.state}, attempt ${a.attempt}${failure}`);
+        }
+      }
+      const status = await getModelStatus(client, ref).catch(() => undefined);
+      if (status) {
+        const error = status.lastError ? `, last error ${status.lastError.reason}: ${status.lastError.message}` : '';
+        lines.push(`status: ${status.phase} at generation ${status.generation}${error}`);
+        lines.push(
+          `  timeline: ${status.timeline
+            .slice(-4)
+            .map((e) => `${e.step} ${e.outcome ?? 'running'}`)
+            .join(', ')}`,
+        );
+      }
+      const worker = h.worker.child;
+      lines.push(
+        `worker: ${worker.exitCode === null ? 'running' : `exited with ${worker.exitCode}`}; the end of its log:`,
+      );
+      lines.push(
+        ...h.worker
+          .log()
+          .trim()
+          .split('\n')
+          .slice(-12)
+          .map((l) => `  ${l.slice(0, 300)}`),
+      );
+      return lines.join('\n');
     },
     async settledAudit(name, served) {
       const end = Date.now() + 15_000;

@@ -66,6 +66,7 @@ export async function runKills(h: Harness, options: KillOptions) {
       return { converged: false, convergedAt: performance.now(), falseReady: 0 };
     });
     const { converged, convergedAt, falseReady } = await Promise.race([outcome, gaveUp]);
+    if (!converged) log(`${kind} ${ref.name} did not converge:\n${await h.diagnose(ref)}`);
     const exit = await cli;
     const { duplicates, orphans } = converged
       ? await h.settledAudit(ref.name, kind !== 'delete')
