@@ -28,10 +28,13 @@ const FLAGS: Readonly<Record<string, FlagKind>> = {
   'max-loras': 'int',
   'lora-modules': 'list',
   'api-key': 'string',
+  'max-num-seqs': 'int',
   // Stand-in only: no vLLM equivalent.
   'load-delay': 'number',
   'fail-after': 'number',
   'token-delay-ms': 'number',
+  'batch-step-ms': 'number',
+  'prefill-ms-per-token': 'number',
   'models-dir': 'string',
 };
 
@@ -117,9 +120,12 @@ export function parseEngineArgs(argv: readonly string[], env: Env = {}): ParsedE
     loraModules,
     allowRuntimeLoraUpdating: isTruthyEnv(env.VLLM_ALLOW_RUNTIME_LORA_UPDATING),
     apiKey: nonEmpty(str(values, 'api-key')) ?? nonEmpty(env.VLLM_API_KEY),
-    loadDelaySeconds: seconds('--load-delay', str(values, 'load-delay') ?? nonEmpty(env.FERRY_SIM_LOAD_DELAY)),
-    failAfterSeconds: seconds('--fail-after', str(values, 'fail-after') ?? nonEmpty(env.FERRY_SIM_FAIL_AFTER)),
-    tokenDelayMs: seconds('--token-delay-ms', str(values, 'token-delay-ms') ?? nonEmpty(env.FERRY_SIM_TOKEN_DELAY_MS)),
+    maxNumSeqs: int(values, 'max-num-seqs', 1),
+    loadDelaySeconds: simKnob(values, env, 'load-delay', 'FERRY_SIM_LOAD_DELAY'),
+    failAfterSeconds: simKnob(values, env, 'fail-after', 'FERRY_SIM_FAIL_AFTER'),
+    tokenDelayMs: simKnob(values, env, 'token-delay-ms', 'FERRY_SIM_TOKEN_DELAY_MS'),
+    batchStepMs: simKnob(values, env, 'batch-step-ms', 'FERRY_SIM_BATCH_STEP_MS'),
+    prefillMsPerToken: simKnob(values, env, 'prefill-ms-per-token', 'FERRY_SIM_PREFILL_MS_PER_TOKEN'),
     modelsDir: nonEmpty(str(values, 'models-dir')) ?? nonEmpty(env.FERRY_SIM_MODELS_DIR),
   };
   return { options, warnings };
@@ -150,10 +156,12 @@ function int(values: Map<string, FlagValue>, name: string, min: number, max = Nu
   return value;
 }
 
-function seconds(flag: string, raw: string | undefined): number | undefined {
+/** A stand-in-only number: the flag, else its environment variable (Ferry passes the engine's args unchanged). */
+function simKnob(values: Map<string, FlagValue>, env: Env, name: string, envName: string): number | undefined {
+  const raw = str(values, name) ?? nonEmpty(env[envName]);
   if (raw === undefined) return undefined;
   const value = raw.trim() === '' ? Number.NaN : Number(raw);
-  if (!Number.isFinite(value) || value < 0) throw new ArgsError(`${flag} expects a non-negative number, got ${raw}`);
+  if (!Number.isFinite(value) || value < 0) throw new ArgsError(`--${name} expects a non-negative number, got ${raw}`);
   return value;
 }
 

@@ -2,9 +2,9 @@
 // wrapped around the deterministic synthetic answer instead of inference.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { badRequest, OpenAiHttpError, sendJson } from './http-io.js';
 import type { EngineMetrics } from './metrics.js';
+import type { Scheduler } from './scheduler.js';
 import {
   answerDeltas,
   answerText,
@@ -18,8 +18,8 @@ export interface GenerationContext {
   /** The name vLLM reports back for `requested` (first served name, or the LoRA name), or undefined if unknown. */
   resolveModel(requested: string | undefined): string | undefined;
   readonly maxModelLen: number;
-  /** Simulated decode time per generated token, so latency and `num_requests_running` can be observed. */
-  readonly tokenDelayMs: number;
+  /** Every request runs through it, so latency, `num_requests_running` and `num_requests_waiting` can be observed. */
+  readonly scheduler: Scheduler;
   readonly metrics: EngineMetrics;
 }
 
@@ -36,6 +36,10 @@ interface GenerationRequest {
   readonly prompts: readonly PromptInput[];
   readonly n: number;
   readonly maxTokens: number | undefined;
+  /** vLLM's `min_tokens`: the answer is padded to at least this many tokens. */
+  readonly minTokens: number;
+  /** vLLM's `ignore_eos`: the answer runs until the token budget stops it. */
+  readonly ignoreEos: boolean;
   readonly stream: boolean;
   readonly includeUsage: boolean;
 }
@@ -81,13 +85,7 @@ async function serveGeneration(
   if (model === undefined) {
     throw new OpenAiHttpError(404, 'NotFoundError', `The model \`${request.model ?? ''}\` does not exist.`);
   }
-  const choices: Choice[] = [];
-  request.prompts.forEach((prompt, promptIndex) => {
-    const budget = tokenBudget(prompt.tokens, request.maxTokens, ctx.maxModelLen);
-    for (let i = 0; i < request.n; i += 1) {
-      choices.push({ index: promptIndex * request.n + i, answer: synthesizeAnswer(prompt.echo, budget) });
-    }
-  });
+  const choices = synthesizeChoices(request, ctx.maxModelLen);
   const promptTokens = request.prompts.reduce((sum, prompt) => sum + prompt.tokens, 0);
   const completionTokens = choices.reduce((sum, choice) => sum + choice.answer.words.length, 0);
   const usage: Usage = {
@@ -103,21 +101,62 @@ async function serveGeneration(
     model,
   };
 
-  ctx.metrics.requestStarted();
+  // The whole request is one sequence: its choices decode side by side, one token each per step.
+  const steps = Math.max(...choices.map((choice) => choice.answer.words.length));
+  const signal = abortWhenClientLeaves(res);
+  const generate: Generate = (onToken) => ctx.scheduler.generate(promptTokens, steps, signal, onToken);
   try {
-    const finished = request.stream
-      ? await streamChoices(kind, res, envelope, choices, request.includeUsage ? usage : undefined, ctx.tokenDelayMs)
-      : await respondWithChoices(kind, res, envelope, choices, usage, ctx.tokenDelayMs);
-    if (finished) {
-      ctx.metrics.recordSuccess(
-        promptTokens,
-        completionTokens,
-        choices.map((choice) => choice.answer.finishReason),
+    if (request.stream) {
+      await streamChoices(kind, res, envelope, choices, request.includeUsage ? usage : undefined, generate);
+    } else {
+      await generate(() => undefined);
+      respondWithChoices(kind, res, envelope, choices, usage);
+    }
+  } catch (err) {
+    // vLLM aborts a request whose connection closed: nothing is left to answer, and nothing was served.
+    if (signal.aborted) return;
+    throw err;
+  }
+  ctx.metrics.recordSuccess(
+    promptTokens,
+    completionTokens,
+    choices.map((choice) => choice.answer.finishReason),
+  );
+}
+
+/** Runs the request's sequence, calling `onToken(step)` as each decode step's tokens are due. */
+type Generate = (onToken: (step: number) => void) => Promise<void>;
+
+/** One choice per prompt × `n`, each answer shaped by its own prompt's token budget. */
+function synthesizeChoices(request: GenerationRequest, maxModelLen: number): Choice[] {
+  return request.prompts.flatMap((prompt, promptIndex) => {
+    const budget = tokenBudget(prompt.tokens, request.maxTokens, maxModelLen);
+    if (request.minTokens > budget) {
+      throw new OpenAiHttpError(
+        400,
+        'BadRequestError',
+        `min_tokens must be less than or equal to max_tokens=${budget}, got ${request.minTokens}.`,
       );
     }
-  } finally {
-    ctx.metrics.requestEnded();
-  }
+    const floor = request.ignoreEos ? budget : request.minTokens;
+    return Array.from({ length: request.n }, (_, i) => ({
+      index: promptIndex * request.n + i,
+      answer: synthesizeAnswer(prompt.echo, budget, floor),
+    }));
+  });
+}
+
+/**
+ * Aborts once the connection closes before the response is complete, so a client that leaves gives up its place in
+ * the queue or its slot at once rather than when its answer would have ended.
+ */
+function abortWhenClientLeaves(res: ServerResponse): AbortSignal {
+  const controller = new AbortController();
+  if (res.destroyed) controller.abort();
+  res.once('close', () => {
+    if (!res.writableFinished) controller.abort();
+  });
+  return controller.signal;
 }
 
 interface Envelope {
@@ -127,17 +166,13 @@ interface Envelope {
   readonly model: string;
 }
 
-async function respondWithChoices(
+function respondWithChoices(
   kind: Kind,
   res: ServerResponse,
   envelope: Envelope,
   choices: readonly Choice[],
   usage: Usage,
-  tokenDelayMs: number,
-): Promise<boolean> {
-  const longest = Math.max(0, ...choices.map((choice) => choice.answer.words.length));
-  if (tokenDelayMs > 0) await sleep(tokenDelayMs * longest);
-  if (res.destroyed) return false;
+) {
   const common = { service_tier: null, system_fingerprint: null, usage, kv_transfer_params: null };
   if (kind === 'completion') {
     sendJson(res, 200, {
@@ -175,18 +210,22 @@ async function respondWithChoices(
       prompt_logprobs: null,
     });
   }
-  return true;
 }
 
-/** Server-sent events as vLLM sends them: one token per chunk, finish_reason on the last, then `[DONE]`. */
+/**
+ * Server-sent events as vLLM sends them: one token per chunk, sent as the scheduler produces it (choices interleaved,
+ * one token each per step), finish_reason on each choice's last, then `[DONE]`.
+ */
 async function streamChoices(
   kind: Kind,
   res: ServerResponse,
   envelope: Envelope,
   choices: readonly Choice[],
   usage: Usage | undefined,
-  tokenDelayMs: number,
-): Promise<boolean> {
+  generate: Generate,
+) {
+  // Headers go out before the request is scheduled, as vLLM's StreamingResponse does: a queued request is a 200
+  // whose first chunk is late, which is what a client measuring time to first token must see.
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
   // Chat chunks have their own object type; completion chunks reuse the non-streaming one, as in OpenAI's API.
   const head = kind === 'chat' ? { ...envelope, object: 'chat.completion.chunk' } : envelope;
@@ -194,27 +233,28 @@ async function streamChoices(
     const chunk = choice ? { ...head, choices: [choice] } : { ...head, choices: [], usage };
     res.write(`data: ${JSON.stringify(chunk)}\n\n`);
   };
+  const deltas = choices.map(({ answer }) => answerDeltas(answer));
 
-  for (const { index, answer } of choices) {
-    if (kind === 'chat') {
-      emit({ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null });
+  await generate((step) => {
+    // vLLM sends the chat role chunks with the first output, so they arrive no earlier than the first token.
+    if (step === 0 && kind === 'chat') {
+      for (const { index } of choices) {
+        emit({ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null });
+      }
     }
-    const deltas = answerDeltas(answer);
-    for (const [position, delta] of deltas.entries()) {
-      if (tokenDelayMs > 0) await sleep(tokenDelayMs);
-      // The client went away: stop generating, as vLLM aborts a request whose connection closed.
-      if (res.destroyed) return false;
-      const finishReason: FinishReason | null = position === deltas.length - 1 ? answer.finishReason : null;
+    choices.forEach(({ index, answer }, i) => {
+      const delta = deltas[i]?.[step];
+      if (delta === undefined) return;
+      const finishReason: FinishReason | null = step === answer.words.length - 1 ? answer.finishReason : null;
       emit(
         kind === 'chat'
           ? { index, delta: { content: delta }, logprobs: null, finish_reason: finishReason }
           : { index, text: delta, logprobs: null, finish_reason: finishReason, stop_reason: null },
       );
-    }
-  }
+    });
+  });
   if (usage) emit(undefined);
   res.end('data: [DONE]\n\n');
-  return true;
 }
 
 function tokenBudget(promptTokens: number, maxTokens: number | undefined, maxModelLen: number): number {
@@ -275,10 +315,14 @@ function parseCommon(body: Record<string, unknown>, maxTokens: number | undefine
     }
     includeUsage = (streamOptions as Record<string, unknown>).include_usage === true;
   }
+  const ignoreEos = body.ignore_eos ?? false;
+  if (typeof ignoreEos !== 'boolean') throw badRequest('ignore_eos: Input should be a valid boolean');
   return {
     model: model ?? undefined,
     n: optionalInt(body, 'n', 1) ?? 1,
     maxTokens,
+    minTokens: optionalInt(body, 'min_tokens', 0) ?? 0,
+    ignoreEos,
     stream,
     includeUsage,
   };

@@ -10,20 +10,25 @@ export interface EngineMetricsView {
   readonly successByFinishReason: ReadonlyMap<FinishReason, number>;
 }
 
+/** Where the two gauges come from: the scheduler, which alone knows what runs and what waits. */
+export interface SchedulerLoad {
+  readonly running: number;
+  readonly waiting: number;
+}
+
 export class EngineMetrics implements EngineMetricsView {
-  requestsRunning = 0;
-  // The stand-in never queues: every request is "scheduled" at once, so this stays 0 like an idle engine's.
-  readonly requestsWaiting = 0;
   promptTokens = 0;
   generationTokens = 0;
   readonly successByFinishReason = new Map<FinishReason, number>();
 
-  requestStarted() {
-    this.requestsRunning += 1;
+  constructor(private readonly load: SchedulerLoad) {}
+
+  get requestsRunning(): number {
+    return this.load.running;
   }
 
-  requestEnded() {
-    this.requestsRunning -= 1;
+  get requestsWaiting(): number {
+    return this.load.waiting;
   }
 
   recordSuccess(promptTokens: number, generationTokens: number, finishReasons: readonly FinishReason[]) {

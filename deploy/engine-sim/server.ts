@@ -9,6 +9,7 @@ import { performance } from 'node:perf_hooks';
 import { serveChatCompletion, serveCompletion, type GenerationContext } from './completions.js';
 import { OpenAiHttpError, readJsonObject, sendDetail, sendJson, sendOpenAiError, sendText } from './http-io.js';
 import { EngineMetrics, type EngineMetricsView } from './metrics.js';
+import { Scheduler } from './scheduler.js';
 
 const SIM_VERSION = '0.11.0-ferry-sim';
 const DEFAULT_MODEL = 'Qwen/Qwen3-0.6B';
@@ -17,6 +18,8 @@ const DEFAULT_HOST = '127.0.0.1';
 const DEFAULT_PORT = 8000;
 const DEFAULT_MAX_MODEL_LEN = 4096;
 export const DEFAULT_LOAD_DELAY_SECONDS = 2;
+/** vLLM's default `--max-num-seqs`. */
+const DEFAULT_MAX_NUM_SEQS = 256;
 /** Where the engine's pod mounts the model's volume. */
 const MODELS_MOUNT = '/models';
 
@@ -47,8 +50,14 @@ export interface EngineSimOptions {
   readonly loadDelaySeconds?: number;
   /** Seconds after becoming healthy at which the engine "fails": /health 500, generation 500. */
   readonly failAfterSeconds?: number;
-  /** Simulated decode time per generated token. */
+  /** `--max-num-seqs`: requests (sequences) running at once; the rest wait in FIFO order. Default 256, as in vLLM. */
+  readonly maxNumSeqs?: number;
+  /** Simulated decode step time with one request running: the time between its tokens. */
   readonly tokenDelayMs?: number;
+  /** What each further running request adds to a decode step: step(r) = tokenDelayMs + batchStepMs × (r − 1). */
+  readonly batchStepMs?: number;
+  /** Simulated prefill time per prompt token, spent before a request's first decode step. */
+  readonly prefillMsPerToken?: number;
   /**
    * A directory standing for the engine's volume, mounted at `/models`: when set, a LoRA load whose `lora_path` has no
    * `adapter_config.json` there is refused as vLLM refuses it (404). Unset: paths are not checked.
@@ -64,6 +73,8 @@ interface EngineSimState {
   readonly host: string;
   readonly servedModelNames: readonly string[];
   readonly maxLoras: number;
+  /** Requests that may run at once (`--max-num-seqs`); beyond it they queue. */
+  readonly maxNumSeqs: number;
   /** LoRA name -> path, static and runtime-loaded alike. */
   readonly loraAdapters: ReadonlyMap<string, string>;
   readonly metrics: EngineMetricsView;
@@ -95,13 +106,19 @@ export function createEngineSim(options: EngineSimOptions = {}): EngineSim {
     options.failAfterSeconds === undefined
       ? undefined
       : nonNegative('failAfterSeconds', options.failAfterSeconds) * 1000;
-  const tokenDelayMs = nonNegative('tokenDelayMs', options.tokenDelayMs ?? 0);
+  const maxNumSeqs = positive('maxNumSeqs', options.maxNumSeqs ?? DEFAULT_MAX_NUM_SEQS);
+  const scheduler = new Scheduler({
+    maxNumSeqs,
+    tokenDelayMs: nonNegative('tokenDelayMs', options.tokenDelayMs ?? 0),
+    batchStepMs: nonNegative('batchStepMs', options.batchStepMs ?? 0),
+    prefillMsPerToken: nonNegative('prefillMsPerToken', options.prefillMsPerToken ?? 0),
+  });
   if (options.loraModules?.length && !enableLora) {
     throw new Error('engine-sim: loraModules need enableLora, as vLLM refuses --lora-modules without --enable-lora');
   }
 
   const loras = new Map<string, string>((options.loraModules ?? []).map((lora) => [lora.name, lora.path]));
-  const metrics = new EngineMetrics();
+  const metrics = new EngineMetrics(scheduler);
   // Hash both sides so the comparison is constant-time whatever the header's length, as vLLM does.
   const expectedAuth = options.apiKey ? sha256(`Bearer ${options.apiKey}`) : undefined;
   let listeningAt: number | undefined;
@@ -123,7 +140,7 @@ export function createEngineSim(options: EngineSimOptions = {}): EngineSim {
       return loras.has(requested) ? requested : undefined;
     },
     maxModelLen,
-    tokenDelayMs,
+    scheduler,
     metrics,
   };
 
@@ -297,6 +314,7 @@ export function createEngineSim(options: EngineSimOptions = {}): EngineSim {
     host,
     servedModelNames,
     maxLoras,
+    maxNumSeqs,
     loraAdapters: loras,
     metrics,
   };

@@ -7,6 +7,10 @@ const SIM_MARKER = '[ferry engine-sim]';
 // Enough of the prompt to show the request arrived intact, short enough to keep responses small.
 const ECHO_WORD_LIMIT = 16;
 
+// What an answer is padded with when `min_tokens` or `ignore_eos` asks for more than the echo: fixed, repeated, and
+// saying what it is, so a long answer is as predictable and as obviously synthetic as a short one.
+const FILLER_WORDS = splitWords('synthetic filler from the engine stand-in, not a model.');
+
 export type FinishReason = 'stop' | 'length';
 
 export interface SyntheticAnswer {
@@ -25,13 +29,24 @@ export function countTokens(text: string): number {
 }
 
 /**
- * The marker followed by the first words of `echoSource`, cut to `maxTokens` words. Like vLLM, the
- * finish reason is `length` when the token budget, not the answer, ended generation.
+ * The marker followed by the first words of `echoSource`, padded with filler to at least `minTokens` words and cut to
+ * `maxTokens`. Like vLLM, the finish reason is `length` when the token budget, not the answer, ended generation:
+ * either the echo was longer than the budget or `minTokens` (what `ignore_eos` amounts to when it equals the budget)
+ * kept the answer going until the budget stopped it.
  */
-export function synthesizeAnswer(echoSource: string, maxTokens: number): SyntheticAnswer {
-  const full = [...splitWords(SIM_MARKER), ...splitWords(echoSource).slice(0, ECHO_WORD_LIMIT)];
-  if (full.length > maxTokens) return { words: full.slice(0, maxTokens), finishReason: 'length' };
-  return { words: full, finishReason: 'stop' };
+export function synthesizeAnswer(echoSource: string, maxTokens: number, minTokens = 0): SyntheticAnswer {
+  const natural = [...splitWords(SIM_MARKER), ...splitWords(echoSource).slice(0, ECHO_WORD_LIMIT)];
+  if (natural.length > maxTokens || minTokens >= maxTokens) {
+    return { words: fitTo(natural, maxTokens), finishReason: 'length' };
+  }
+  return { words: fitTo(natural, Math.max(natural.length, minTokens)), finishReason: 'stop' };
+}
+
+/** `words` cut, or padded with filler, to exactly `length` words. */
+function fitTo(words: readonly string[], length: number): string[] {
+  const fitted = words.slice(0, length);
+  for (let i = 0; fitted.length < length; i += 1) fitted.push(FILLER_WORDS[i % FILLER_WORDS.length] as string);
+  return fitted;
 }
 
 export function answerText(answer: SyntheticAnswer): string {
