@@ -3,6 +3,7 @@ import type { FerryActivities } from '../workflows/contract/index.js';
 import type { ActivityDeps } from './deps.js';
 import { fetchAdapters } from './steps/adapter-files.js';
 import { syncAdapters } from './steps/adapters.js';
+import { measureBaseline } from './steps/baseline.js';
 import { claimName } from './steps/claim.js';
 import { applyEngine, scaleEngine } from './steps/engine.js';
 import { awaitHealth, type ApiKeyResolver } from './steps/health.js';
@@ -42,5 +43,6 @@ export function createActivities(deps: ActivityDeps, options: ActivityOptions = 
     tearDown: (input) => tearDown(deps, input),
     fetchAdapters: (input) => fetchAdapters(deps, input),
     syncAdapters: (input) => syncAdapters(deps, input, options.apiKeys),
+    measureBaseline: (input) => measureBaseline(deps, input, options.apiKeys),
   };
 }

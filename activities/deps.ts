@@ -32,6 +32,8 @@ export interface ActivityDeps {
   http?: typeof fetch;
   /** Resolves a model's engine URL: in-cluster DNS (or a pod's IP), the API server's proxy, or an override. */
   endpoints: EndpointResolver;
+  /** Set when engines are reached only through the API server's proxy: nothing may put load on them that way. */
+  proxiedEngines?: boolean;
   /** Delivers progress to the workflow (the worker signals it); unset means heartbeats only. */
   progress?: ProgressSink;
   /** Where a look gets the spec; unset, `lookAtModel` cannot run. */

@@ -71,6 +71,7 @@ export function realActivities(
     cluster,
     endpoints: endpoints.endpoints,
     ...(endpoints.http ? { http: endpoints.http } : {}),
+    ...(endpoints.mode === 'service-proxy' ? { proxiedEngines: true } : {}),
     progress,
     specs: specSource(client),
     ...(watcher ? { watcher } : {}),

@@ -15,6 +15,8 @@ import {
  */
 const SHORT_STEP_TIMEOUT_MS = 2 * 60_000;
 const TEARDOWN_TIMEOUT_MS = 5 * 60_000;
+/** A load measurement's bound in time (its bound in load is `spec.slo.maxConcurrency`). */
+const MEASURE_TIMEOUT_MS = 10 * 60_000;
 
 export interface ResolvedOptions {
   watchIntervalMs: number;
@@ -76,6 +78,11 @@ export function activitiesFor(spec: ServedModel, options: ResolvedOptions) {
     startup: proxyActivities<FerryActivities>(
       longWait(parseDuration(spec.spec.engine.startupTimeout) + options.timeoutMarginMs),
     ),
+    measure: proxyActivities<FerryActivities>({
+      startToCloseTimeout: MEASURE_TIMEOUT_MS,
+      heartbeatTimeout: options.heartbeatTimeoutMs,
+      retry,
+    }),
     // One attempt per call: the workflow retries teardown itself, so each failure shows in status.
     teardown: proxyActivities<FerryActivities>({
       startToCloseTimeout: TEARDOWN_TIMEOUT_MS,

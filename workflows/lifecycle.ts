@@ -53,6 +53,7 @@ import {
   waitOutcome,
 } from './contract/index.js';
 import { adapterProblem, adapterStatuses, adaptersForgotten } from './status/adapters.js';
+import { baselineKey, baselineOf, baselineSummary } from './status/baseline.js';
 import { statusEvents } from './status/events.js';
 import { classifyFailure, type Budgets } from './status/failure.js';
 import { summarizeStatus } from './status/summary.js';
@@ -106,6 +107,9 @@ const WATCH_RECONCILES = 'watch-reconciles';
  * reconcile (the `adapters` step), and whenever a look finds engines that do not hold them.
  */
 const LORA_ADAPTERS = 'lora-adapters';
+
+/** Runs with this patch measure the load baseline of a model with `spec.slo` before it is Ready (the `baseline` step). */
+const LOAD_BASELINE = 'load-baseline';
 /** Two looks woken back to back are at least this far apart (another controller fighting over a field). */
 const MIN_LOOK_SPACING_MS = 1_000;
 /** A Degraded model's first look without a wake comes this soon; later ones back off to the watch interval. */
@@ -595,6 +599,7 @@ export class ModelLifecycle {
         () => adapterSummary(this.status),
       );
     }
+    if (spec.spec.slo && patched(LOAD_BASELINE)) await this.measureBaseline(acts, spec, generation);
     this.set(markReady(this.status, ready, now()));
     // The base serves; an adapter that is not on every ready replica keeps the model from Ready.
     const problem = adapterProblem(this.status.adapters);
@@ -602,6 +607,26 @@ export class ModelLifecycle {
       this.set(
         observe(this.status, { replicas: spec.spec.replicas, readyReplicas: rollout.readyReplicas, problem }, now()),
       );
+  }
+
+  /**
+   * The load baseline, measured again only when something that moves it changed since it was (its key); an update
+   * of labels, replicas or adapters keeps it.
+   */
+  private async measureBaseline(acts: Activities, spec: ServedModel, generation: number): Promise<void> {
+    const kept = this.status.baseline;
+    if (kept?.key === baselineKey(spec)) {
+      const why = `kept: measured at generation ${kept.generation}, and nothing that moves it changed since`;
+      this.set(skipStep(this.status, 'baseline', generation, now(), why));
+      return;
+    }
+    const measured = await this.step(
+      'baseline',
+      generation,
+      () => acts.measure.measureBaseline({ model: spec }),
+      baselineSummary,
+    );
+    if (!measured.skipped) this.set({ ...this.status, baseline: baselineOf(measured, spec, generation, now()) });
   }
 
   /** Puts the listed adapters' files on the volume and loads them on every ready replica; records their status. */

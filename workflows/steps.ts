@@ -62,6 +62,8 @@ export const STEPS: Readonly<Record<Step, StepRow>> = {
   },
   /** The LoRA adapters: their files on the volume, then loaded on every ready replica. */
   adapters: { phase: 'engine', progress: ['adapters'] },
+  /** The load baseline of a model with `spec.slo`: the highest concurrency one replica carries within it. */
+  baseline: { phase: 'engine', progress: ['baseline'] },
   teardown: { phase: 'Deleting', progress: ['teardown'] },
   update: { phase: 'Updating', progress: [], span: true },
   degraded: { phase: 'Degraded', progress: [], span: true },

@@ -1,5 +1,11 @@
 // What `ferry` prints for people: status summaries, tables and progress. Pure functions of the data and `now`.
-import { formatBytes, formatDuration, type ModelStatus, type TimelineEntry } from '../../workflows/contract/index.js';
+import {
+  describeBaseline,
+  formatBytes,
+  formatDuration,
+  type ModelStatus,
+  type TimelineEntry,
+} from '../../workflows/contract/index.js';
 import { describeRef, InvalidSpecError, ModelFailedError } from '../errors.js';
 import type { ModelSummary } from '../list-models.js';
 
@@ -106,6 +112,11 @@ export function formatStatus(status: ModelStatus, now: Date, webUi?: string): st
         '    ',
       ),
     );
+  }
+  if (status.baseline) {
+    const { probes, pod, measuredAt } = status.baseline;
+    field('baseline', describeBaseline(status.baseline));
+    field('probes', `${probes}${pod ? ` on ${pod}` : ''}, ${age(measuredAt, now)} ago`);
   }
   if (status.conditions.length > 0) {
     lines.push('  conditions:');

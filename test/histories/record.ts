@@ -229,6 +229,27 @@ const scenarios: Scenario[] = [
       return handle;
     },
   },
+  {
+    // A latency goal: the baseline measured before Ready; kept across a label change; measured again after new
+    // engine args; delete.
+    name: 'baseline-measured-kept-remeasured',
+    model: 'replay-baseline',
+    stub: () => new StubActivities(),
+    async run({ start }) {
+      const doc = modelDoc((d) => (d.spec.slo = { ttft: '2s', itl: '100ms' }), this.model);
+      const handle = await start(doc, { ...FAST, safetyNetIntervalMs: 3_600_000 });
+      await waitForStatus(handle, readyAt(1));
+      doc.metadata.labels = { team: 'search' };
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, readyAt(2));
+      doc.spec.engine.args = ['--max-num-seqs=16'];
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, readyAt(3));
+      await handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'recorded' }] });
+      await handle.result();
+      return handle;
+    },
+  },
 ];
 
 async function record(harness: WorkflowHarness, scenario: Scenario): Promise<void> {

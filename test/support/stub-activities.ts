@@ -102,6 +102,7 @@ const ACTIVITY_NAMES = Object.keys({
   tearDown: true,
   fetchAdapters: true,
   syncAdapters: true,
+  measureBaseline: true,
 } satisfies Record<ActivityName, true>) as ActivityName[];
 
 export class StubActivities {
@@ -239,6 +240,23 @@ export class StubActivities {
           incarnations: Array.from({ length: replicas }, (_, i) => `${modelName}-${i}/00000000/0`),
         };
       },
+      // A replica that carries 8 requests at once within any goal.
+      measureBaseline: () => ({
+        maxConcurrency: 8,
+        capped: false,
+        ttftP95Ms: 100,
+        itlP95Ms: 20,
+        attainment: 1,
+        pod: `${modelName}-0`,
+        probes: [1, 2, 4, 8, 16, 12, 10, 9].map((concurrency) => ({
+          concurrency,
+          requests: concurrency * 3,
+          good: concurrency <= 8 ? concurrency * 3 : 0,
+          errors: 0,
+          meets: concurrency <= 8,
+        })),
+        durationMs: 30_000,
+      }),
     };
     return Promise.resolve(results[name]());
   }

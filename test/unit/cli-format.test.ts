@@ -102,6 +102,31 @@ describe('formatStatus', () => {
     expect(formatStatus(status(), now)).not.toContain('web UI');
   });
 
+  it('shows the load baseline and the probes that found it', () => {
+    const baseline = {
+      maxConcurrency: 8,
+      capped: false,
+      ttftP95Ms: 412,
+      itlP95Ms: 21,
+      attainment: 1,
+      goal: { ttft: '2s', itl: '100ms', attainment: 0.95 },
+      shape: { promptTokens: 256, outputTokens: 128 },
+      generation: 2,
+      key: '0123456789abcdef',
+      measuredAt: '2026-01-01T12:05:00Z',
+      durationMs: 31_000,
+      probes: '1✓ 2✓ 4✓ 8✓ 16✗ 12✗ 10✗ 9✗',
+      pod: 'qwen-7d9c-x',
+    };
+    const lines = formatStatus(status({ baseline }), now).split('\n');
+    const at = lines.findIndex((l) => l.startsWith('  baseline:'));
+    expect(lines.slice(at, at + 2)).toEqual([
+      '  baseline:    8 requests at once per replica meet ttft ≤ 2s and itl ≤ 100ms for 95% (p95 ttft 412 ms, itl 21 ms; measured at generation 2)',
+      '  probes:      1✓ 2✓ 4✓ 8✓ 16✗ 12✗ 10✗ 9✗ on qwen-7d9c-x, 5m ago',
+    ]);
+    expect(formatStatus(status(), now)).not.toContain('baseline');
+  });
+
   it('shows the last error with its reason, step and generation, the waiting reason and download progress', () => {
     const text = formatStatus(
       status({

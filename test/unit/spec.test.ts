@@ -78,7 +78,7 @@ describe('parseServedModel', () => {
     expect(parseServedModel(full)).toStrictEqual(full);
     const spec = (full as Doc).spec;
     expect(Object.keys(spec).sort()).toEqual(
-      ['cluster', 'source', 'engine', 'resources', 'storage', 'scheduling', 'replicas', 'puller'].sort(),
+      ['cluster', 'source', 'engine', 'resources', 'storage', 'scheduling', 'replicas', 'puller', 'slo'].sort(),
     );
     expect(Object.keys(spec.engine)).toHaveLength(8);
   });
@@ -97,6 +97,19 @@ describe('parseServedModel', () => {
     expect(parseServedModel(doc).spec.engine.lora.adapters).toEqual([]);
     doc.spec.engine = { lora: { enabled: true } };
     expect(parseServedModel(doc).spec.engine.lora).toStrictEqual({ enabled: true, maxLoras: 4 });
+  });
+
+  it('accepts a latency goal with the workload and ceiling defaults filled in; without one there is no slo', () => {
+    const doc: Doc = clone(minimalHf);
+    expect(parseServedModel(doc).spec).not.toHaveProperty('slo');
+    doc.spec.slo = { ttft: '2s', itl: '100ms' };
+    expect(parseServedModel(doc).spec.slo).toStrictEqual({
+      ttft: '2s',
+      itl: '100ms',
+      attainment: 0.95,
+      workload: { promptTokens: 256, outputTokens: 128 },
+      maxConcurrency: 256,
+    });
   });
 
   it('takes unquoted YAML numbers for quantities and env values', () => {
@@ -263,6 +276,32 @@ describe('parseServedModel', () => {
       (d) => (d.spec.engine = { lora: { enabled: true, maxLoras: 0 } }),
       'spec.engine.lora.maxLoras',
       'at least 1',
+    ],
+    ['an slo without itl', (d) => (d.spec.slo = { ttft: '2s' }), 'spec.slo.itl', 'must be a duration like 100ms'],
+    ['an slo ttft of 0s', (d) => (d.spec.slo = { ttft: '0s', itl: '50ms' }), 'spec.slo.ttft', 'positive duration'],
+    [
+      'an attainment of 1.5',
+      (d) => (d.spec.slo = { ttft: '2s', itl: '50ms', attainment: 1.5 }),
+      'spec.slo.attainment',
+      'above 0 and at most 1',
+    ],
+    [
+      'an attainment of 0',
+      (d) => (d.spec.slo = { ttft: '2s', itl: '50ms', attainment: 0 }),
+      'spec.slo.attainment',
+      'above 0 and at most 1',
+    ],
+    [
+      'a workload of 0 output tokens',
+      (d) => (d.spec.slo = { ttft: '2s', itl: '50ms', workload: { outputTokens: 0 } }),
+      'spec.slo.workload.outputTokens',
+      'at least 1',
+    ],
+    [
+      'a ceiling of 10000',
+      (d) => (d.spec.slo = { ttft: '2s', itl: '50ms', maxConcurrency: 10_000 }),
+      'spec.slo.maxConcurrency',
+      'from 1 to 4096',
     ],
     [
       'maxLoraRank 12',

@@ -421,6 +421,26 @@ describe('summary for the Web UI', () => {
     );
   });
 
+  it('shows the load baseline as one list item', () => {
+    const baseline = {
+      maxConcurrency: 8,
+      capped: false,
+      ttftP95Ms: 412,
+      itlP95Ms: 21,
+      attainment: 1,
+      goal: { ttft: '2s', itl: '100ms', attainment: 0.95 },
+      shape: { promptTokens: 256, outputTokens: 128 },
+      generation: 1,
+      key: '0123456789abcdef',
+      measuredAt: t(5),
+      durationMs: 31_000,
+      probes: '1✓ 2✓ 4✓ 8✓ 16✗',
+    };
+    expect(summarizeStatus({ ...readyModel(), baseline }).split('\n')).toContain(
+      '- load baseline: 8 requests at once per replica meet ttft ≤ 2s and itl ≤ 100ms for 95% (p95 ttft 412 ms, itl 21 ms; measured at generation 1)',
+    );
+  });
+
   it('says which step runs, and shows only the latest entries', () => {
     const updating = beginStep(readyModel(), 'rollout', 2, t(10));
     expect(summarizeStatus(updating).split('\n').at(-1)).toBe(

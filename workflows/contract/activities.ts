@@ -4,7 +4,17 @@ import type { ServedModel } from './spec/index.js';
 
 /** What a long-running activity reports while it waits; sent to the workflow as the `progress` signal. */
 export interface StepProgress {
-  step: 'claim' | 'storage' | 'download' | 'release' | 'stop' | 'rollout' | 'startup' | 'adapters' | 'teardown';
+  step:
+    | 'claim'
+    | 'storage'
+    | 'download'
+    | 'release'
+    | 'stop'
+    | 'rollout'
+    | 'startup'
+    | 'adapters'
+    | 'baseline'
+    | 'teardown';
   /** Pod phase or a named waiting reason: Pending, Running, Unschedulable, ImagePullBackOff, Loading, … */
   state: string;
   message?: string;
@@ -129,6 +139,36 @@ export interface AdapterSyncResult {
   incarnations: string[];
 }
 
+/** One probe of a load measurement: `concurrency` requests in flight, and how many met the goal. */
+export interface BaselineProbe {
+  concurrency: number;
+  requests: number;
+  good: number;
+  /** Requests that did not complete (an HTTP error, a reset, a timeout). */
+  errors: number;
+  meets: boolean;
+}
+
+/** What `measureBaseline` found on one ready replica (docs/design/baseline.md). */
+export interface BaselineMeasurement {
+  /** Set when nothing was measured, with why (the engines are reached only through the API server's proxy). */
+  skipped?: string;
+  /** The highest concurrency at which the goal held: 0 when even one request at a time missed it. */
+  maxConcurrency: number;
+  /** The goal held at `spec.slo.maxConcurrency` itself: the capacity may be higher. */
+  capped: boolean;
+  /** Measured at `maxConcurrency` (unset when it is 0): p95 time to first token and inter-token latency. */
+  ttftP95Ms?: number;
+  itlP95Ms?: number;
+  attainment?: number;
+  /** The pod measured. */
+  pod?: string;
+  probes: BaselineProbe[];
+  /** The first error a request met, if any (never a header or a key). */
+  firstError?: string;
+  durationMs: number;
+}
+
 export interface TeardownResult {
   /** `Kind/name` of each object deleted or already gone. */
   deleted: string[];
@@ -157,4 +197,6 @@ export interface FerryActivities {
   fetchAdapters(input: ObjectsInput): Promise<AdapterFilesResult>;
   /** Makes every ready replica's loaded LoRA adapters equal `engine.lora.adapters` (their files already on the volume). */
   syncAdapters(input: ModelInput): Promise<AdapterSyncResult>;
+  /** Finds the highest concurrency at which one ready replica meets `spec.slo`, by streaming requests to it. */
+  measureBaseline(input: ModelInput): Promise<BaselineMeasurement>;
 }

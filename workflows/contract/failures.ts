@@ -49,6 +49,12 @@ export const FAILURES = {
   NoReplicas: { retryable: false, meaning: 'the model has 0 replicas: there is no engine to check' },
   EndpointUnknown: { retryable: true, meaning: 'the worker knows no endpoint for the model yet' },
   EndpointInvalid: { retryable: false, meaning: 'a configured endpoint is not an http(s) URL' },
+  // --- the load baseline
+  MeasurementRefused: {
+    retryable: false,
+    meaning: "the engine refused the load measurement's requests (4xx): spec.slo.workload does not fit it",
+  },
+  EngineUnanswered: { retryable: true, meaning: "the engine completed none of the load measurement's requests" },
   // --- teardown
   TeardownIncomplete: { retryable: true, meaning: 'some objects could not be deleted; the message lists each' },
   // --- the workflow's own

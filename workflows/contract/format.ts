@@ -1,4 +1,6 @@
-// Durations and sizes as people read them, the same in status, the Web UI, the CLI and activity messages. Pure.
+// Durations, sizes and the load baseline as people read them, the same in status, the Web UI, the CLI and activity
+// messages. Pure.
+import type { Baseline } from './status.js';
 
 /** `950ms`, `12.3s`, `4m 05s`, `1h 02m`. */
 export function formatDuration(ms: number): string {
@@ -19,4 +21,18 @@ export function formatBytes(bytes: number): string {
     unit++;
   }
   return `${unit === 0 ? value : value.toFixed(1)} ${units[unit]}`;
+}
+
+/**
+ * One line for a person: `8 requests at once per replica meet ttft ≤ 2s and itl ≤ 100ms for 95% (p95 ttft 412 ms,
+ * itl 21 ms; measured at generation 3)`.
+ */
+export function describeBaseline(baseline: Baseline): string {
+  const { goal, maxConcurrency, capped, ttftP95Ms, itlP95Ms, generation } = baseline;
+  const within = `ttft ≤ ${goal.ttft} and itl ≤ ${goal.itl} for ${Math.round(goal.attainment * 100)}%`;
+  const at = `measured at generation ${generation}`;
+  if (maxConcurrency === 0) return `no concurrency meets ${within}, not even 1 request at a time (${at})`;
+  const count = capped ? `at least ${maxConcurrency} (the measurement's ceiling)` : String(maxConcurrency);
+  const plural = maxConcurrency === 1 && !capped ? 'request' : 'requests';
+  return `${count} ${plural} at once per replica meet ${within} (p95 ttft ${ttftP95Ms} ms, itl ${itlP95Ms} ms; ${at})`;
 }

@@ -47,6 +47,7 @@ export type Step =
   | 'rollout'
   | 'startup'
   | 'adapters'
+  | 'baseline'
   | 'update'
   | 'degraded'
   | 'repair'
@@ -98,6 +99,31 @@ export interface AdapterStatus {
   message?: string;
 }
 
+/**
+ * The load baseline: the highest concurrency at which one replica met `spec.slo`, measured by streaming requests to
+ * it (docs/design/baseline.md). Kept until something that moves it changes (`key`).
+ */
+export interface Baseline {
+  maxConcurrency: number;
+  /** The goal held at the measurement's ceiling, `spec.slo.maxConcurrency`: the capacity may be higher. */
+  capped: boolean;
+  /** At `maxConcurrency` (unset when it is 0). */
+  ttftP95Ms?: number;
+  itlP95Ms?: number;
+  attainment?: number;
+  /** The goal and the requests it was measured with. */
+  goal: { ttft: string; itl: string; attainment: number };
+  shape: { promptTokens: number; outputTokens: number };
+  /** The generation it was measured at, and the hash of the spec fields that move it. */
+  generation: number;
+  key: string;
+  measuredAt: string;
+  durationMs: number;
+  /** The concurrencies tried, in order, and whether the goal held at each: `1✓ 2✓ 4✓ 8✓ 16✗ 12✗ 10✗ 9✗`. */
+  probes: string;
+  pod?: string;
+}
+
 export interface ModelStatus {
   name: string;
   namespace: string;
@@ -122,6 +148,8 @@ export interface ModelStatus {
   download?: DownloadProgress;
   /** Each adapter of `engine.lora.adapters`, once the adapters step has run; unset for a model that lists none. */
   adapters?: AdapterStatus[];
+  /** The measured load baseline of a model with `spec.slo`, once measured. */
+  baseline?: Baseline;
   /** A waiting state that needs no person, such as Unschedulable until a GPU node appears. */
   waiting?: { reason: string; message: string; since: string };
   startedAt: string;

@@ -1,7 +1,13 @@
 // The Web UI's "current details" of a model: a short markdown summary of its status. Lists, not tables: the UI's
 // markdown frame pads no table cell, so a table row reads `download1Succeeded4.4s`; a list item reads the same there
 // as in `temporal workflow metadata`.
-import { formatBytes, formatDuration, type ModelStatus, type TimelineEntry } from '../contract/index.js';
+import {
+  describeBaseline,
+  formatBytes,
+  formatDuration,
+  type ModelStatus,
+  type TimelineEntry,
+} from '../contract/index.js';
 
 /** Timeline entries shown in the summary (the status query has them all). */
 const SUMMARY_ENTRIES = 12;
@@ -22,7 +28,10 @@ function item(entry: TimelineEntry): string {
   return `- ${entry.step} (gen ${entry.generation}): ${outcomeOf(entry)}${detail}`;
 }
 
-/** Phase, endpoint, last error, waiting state, download progress, LoRA adapters and the latest timeline entries. */
+/**
+ * Phase, endpoint, last error, waiting state, download progress, LoRA adapters, the load baseline and the latest
+ * timeline entries.
+ */
 export function summarizeStatus(status: ModelStatus): string {
   const lines = [
     `**${status.namespace}/${status.name}** on \`${status.cluster}\`: **${status.phase}**`,
@@ -49,6 +58,7 @@ export function summarizeStatus(status: ModelStatus): string {
       `- adapter \`${a.name}\`: **${a.state}** on ${a.loadedReplicas} of ${a.readyReplicas} ready replicas${why}`,
     );
   }
+  if (status.baseline) lines.push(`- load baseline: ${text(describeBaseline(status.baseline))}`);
   const entries = status.timeline.slice(-SUMMARY_ENTRIES);
   if (entries.length > 0) {
     const latest =

@@ -478,6 +478,45 @@ const pullerSchema = strict({
 });
 
 // ---------------------------------------------------------------------------------------------------------------
+// The latency goal and the load baseline measured against it (docs/design/baseline.md)
+
+const MAX_PROBE_CONCURRENCY = 4096;
+
+const sloSchema = strict({
+  ttft: duration('2s').describe('The time to first token each request must meet, like 2s or 500ms.'),
+  itl: duration('100ms').describe(
+    'The inter-token latency each request must meet: the time per output token after the first, like 100ms.',
+  ),
+  attainment: z
+    .number({ error: 'must be a number above 0 and at most 1, like 0.95' })
+    .gt(0, 'must be above 0 and at most 1, like 0.95')
+    .max(1, 'must be above 0 and at most 1, like 0.95')
+    .default(0.95)
+    .describe('The share of requests that must meet both ttft and itl, above 0 and at most 1.'),
+  workload: strict({
+    promptTokens: int('a whole number of tokens from 1 to 1000000')
+      .min(1, 'must be at least 1')
+      .max(1_000_000, 'must be at most 1000000')
+      .default(256)
+      .describe("The prompt length of the measurement's requests, in tokens."),
+    outputTokens: int('a whole number of tokens from 1 to 100000')
+      .min(1, 'must be at least 1')
+      .max(100_000, 'must be at most 100000')
+      .default(128)
+      .describe("The answer length of the measurement's requests, in tokens (the engine is told to ignore EOS)."),
+  })
+    .prefault({})
+    .describe('The shape of the requests the measurement sends.'),
+  maxConcurrency: int(`a whole number from 1 to ${MAX_PROBE_CONCURRENCY}`)
+    .min(1, `must be from 1 to ${MAX_PROBE_CONCURRENCY}`)
+    .max(MAX_PROBE_CONCURRENCY, `must be from 1 to ${MAX_PROBE_CONCURRENCY}`)
+    .default(256)
+    .describe('The highest concurrency the measurement tries: the most requests it ever has in flight.'),
+});
+
+export type SloSpec = z.output<typeof sloSchema>;
+
+// ---------------------------------------------------------------------------------------------------------------
 // The document
 
 const specSchema = strict({
@@ -498,6 +537,11 @@ const specSchema = strict({
     .default(1)
     .describe('Engine pods; 0 keeps the volume, the weights and the Service but stops the engine.'),
   puller: pullerSchema.prefault({}).describe('The Job that downloads or copies the weights into the volume.'),
+  slo: sloSchema
+    .optional()
+    .describe(
+      'A latency goal: Ferry measures the highest concurrency at which one replica meets it and records it in status.baseline. Unset: nothing is measured.',
+    ),
 });
 
 const documentSchema = strict({

@@ -1,0 +1,94 @@
+// The load baseline end to end: a real worker process measures one replica's stand-in (the supervisor's, one per
+// engine pod) by streaming requests to it directly, and records the highest concurrency within the goal. The
+// stand-in's capacity model (deploy/engine-sim/README.md) predicts the answer: with a time-to-first-token goal
+// shorter than one whole request, every request beyond --max-num-seqs waits too long, so the capacity is
+// --max-num-seqs. What is simulated: the pods (KWOK) and the engine (the stand-in); the measurement is real HTTP.
+import { describe, expect, it } from 'vitest';
+import type { ModelStatus } from '../../../workflows/contract/index.js';
+import { runFerry, writeDoc } from '../../support/ferry-worker.js';
+import type { Doc } from '../../support/workflow-harness.js';
+import { expectOk, ferryJson, uniqueCluster } from '../../support/e2e.js';
+import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
+import { beforeAll } from 'vitest';
+
+const kube = useNamespace('e2e-baseline', RESTRICTED);
+const startWorkerProcess = useWorkerProcesses();
+const cluster = uniqueCluster('baseline');
+
+beforeAll(async () => {
+  await startWorkerProcess(cluster);
+}, 180_000);
+
+const NAME = 'measured';
+const status = () => ferryJson<ModelStatus>(['status', NAME, '-n', kube.ns, '--cluster', cluster]);
+
+/** 20 ms a token, 32 tokens: one request takes about 640 ms, far beyond the 300 ms allowed to its first token. */
+const doc = (maxNumSeqs: number, labels: Record<string, string> = {}): Doc => ({
+  apiVersion: 'ferry.dev/v1alpha1',
+  kind: 'ServedModel',
+  metadata: {
+    name: NAME,
+    namespace: kube.ns,
+    labels: { 'sim.ferry.dev/load-delay-seconds': '0', 'sim.ferry.dev/complete-delay': '1s', ...labels },
+  },
+  spec: {
+    cluster,
+    source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision: 'main' } },
+    resources: { gpus: 0 },
+    engine: {
+      startupTimeout: '3m',
+      args: [`--max-num-seqs=${maxNumSeqs}`],
+      env: [{ name: 'FERRY_SIM_TOKEN_DELAY_MS', value: '20' }],
+    },
+    puller: { deadline: '5m' },
+    slo: {
+      ttft: '300ms',
+      itl: '100ms',
+      workload: { promptTokens: 16, outputTokens: 32 },
+      maxConcurrency: 32,
+    },
+  },
+});
+
+describe('the load baseline, end to end', { timeout: 420_000 }, () => {
+  it('measures --max-num-seqs within one, keeps it across a label change, and measures again on new engine args', async () => {
+    expectOk(await runFerry(['serve', '-f', writeDoc(doc(8)), '--wait', '--timeout', '5m']), 'serve');
+    const served = await status();
+    expect(served.phase).toBe('Ready');
+    const first = served.baseline!;
+    expect(first.maxConcurrency).toBeGreaterThanOrEqual(7);
+    expect(first.maxConcurrency).toBeLessThanOrEqual(9);
+    expect(first).toMatchObject({ capped: false, generation: 1, shape: { promptTokens: 16, outputTokens: 32 } });
+    expect(first.ttftP95Ms).toBeLessThanOrEqual(300);
+    expect(first.probes).toMatch(/^1✓ 2✓ 4✓ 8✓ 16✗/);
+    expect(first.pod).toMatch(new RegExp(`^${NAME}-`));
+    const shown = await runFerry(['status', NAME, '-n', kube.ns, '--cluster', cluster]);
+    expect(shown.stdout).toMatch(/baseline: +\d+ requests at once per replica meet ttft ≤ 300ms and itl ≤ 100ms/);
+
+    // A label cannot move the capacity: the baseline is kept, and the step says why.
+    expectOk(
+      await runFerry(['update', '-f', writeDoc(doc(8, { team: 'search' })), '--wait', '--timeout', '3m']),
+      'label',
+    );
+    const relabelled = await status();
+    expect(relabelled.baseline).toEqual(first);
+    expect(relabelled.timeline.filter((e) => e.step === 'baseline').at(-1)).toMatchObject({
+      generation: 2,
+      outcome: 'Skipped',
+    });
+
+    // New engine args can: measured again, on the new pod.
+    expectOk(
+      await runFerry(['update', '-f', writeDoc(doc(4, { team: 'search' })), '--wait', '--timeout', '5m']),
+      'args',
+    );
+    const remeasured = (await status()).baseline!;
+    expect(remeasured.generation).toBe(3);
+    expect(remeasured.measuredAt > first.measuredAt).toBe(true);
+    expect(remeasured.maxConcurrency).toBeGreaterThanOrEqual(3);
+    expect(remeasured.maxConcurrency).toBeLessThanOrEqual(5);
+    expect(remeasured.pod).not.toBe(first.pod);
+
+    expectOk(await runFerry(['delete', NAME, '-n', kube.ns, '--cluster', cluster, '--wait']), 'delete');
+  });
+});
