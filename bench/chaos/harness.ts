@@ -75,6 +75,8 @@ export interface Harness {
   ): Promise<Outcome>;
   /** What a person would look at when an operation did not converge: the workflow, its pending activities, the worker. */
   diagnose(ref: ModelRef): Promise<string>;
+  /** The message of the model's workflow task failure, when its latest workflow task failed (a nondeterminism error). */
+  lastTaskFailure(ref: ModelRef): Promise<string | undefined>;
   /** Duplicates and orphans once objects settle (a released puller's pod, a deleted model's pods): up to 15 s. */
   settledAudit(name: string, served: boolean): Promise<Audit>;
   /** Deletes every model of the part that is still served, waiting for each teardown. */
@@ -176,8 +178,20 @@ export async function harness(kc: KubeConfig, client: Client, prefix: string): P
     };
   };
 
+  const lastTaskFailure = async (ref: ModelRef): Promise<string | undefined> => {
+    const history = await client.workflow
+      .getHandle(workflowIdFor(ref))
+      .fetchHistory()
+      .catch(() => undefined);
+    const tasks = (history?.events ?? []).filter(
+      (e) => e.workflowTaskFailedEventAttributes || e.workflowTaskCompletedEventAttributes,
+    );
+    return tasks.at(-1)?.workflowTaskFailedEventAttributes?.failure?.message ?? undefined;
+  };
+
   await createNamespace(kc, namespace);
   const h: Harness = {
+    lastTaskFailure,
     cluster,
     namespace,
     models,
@@ -252,6 +266,8 @@ export async function harness(kc: KubeConfig, client: Client, prefix: string): P
       if (described instanceof Error) lines.push(`workflow: ${described.message}`);
       else {
         lines.push(`workflow: ${described.status.name}, ${described.historyLength} events`);
+        const failed = await lastTaskFailure(ref);
+        if (failed) lines.push(`  its last workflow task failed: ${failed.slice(0, 400)}`);
         for (const a of described.raw.pendingActivities ?? []) {
           const failure = a.lastFailure?.message ? `, last failure: ${a.lastFailure.message}` : '';
           lines.push(`  pending ${a.activityType?.name}: state ${a.state}, attempt ${a.attempt}${failure}`);

@@ -32,6 +32,8 @@ export interface KillTrial {
   duplicates: string[];
   orphans: string[];
   falseReady: number;
+  /** It did not converge because its workflow task fails on a nondeterminism error (docs/resilience.md, "Known"). */
+  nondeterminism?: boolean;
 }
 
 export async function runKills(h: Harness, options: KillOptions) {
@@ -66,6 +68,7 @@ export async function runKills(h: Harness, options: KillOptions) {
       return { converged: false, convergedAt: performance.now(), falseReady: 0 };
     });
     const { converged, convergedAt, falseReady } = await Promise.race([outcome, gaveUp]);
+    const nondeterminism = !converged && /\bTMPRL1100\b|Nondeterminism/.test((await h.lastTaskFailure(ref)) ?? '');
     if (!converged) log(`${kind} ${ref.name} did not converge:\n${await h.diagnose(ref)}`);
     const exit = await cli;
     const { duplicates, orphans } = converged
@@ -86,6 +89,7 @@ export async function runKills(h: Harness, options: KillOptions) {
       duplicates,
       orphans,
       falseReady,
+      ...(nondeterminism ? { nondeterminism } : {}),
     };
   }
 
@@ -138,6 +142,7 @@ export async function runKills(h: Harness, options: KillOptions) {
     orphans: trials.reduce((n, t) => n + t.orphans.length, 0),
     falseReadySamples: trials.reduce((n, t) => n + t.falseReady, 0) + baseline.reduce((n, t) => n + t.falseReady, 0),
     spuriousExits: trials.filter((t) => t.cliExit !== 0).length,
+    stuckOnNondeterminism: trials.filter((t) => t.nondeterminism).length,
     killsMidOperation: restarts.length,
     restartToConvergedP50Ms: median(restarts),
     restartToConvergedP90Ms: restarts.length ? Math.round(percentile(restarts, 90)) : null,
@@ -152,6 +157,7 @@ export async function runKills(h: Harness, options: KillOptions) {
     ['orphan objects', String(summary.orphans)],
     ['false-Ready samples', String(summary.falseReadySamples)],
     ['--wait clients: spurious exits', String(summary.spuriousExits)],
+    ['stuck on an SDK nondeterminism error', String(summary.stuckOnNondeterminism)],
     ['kills that landed mid-operation', String(summary.killsMidOperation)],
     [
       'restart → converged, p50 / p90 / max',
