@@ -129,7 +129,6 @@ const longAnswer = (tokens: number) => ({ prompt: tokenIds(4), max_tokens: token
 describe('engine-sim capacity: --max-num-seqs and the queue', () => {
   it('runs max-num-seqs requests at once, queues the rest in /metrics, and starts a queued one only when a slot frees', async () => {
     const base = await startSim({ maxNumSeqs: 2, tokenDelayMs: 30 });
-    const started = performance.now();
     const streams = Array.from({ length: 4 }, () => startStream(`${base}/v1/completions`, longAnswer(20)));
 
     expect(await waitForGauges(base, (g) => g.waiting === 2)).toMatchObject({ running: 2, waiting: 2 });
@@ -139,12 +138,9 @@ describe('engine-sim capacity: --max-num-seqs and the queue', () => {
     const byFirstToken = [...streams].sort((a, b) => (a.tokenTimes[0] ?? 0) - (b.tokenTimes[0] ?? 0));
     const [first, second, third, fourth] = byFirstToken.map((s) => s.tokenTimes);
     const firstFinished = Math.min(first?.at(-1) ?? 0, second?.at(-1) ?? 0);
-    for (const queued of [third, fourth]) {
-      // A whole request is 20 steps of 30 ms (600 ms); the running ones' first token takes one step.
-      expect((queued?.[0] ?? 0) - started).toBeGreaterThan(450);
-      expect(queued?.[0]).toBeGreaterThan(firstFinished);
-    }
-    expect((first?.[0] ?? 0) - started).toBeLessThan(400);
+    // Only the order is asserted, not times from the start: on a loaded machine the clients themselves start late.
+    for (const queued of [third, fourth]) expect(queued?.[0]).toBeGreaterThan(firstFinished);
+    for (const running of [first, second]) expect(running?.[0]).toBeLessThan(firstFinished);
     expect(await gauges(base)).toMatchObject({ running: 0, waiting: 0, succeeded: 4 });
   });
 
@@ -224,9 +220,10 @@ describe('engine-sim capacity: step and prefill time', () => {
 
     // step(1) = 10 ms; step(3) = 10 + 40 × 2 = 90 ms.
     const aloneGap = meanGap(alone.tokenTimes);
-    expect(aloneGap).toBeLessThan(40);
+    // Steps are due at fixed times, so a late timer shortens the next gap: the mean holds even on a loaded machine.
+    expect(aloneGap).toBeLessThan(50);
     for (const stream of together) {
-      expect(meanGap(stream.tokenTimes)).toBeGreaterThan(60);
+      expect(meanGap(stream.tokenTimes)).toBeGreaterThan(70);
       expect(meanGap(stream.tokenTimes)).toBeGreaterThan(aloneGap + 40);
     }
   });
