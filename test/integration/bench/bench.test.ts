@@ -86,4 +86,13 @@ describe('benchmarks, small slice', { timeout: 300_000 }, () => {
     expect(result).toMatchObject({ trials: 1 });
     expect(result.medianRatio).toBeGreaterThan(0);
   });
+
+  it('baseline: one model at --max-num-seqs 4 is measured within one of what the capacity model predicts', async ({
+    signal,
+  }) => {
+    const result = await bench('baseline.ts', ['--seqs', '4', '--repeats', '1'], signal);
+    expect(result.capacity).toEqual([
+      expect.objectContaining({ maxNumSeqs: 4, predicted: 4, tolerance: 1, withinTolerance: true }),
+    ]);
+  });
 });

@@ -1,0 +1,170 @@
+// The load baseline against the engine stand-in's capacity model: for each --max-num-seqs N, a model is served through
+// Ferry (a worker of the benchmark's own, the real workflow, the real measurement by streaming HTTP to the pod's
+// stand-in), its status.baseline.maxConcurrency read, and the model deleted; repeated. The stand-in's model
+// (deploy/engine-sim/README.md, "Capacity model") predicts the answer; the tolerance is ±1 at 8 and ±2 at 16
+// (N ÷ 8, at least 1).
+//
+//   npm run bench:baseline -- [--seqs 8,16] [--repeats 3] [--token-delay-ms 20] [--batch-step-ms 0]
+//                             [--output-tokens 32] [--prompt-tokens 16] [--ttft 300ms] [--itl 100ms]
+//
+// Simulated: KWOK pods and the engine (the stand-in, one per pod, whose latency is its capacity model's). Real: the
+// Temporal server, the API server and controllers, the worker, the workflow and the measurement's HTTP.
+import { parseArgs } from 'node:util';
+import { deleteModel } from '../client/delete-model.js';
+import { serveModel } from '../client/serve-model.js';
+import { parseDuration, type Baseline } from '../workflows/contract/index.js';
+import {
+  adminKubeConfig,
+  createNamespace,
+  deleteNamespace,
+  instantModel,
+  localEnv,
+  machine,
+  startWorker,
+  temporalClient,
+  uniqueName,
+} from './lib.js';
+
+const { values } = parseArgs({
+  options: {
+    seqs: { type: 'string', default: '8,16' },
+    repeats: { type: 'string', default: '3' },
+    'token-delay-ms': { type: 'string', default: '20' },
+    'batch-step-ms': { type: 'string', default: '0' },
+    'prompt-tokens': { type: 'string', default: '16' },
+    'output-tokens': { type: 'string', default: '32' },
+    ttft: { type: 'string', default: '300ms' },
+    itl: { type: 'string', default: '100ms' },
+    'max-concurrency': { type: 'string', default: '64' },
+  },
+});
+
+const positive = (name: string, text: string, min = 1): number => {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < min) {
+    process.stderr.write(`--${name} must be a whole number of at least ${min}, got ${JSON.stringify(text)}\n`);
+    process.exit(2);
+  }
+  return n;
+};
+const seqs = values.seqs.split(',').map((s) => positive('seqs', s.trim()));
+const repeats = positive('repeats', values.repeats);
+const knobs = {
+  tokenDelayMs: positive('token-delay-ms', values['token-delay-ms']),
+  batchStepMs: positive('batch-step-ms', values['batch-step-ms'], 0),
+  promptTokens: positive('prompt-tokens', values['prompt-tokens']),
+  outputTokens: positive('output-tokens', values['output-tokens']),
+  maxConcurrency: positive('max-concurrency', values['max-concurrency']),
+};
+const goal = {
+  ttft: values.ttft,
+  itl: values.itl,
+  ttftMs: parseDuration(values.ttft),
+  itlMs: parseDuration(values.itl),
+};
+
+const log = (msg: string) => process.stderr.write(`[bench] ${new Date().toISOString()} ${msg}\n`);
+
+/**
+ * What the stand-in's capacity model predicts (its README): below N, a request's first token comes one step after
+ * it is sent and every step takes step(c); beyond N, a request waits a whole answer for a slot, which misses any
+ * time-to-first-token goal shorter than that.
+ */
+function predicted(n: number): number {
+  const step = (c: number) => knobs.tokenDelayMs + knobs.batchStepMs * (c - 1);
+  if (goal.ttftMs >= knobs.outputTokens * step(n)) {
+    throw new Error('the goal allows a queued request: the prediction needs --ttft below one whole answer');
+  }
+  let best = 0;
+  for (let c = 1; c <= Math.min(n, knobs.maxConcurrency); c++) {
+    if (step(c) <= goal.itlMs && step(c) <= goal.ttftMs) best = c;
+  }
+  return best;
+}
+
+const kc = adminKubeConfig();
+const env = localEnv();
+const client = await temporalClient();
+const cluster = uniqueName('baseline');
+const namespace = cluster;
+await createNamespace(kc, namespace);
+const worker = await startWorker(cluster, env.KUBECONFIG);
+
+async function measureOnce(n: number, trial: number): Promise<Baseline> {
+  const name = `n${n}-${trial}`;
+  const doc = instantModel(name, namespace, cluster, 0);
+  const spec = doc.spec as Record<string, unknown>;
+  spec.engine = {
+    startupTimeout: '5m',
+    args: [`--max-num-seqs=${n}`],
+    env: [
+      { name: 'FERRY_SIM_TOKEN_DELAY_MS', value: String(knobs.tokenDelayMs) },
+      { name: 'FERRY_SIM_BATCH_STEP_MS', value: String(knobs.batchStepMs) },
+    ],
+  };
+  spec.slo = {
+    ttft: goal.ttft,
+    itl: goal.itl,
+    workload: { promptTokens: knobs.promptTokens, outputTokens: knobs.outputTokens },
+    maxConcurrency: knobs.maxConcurrency,
+  };
+  const served = await serveModel(client, doc, { wait: true, timeoutMs: 10 * 60_000 });
+  await deleteModel(client, served.ref, { wait: true, timeoutMs: 120_000 });
+  const baseline = served.status?.baseline;
+  if (!baseline) throw new Error(`${name} became Ready without a baseline`);
+  return baseline;
+}
+
+const rows: {
+  maxNumSeqs: number;
+  predicted: number;
+  tolerance: number;
+  measured: number[];
+  withinTolerance: boolean;
+  sameEveryTime: boolean;
+  measureSeconds: number[];
+  probes: string[];
+}[] = [];
+try {
+  for (const n of seqs) {
+    const expected = predicted(n);
+    const tolerance = Math.max(1, Math.floor(n / 8));
+    const measured: Baseline[] = [];
+    for (let trial = 1; trial <= repeats; trial++) {
+      const b = await measureOnce(n, trial);
+      measured.push(b);
+      log(`--max-num-seqs ${n}, trial ${trial}/${repeats}: ${b.maxConcurrency} (predicted ${expected}); ${b.probes}`);
+    }
+    const values = measured.map((b) => b.maxConcurrency);
+    rows.push({
+      maxNumSeqs: n,
+      predicted: expected,
+      tolerance,
+      measured: values,
+      withinTolerance: values.every((v) => Math.abs(v - expected) <= tolerance),
+      sameEveryTime: values.every((v) => v === values[0]),
+      measureSeconds: measured.map((b) => Math.round(b.durationMs / 100) / 10),
+      probes: measured.map((b) => b.probes),
+    });
+  }
+  for (const r of rows) {
+    log(
+      `N=${r.maxNumSeqs}: measured ${r.measured.join(', ')}; predicted ${r.predicted} ± ${r.tolerance}: ${r.withinTolerance ? 'within' : 'OUTSIDE'}; ${r.sameEveryTime ? 'the same every time' : 'NOT the same every time'}; ${r.measureSeconds.join(' / ')} s`,
+    );
+  }
+  console.log(
+    JSON.stringify(
+      { machine: machine(), goal: { ttft: goal.ttft, itl: goal.itl, attainment: 0.95 }, knobs, capacity: rows },
+      null,
+      2,
+    ),
+  );
+  if (!rows.every((r) => r.withinTolerance)) process.exitCode = 1;
+} catch (err) {
+  process.stderr.write(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exitCode = 1;
+} finally {
+  await deleteNamespace(kc, namespace);
+  await worker.stop();
+  await client.connection.close();
+}
