@@ -1,4 +1,5 @@
 export * from './adapter-job.js';
+export * from './admission.js';
 export * from './build-all.js';
 export * from './deployment.js';
 export * from './hash.js';

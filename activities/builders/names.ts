@@ -39,6 +39,11 @@ export function pullerJobName(model: string, sourceHash8: string): string {
   return childName(model, `pull-${sourceHash8}`);
 }
 
+/** The ConfigMap holding the admission sidecar's nginx.conf (activities/builders/admission.ts). */
+export function admissionConfigMapName(model: string): string {
+  return childName(model, 'admission');
+}
+
 /** The Deployment and the Service carry the model's own name (a DNS-1035 label of at most 63 characters). */
 export function deploymentName(model: string): string {
   return model;

@@ -53,6 +53,47 @@ install_browser() {
     apt-get install -y -qq --no-install-recommends chromium fonts-liberation >/dev/null
 }
 
+# nginx turns away requests above a model's measured concurrency with 429 (docs/design/baseline.md, section 5): the
+# engine stand-in's supervisor is to run it in front of each stand-in, as the sidecar does in each engine pod. Debian's
+# build, like chromium above; the local stack runs its own nginx processes, never the system service. The package's
+# maintainer script would start that service (`invoke-rc.d nginx start`, on port 80): a policy-rc.d that refuses
+# every start, there only while apt-get runs (unless one is there already, as in Debian's container images), keeps it
+# stopped, and where systemd runs the unit is disabled too, so a reboot does not start it either.
+install_nginx() {
+  if [ -x /usr/sbin/nginx ]; then
+    log "nginx already installed"
+    return
+  fi
+  local as_root=()
+  [ "$(id -u)" = 0 ] || as_root=(sudo -n)
+  if ! command -v apt-get >/dev/null || ! "${as_root[@]}" true 2>/dev/null; then
+    log "warning: nginx is missing and cannot be installed here: install Debian's $NGINX_PACKAGE package yourself"
+    return
+  fi
+  "${as_root[@]}" apt-get update -qq
+  local package=$NGINX_PACKAGE candidate
+  candidate=$(apt-cache policy "$package" 2>/dev/null | awk '$1 == "Candidate:" { print $2 }')
+  if [ -z "$candidate" ] || [ "$candidate" = "(none)" ]; then package=nginx; fi
+  local policy=/usr/sbin/policy-rc.d placed=0 status=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# From deploy/local/install.sh: no service starts while nginx installs.\nexit 101\n' |
+      "${as_root[@]}" tee "$policy" >/dev/null
+    "${as_root[@]}" chmod 755 "$policy"
+    placed=1
+    # Removed even if the install is interrupted: left behind, it would stop every package from starting its service.
+    trap '"${as_root[@]}" rm -f "$policy"' EXIT
+  fi
+  log "installing nginx from Debian's $package package (its system service is not started)"
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "$package" >/dev/null || status=$?
+  if [ $placed = 1 ]; then
+    "${as_root[@]}" rm -f "$policy"
+    trap - EXIT
+  fi
+  [ $status = 0 ] || die "installing Debian's $package package failed (apt-get exited $status)"
+  if [ -d /run/systemd/system ]; then "${as_root[@]}" systemctl disable --now nginx >/dev/null 2>&1 || true; fi
+}
+
 # Install for the components asked for (all by default). Helm is a tool rather than a component (up.sh starts
 # nothing for it): it comes with the Kubernetes binaries, as kubectl does, so `local:up` installs it too.
 mkdir -p "$cache"
@@ -64,6 +105,8 @@ for c in "${want[@]}"; do
     temporal) install_temporal; install_browser ;;
     browser) install_browser ;;
     helm) need_helm=1 ;;
+    nginx) install_nginx ;;
+    engine-sim) install_nginx; need_kube=1 need_helm=1 ;;
     *) need_kube=1 need_helm=1 ;;
   esac
 done
