@@ -341,3 +341,42 @@ export async function removeGpuNodes(kc: KubeConfig, names: string[]): Promise<v
   const core = kc.makeApiClient(CoreV1Api);
   await Promise.all(names.map((name) => core.deleteNode({ name }).catch(() => undefined)));
 }
+
+export interface Streamed {
+  status: number;
+  retryAfter: string | null;
+  body: string;
+  /** Until the answer's head (a 429), or until the first token (a 200). */
+  ms: number;
+  ttftMs?: number;
+  done: boolean;
+}
+
+/** One streamed completion of `outputTokens` tokens (the engine told to ignore EOS); reads it to the end. */
+export async function streamOnce(url: string, outputTokens = 32): Promise<Streamed> {
+  const started = performance.now();
+  const res = await fetch(`${url}/v1/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt: 'a b c', max_tokens: outputTokens, ignore_eos: true, stream: true }),
+    signal: AbortSignal.timeout(30_000),
+  });
+  const ms = performance.now() - started;
+  if (res.status !== 200 || !res.body) {
+    return { status: res.status, retryAfter: res.headers.get('retry-after'), body: await res.text(), ms, done: false };
+  }
+  let text = '';
+  let ttftMs: number | undefined;
+  for await (const chunk of res.body) {
+    text += Buffer.from(chunk).toString('utf8');
+    if (ttftMs === undefined && text.includes('"text"')) ttftMs = performance.now() - started;
+  }
+  return {
+    status: 200,
+    retryAfter: null,
+    body: '',
+    ms,
+    ...(ttftMs !== undefined ? { ttftMs } : {}),
+    done: text.includes('[DONE]'),
+  };
+}

@@ -110,6 +110,16 @@ const LORA_ADAPTERS = 'lora-adapters';
 
 /** Runs with this patch measure the load baseline of a model with `spec.slo` before it is Ready (the `baseline` step). */
 const LOAD_BASELINE = 'load-baseline';
+/** Runs with this patch set the admission sidecar's limit from each measurement (`spec.slo.admission`). */
+const ADMISSION = 'admission';
+
+/**
+ * The limit admission enforces for a baseline: its concurrency; none when nothing met the goal (0) or when the goal
+ * held at the measurement's ceiling, where the capacity is not known and a limit would turn away what it can carry.
+ */
+function admissionLimitOf(baseline: { maxConcurrency: number; capped: boolean }): { maxConcurrency?: number } {
+  return baseline.maxConcurrency > 0 && !baseline.capped ? { maxConcurrency: baseline.maxConcurrency } : {};
+}
 /** Two looks woken back to back are at least this far apart (another controller fighting over a field). */
 const MIN_LOOK_SPACING_MS = 1_000;
 /** A Degraded model's first look without a wake comes this soon; later ones back off to the watch interval. */
@@ -566,7 +576,7 @@ export class ModelLifecycle {
       'rollout',
       generation,
       async () => {
-        const applied = await acts.short.applyEngine(objects);
+        const applied = await acts.short.applyEngine({ ...objects, ...this.admissionLimit(spec) });
         return await acts.startup.awaitRollout({ model: spec, generation: applied.generation });
       },
       (r) => `revision ${r.generation}: ${r.readyReplicas} ready`,
@@ -599,7 +609,7 @@ export class ModelLifecycle {
         () => adapterSummary(this.status),
       );
     }
-    if (spec.spec.slo && patched(LOAD_BASELINE)) await this.measureBaseline(acts, spec, generation);
+    if (spec.spec.slo && patched(LOAD_BASELINE)) await this.measureBaseline(acts, objects, generation);
     this.set(markReady(this.status, ready, now()));
     // The base serves; an adapter that is not on every ready replica keeps the model from Ready.
     const problem = adapterProblem(this.status.adapters);
@@ -613,20 +623,41 @@ export class ModelLifecycle {
    * The load baseline, measured again only when something that moves it changed since it was (its key); an update
    * of labels, replicas or adapters keeps it.
    */
-  private async measureBaseline(acts: Activities, spec: ServedModel, generation: number): Promise<void> {
+  private async measureBaseline(
+    acts: Activities,
+    objects: { model: ServedModel; rootUid: string },
+    generation: number,
+  ): Promise<void> {
+    const spec = objects.model;
     const kept = this.status.baseline;
     if (kept?.key === baselineKey(spec)) {
       const why = `kept: measured at generation ${kept.generation}, and nothing that moves it changed since`;
       this.set(skipStep(this.status, 'baseline', generation, now(), why));
       return;
     }
+    const admit = spec.spec.slo?.admission === true && patched(ADMISSION);
     const measured = await this.step(
       'baseline',
       generation,
-      () => acts.measure.measureBaseline({ model: spec }),
+      async () => {
+        const result = await acts.measure.measureBaseline({ model: spec });
+        // The replicas' sidecars admit what one replica was measured to carry, from now on; in place, no rollout.
+        if (admit && !result.skipped) {
+          await acts.short.applyAdmission({ ...objects, ...admissionLimitOf(result) });
+        }
+        return result;
+      },
       baselineSummary,
     );
     if (!measured.skipped) this.set({ ...this.status, baseline: baselineOf(measured, spec, generation, now()) });
+  }
+
+  /** The admission limit a Deployment applied for `spec` starts with: the baseline, while it still holds for it. */
+  private admissionLimit(spec: ServedModel): { admissionLimit?: number } {
+    const kept = this.status.baseline;
+    if (spec.spec.slo?.admission !== true || !kept || kept.key !== baselineKey(spec)) return {};
+    const { maxConcurrency } = admissionLimitOf(kept);
+    return maxConcurrency !== undefined ? { admissionLimit: maxConcurrency } : {};
   }
 
   /** Puts the listed adapters' files on the volume and loads them on every ready replica; records their status. */

@@ -31,7 +31,7 @@ const NGINX_PREFIX = '/tmp/nginx/';
  * What a rejected client is told to wait. A slot frees whenever any admitted request ends, and turning one away costs
  * nginx next to nothing (the engine never sees it), so clients may come back soon; OpenAI's SDKs honour it.
  */
-const RETRY_AFTER_SECONDS = 1;
+export const ADMISSION_RETRY_AFTER_SECONDS = 1;
 /** The zone holding the one counter; its name and size stay fixed, so a reload keeps counting what is in flight. */
 const ZONE = 'ferry_admission';
 /** Requests that are not generation and cost the engine next to nothing: never limited. */
@@ -89,6 +89,11 @@ export interface AdmissionConfigOptions {
   /** Generation requests in flight at most; 0 (no concurrency meets the goal) or undefined (not measured): no limit. */
   maxConcurrency: number | undefined;
   retryAfterSeconds: number;
+}
+
+/** Whether the model's replicas turn away what is above their measured concurrency: `spec.slo.admission`. */
+export function hasAdmission(model: ServedModel): boolean {
+  return model.spec.slo?.admission === true;
 }
 
 /** The sidecar's port: 8080, unless the engine has it, then 8081 (the containers share the pod's network). */
@@ -241,7 +246,7 @@ export function admissionConfigMap(
     listenPort: admissionPort(model),
     enginePort: model.spec.engine.port,
     maxConcurrency,
-    retryAfterSeconds: RETRY_AFTER_SECONDS,
+    retryAfterSeconds: ADMISSION_RETRY_AFTER_SECONDS,
   });
   return {
     apiVersion: 'v1',

@@ -7,6 +7,7 @@ import type {
   V1Service,
 } from '@kubernetes/client-node';
 import type { ServedModel } from '../../workflows/contract/index.js';
+import { admissionConfigMap, hasAdmission } from './admission.js';
 import { buildDeployment } from './deployment.js';
 import type { ChildOptions } from './meta.js';
 import { buildPullerJob } from './puller-job.js';
@@ -21,6 +22,8 @@ export interface ModelObjects {
   pullerJob: V1Job;
   deployment: V1Deployment;
   service: V1Service;
+  /** With `spec.slo.admission`: the sidecar's configuration (here without a limit; the workflow sets it). */
+  admission?: V1ConfigMap;
 }
 
 export function buildAll(model: ServedModel, options: ChildOptions): ModelObjects {
@@ -30,10 +33,12 @@ export function buildAll(model: ServedModel, options: ChildOptions): ModelObject
     pullerJob: buildPullerJob(model, options),
     deployment: buildDeployment(model, options),
     service: buildService(model, options),
+    ...(hasAdmission(model) ? { admission: admissionConfigMap(model, undefined, options) } : {}),
   };
 }
 
-/** The objects in the order the lifecycle creates them: root, volume, puller, engine, service. */
+/** The objects in the order the lifecycle creates them: root, volume, puller, admission, engine, service. */
 export function objectList(objects: ModelObjects): KubernetesObject[] {
-  return [objects.root, objects.pvc, objects.pullerJob, objects.deployment, objects.service];
+  const { root, pvc, pullerJob, admission, deployment, service } = objects;
+  return [root, pvc, pullerJob, ...(admission ? [admission] : []), deployment, service];
 }

@@ -1,5 +1,6 @@
 import type { V1Deployment, V1EnvVar, V1PodTemplateSpec, V1Probe } from '@kubernetes/client-node';
 import { durationSeconds, type ServedModel } from '../../workflows/contract/index.js';
+import { admissionContainer, admissionVolume, hasAdmission } from './admission.js';
 import { canonicalJson, sha256Hex } from './hash.js';
 import { ANNOTATION_SPEC_HASH, labelsFor, selectorLabels } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
@@ -9,6 +10,8 @@ import { MODELS_DIR, sourceAnnotations, weightsDir } from './source.js';
 
 export const ENGINE_CONTAINER = 'vllm';
 export const HTTP_PORT_NAME = 'http';
+/** The engine's own port when admission (an nginx sidecar) has the name the Service targets. */
+const ENGINE_PORT_NAME = 'engine';
 export const HEALTH_PATH = '/health';
 const STARTUP_PROBE_PERIOD_SECONDS = 10;
 /** Time the Deployment controller allows beyond the startup budget before it reports ProgressDeadlineExceeded. */
@@ -67,9 +70,9 @@ function engineEnv(model: ServedModel): V1EnvVar[] {
   return env;
 }
 
-function healthProbe(periodSeconds: number, failureThreshold: number): V1Probe {
+function healthProbe(port: string, periodSeconds: number, failureThreshold: number): V1Probe {
   return {
-    httpGet: { path: HEALTH_PATH, port: HTTP_PORT_NAME },
+    httpGet: { path: HEALTH_PATH, port },
     periodSeconds,
     failureThreshold,
     timeoutSeconds: 5,
@@ -78,6 +81,9 @@ function healthProbe(periodSeconds: number, failureThreshold: number): V1Probe {
 
 function podTemplate(model: ServedModel): V1PodTemplateSpec {
   const { engine, resources, source } = model.spec;
+  // With admission the Service's port name goes to the sidecar; the engine's probes and the worker reach it directly.
+  const admission = hasAdmission(model);
+  const port = admission ? ENGINE_PORT_NAME : HTTP_PORT_NAME;
   const amounts: Record<string, string> = {
     cpu: resources.cpu,
     memory: resources.memory,
@@ -101,27 +107,30 @@ function podTemplate(model: ServedModel): V1PodTemplateSpec {
           image: engine.image,
           // No `command`: the image's entrypoint is `vllm serve`.
           args: engineArgs(model),
-          ports: [{ name: HTTP_PORT_NAME, containerPort: engine.port, protocol: 'TCP' }],
+          ports: [{ name: port, containerPort: engine.port, protocol: 'TCP' }],
           env: engineEnv(model),
           resources: { requests: amounts, limits: { ...amounts } },
           // The whole startup budget: 10 s x 240 = 40 minutes of loading before the kubelet gives up.
           startupProbe: healthProbe(
+            port,
             STARTUP_PROBE_PERIOD_SECONDS,
             Math.ceil(startupBudgetSeconds(model) / STARTUP_PROBE_PERIOD_SECONDS),
           ),
-          readinessProbe: healthProbe(10, 3),
-          livenessProbe: healthProbe(15, 4),
+          readinessProbe: healthProbe(port, 10, 3),
+          livenessProbe: healthProbe(port, 15, 4),
           securityContext: containerSecurityContext(),
           volumeMounts: [
             { name: 'weights', mountPath: MODELS_DIR, readOnly: true },
             { name: 'dshm', mountPath: '/dev/shm' },
           ],
         },
+        ...(admission ? [admissionContainer(model)] : []),
       ],
       volumes: [
         { name: 'weights', persistentVolumeClaim: { claimName: pvcName(model.metadata.name), readOnly: true } },
         // vLLM's worker processes share tensors through /dev/shm; the runtime's default is 64 MiB.
         { name: 'dshm', emptyDir: { medium: 'Memory', sizeLimit: resources.shmSize } },
+        ...(admission ? [admissionVolume(model)] : []),
       ],
     },
   };

@@ -13,10 +13,13 @@ import type { Cluster } from '../cluster/api.js';
 import { timingOf, type ActivityDeps } from '../deps.js';
 import { waitFor } from '../cluster/wait.js';
 import {
+  admissionConfigMap,
+  admissionConfigMapName,
   buildDeployment,
   buildService,
   deploymentName,
   FIELD_MANAGER,
+  hasAdmission,
   selectorLabels,
   serviceName,
 } from '../builders/index.js';
@@ -48,7 +51,7 @@ const serviceRef = (model: ServedModel) => ({
  */
 export async function applyEngine(
   deps: ActivityDeps,
-  { model, rootUid, replicas }: ObjectsInput & { replicas?: number },
+  { model, rootUid, replicas, admissionLimit }: ObjectsInput & { replicas?: number; admissionLimit?: number },
 ): Promise<{ generation: number }> {
   const { cluster } = deps;
   const [existingDeployment, existingService] = await Promise.all([
@@ -57,6 +60,8 @@ export async function applyEngine(
   ]);
   assertOurs(model, existingDeployment);
   assertOurs(model, existingService);
+  // Before the Deployment: its pods mount the sidecar's configuration, and would not start without it.
+  if (hasAdmission(model)) await applyAdmission(deps, { model, rootUid, maxConcurrency: admissionLimit });
   await cluster.apply(buildService(model, { rootUid }), FIELD_MANAGER);
   const applied = await cluster.apply(buildDeployment(model, { rootUid, replicas }), FIELD_MANAGER);
   const generation = applied.metadata?.generation;
@@ -67,6 +72,25 @@ export async function applyEngine(
     );
   }
   return { generation };
+}
+
+/**
+ * Writes the admission sidecar's configuration for `maxConcurrency` (unset: no limit) by server-side apply; each
+ * replica's nginx reloads it when the kubelet has updated the mounted file, so a new limit needs no rollout. Another's
+ * ConfigMap of that name is never taken over.
+ */
+export async function applyAdmission(
+  deps: ActivityDeps,
+  { model, rootUid, maxConcurrency }: ModelInput & { rootUid: string; maxConcurrency?: number },
+): Promise<void> {
+  const ref = {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    name: admissionConfigMapName(model.metadata.name),
+    namespace: model.metadata.namespace,
+  };
+  assertOurs(model, await deps.cluster.get(ref));
+  await deps.cluster.apply(admissionConfigMap(model, maxConcurrency, { rootUid }), FIELD_MANAGER);
 }
 
 /**

@@ -15,7 +15,9 @@ import {
 import type { ObjectRef } from '../cluster/api.js';
 import type { ActivityDeps } from '../deps.js';
 import {
+  admissionConfigMapName,
   deploymentName,
+  hasAdmission,
   LABEL_COMPONENT,
   modelLabelSelector,
   pvcName,
@@ -108,6 +110,13 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
       deleteOurs(ref(model, 'apps/v1', 'Deployment', deploymentName(name))),
     ),
     attempt(`Service/${serviceName(name)}`, () => deleteOurs(ref(model, 'v1', 'Service', serviceName(name)))),
+    // Whether or not the spec still asks for admission (an update may have turned it off and left the ConfigMap);
+    // a model that never had one is not said to have lost it.
+    attempt(`ConfigMap/${admissionConfigMapName(name)}`, async () => {
+      const target = ref(model, 'v1', 'ConfigMap', admissionConfigMapName(name));
+      const found = await cluster.get(target);
+      if (found || hasAdmission(model)) await deleteOurs(target, found ?? null);
+    }),
     (async () => {
       // Both lists at once, but Jobs are deleted before their pods: a Job that still exists would replace a
       // deleted pod. A pod a Job creates after the list is the Job's, and goes with it.

@@ -3,9 +3,11 @@
 // worker's `override` endpoint mode reads: `{ "<namespace>/<model>": "http://127.0.0.1:<port>" }`, pointing at the
 // stand-in of the model's newest running pod (the current revision), and `"<namespace>/<model>/<pod>"` for each pod's
 // own stand-in (what a request to one replica reaches). A stand-in stops when its pod goes away, and with it whatever
-// it held in memory (LoRA adapters), as a real engine's process would.
+// it held in memory (LoRA adapters), as a real engine's process would. A pod with the admission sidecar gets Debian's
+// nginx in front of its stand-in (admission-proxy.ts), and the model's URL, which stands for the Service, points at it.
 import { renameSync, writeFileSync } from 'node:fs';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
+import { AdmissionProxy, NGINX } from './admission-proxy.js';
 import { parseEngineArgs } from './args.js';
 import { createEngineSim, type EngineSim } from './server.js';
 
@@ -16,6 +18,8 @@ const LOAD_DELAY_LABEL = 'sim.ferry.dev/load-delay-seconds';
 interface Running {
   sim: EngineSim;
   url: string;
+  /** The pod's admission sidecar, played by a local nginx in front of the stand-in; `config` names its ConfigMap. */
+  admission?: { proxy: AdmissionProxy; config: string };
   model: string;
   namespace: string;
   pod: string;
@@ -49,6 +53,7 @@ export class EngineSimSupervisor {
     for (const [uid, running] of this.sims) {
       if (!live.has(uid)) {
         this.sims.delete(uid);
+        running.admission?.proxy.stop();
         await running.sim.stop().catch(() => undefined);
         log('stand-in stopped', { model: `${running.namespace}/${running.model}`, url: running.url });
       }
@@ -65,7 +70,35 @@ export class EngineSimSupervisor {
         }
       }
     }
+    await Promise.all([...this.sims.values()].map((running) => this.followLimit(running)));
     this.writeOverrides();
+  }
+
+  /** A new limit in the pod's admission ConfigMap reaches its nginx, as the kubelet and the sidecar bring it. */
+  private async followLimit(running: Running): Promise<void> {
+    if (!running.admission) return;
+    const limit = await this.limitOf(running.namespace, running.admission.config).catch(
+      () => running.admission!.proxy.limit,
+    );
+    try {
+      running.admission.proxy.setLimit(limit);
+    } catch (err) {
+      log('admission limit not applied', { pod: `${running.namespace}/${running.pod}`, error: String(err) });
+    }
+  }
+
+  /** `max-concurrency` of the ConfigMap (absent: no limit yet). */
+  private async limitOf(namespace: string, name: string): Promise<number | undefined> {
+    const config = await this.core.readNamespacedConfigMap({ name, namespace });
+    const text = config.data?.['max-concurrency'];
+    return text === undefined ? undefined : Number(text);
+  }
+
+  /** For a pod with the admission sidecar: its ConfigMap's name (from the sidecar's volume). */
+  private admissionConfigOf(pod: V1Pod): string | undefined {
+    const sidecar = pod.spec?.containers.find((c) => c.name === 'admission');
+    const mounted = new Set((sidecar?.volumeMounts ?? []).map((m) => m.name));
+    return pod.spec?.volumes?.find((v) => mounted.has(v.name) && v.configMap)?.configMap?.name;
   }
 
   private async start(uid: string, pod: V1Pod): Promise<void> {
@@ -99,6 +132,16 @@ export class EngineSimSupervisor {
       pod: pod.metadata!.name!,
       createdAt: new Date(pod.metadata?.creationTimestamp ?? 0).getTime(),
     };
+    const config = this.admissionConfigOf(pod);
+    if (config && AdmissionProxy.available()) {
+      const limit = await this.limitOf(running.namespace, config).catch(() => undefined);
+      running.admission = { proxy: await AdmissionProxy.start(port, limit), config };
+      log('admission started', { pod: `${running.namespace}/${running.pod}`, url: running.admission.proxy.url, limit });
+    } else if (config) {
+      log(`the pod has an admission sidecar, but ${NGINX} is missing: clients reach the stand-in unlimited`, {
+        pod: `${running.namespace}/${running.pod}`,
+      });
+    }
     this.sims.set(uid, running);
     log('stand-in started', {
       pod: `${running.namespace}/${pod.metadata?.name}`,
@@ -117,7 +160,9 @@ export class EngineSimSupervisor {
       if (!seen || r.createdAt > seen.createdAt) newest.set(key, r);
       entries.push([`${key}/${r.pod}`, r.url]);
     }
-    entries.push(...[...newest].map(([k, r]): [string, string] => [k, r.url]));
+    // The model's URL stands for its Service, which reaches the engine through admission; a pod's, for the pod's IP
+    // and the engine's own port.
+    entries.push(...[...newest].map(([k, r]): [string, string] => [k, r.admission?.proxy.url ?? r.url]));
     return Object.fromEntries(entries.sort(([a], [b]) => a.localeCompare(b)));
   }
 
@@ -131,6 +176,7 @@ export class EngineSimSupervisor {
   }
 
   async stop(): Promise<void> {
+    for (const r of this.sims.values()) r.admission?.proxy.stop();
     await Promise.all([...this.sims.values()].map((r) => r.sim.stop().catch(() => undefined)));
     this.sims.clear();
     this.writeOverrides();

@@ -103,6 +103,7 @@ const ACTIVITY_NAMES = Object.keys({
   fetchAdapters: true,
   syncAdapters: true,
   measureBaseline: true,
+  applyAdmission: true,
 } satisfies Record<ActivityName, true>) as ActivityName[];
 
 export class StubActivities {
@@ -257,6 +258,7 @@ export class StubActivities {
         })),
         durationMs: 30_000,
       }),
+      applyAdmission: () => undefined,
     };
     return Promise.resolve(results[name]());
   }

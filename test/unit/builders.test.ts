@@ -39,6 +39,7 @@ import {
   fixtureModel,
   fixtureObjects,
   fixtures,
+  sloAdmission,
   fullHf,
   minimalHf,
   pvcSource,
@@ -76,13 +77,37 @@ const podSpecs = (objects: ModelObjects): V1PodSpec[] => [
 ];
 
 describe('golden objects', () => {
-  const roles = ['root', 'pvc', 'pullerJob', 'deployment', 'service'] as const;
-  const files = { root: 'root', pvc: 'pvc', pullerJob: 'puller-job', deployment: 'deployment', service: 'service' };
+  const files: Record<keyof ModelObjects, string> = {
+    root: 'root',
+    pvc: 'pvc',
+    pullerJob: 'puller-job',
+    deployment: 'deployment',
+    service: 'service',
+    admission: 'admission',
+  };
 
   describe.each(FIXTURE_NAMES)('%s', (fixture) => {
+    const roles = Object.keys(fixtureObjects(fixture)) as (keyof ModelObjects)[];
     it.each(roles)('%s matches its golden file', (role) => {
       expectGolden(`${fixture}/${files[role]}.yaml`, fixtureObjects(fixture)[role]);
     });
+  });
+
+  it('gives only a model with a latency goal and admission the sidecar and its ConfigMap', () => {
+    expect(Object.keys(fixtureObjects('slo-admission'))).toContain('admission');
+    for (const fixture of ['minimal-hf', 'full-hf', 'pvc-source'] as const) {
+      expect(fixtureObjects(fixture).admission).toBeUndefined();
+      expect(fixtureObjects(fixture).deployment.spec!.template.spec!.containers.map((c) => c.name)).toEqual(['vllm']);
+    }
+    const pod = fixtureObjects('slo-admission').deployment.spec!.template.spec!;
+    expect(pod.containers.map((c) => [c.name, c.ports?.map((p) => `${p.name}:${p.containerPort}`)])).toEqual([
+      ['vllm', ['engine:8000']],
+      ['admission', ['http:8080']],
+    ]);
+    expect(pod.containers[0]!.readinessProbe?.httpGet?.port).toBe('engine');
+    const measureOnly = withSpec(sloAdmission, (d) => (d.spec.slo = { ttft: '2s', itl: '100ms', admission: false }));
+    expect(build(measureOnly).admission).toBeUndefined();
+    expect(build(measureOnly).deployment.spec!.template.spec!.containers).toHaveLength(1);
   });
 
   it('builds the same objects every time (pure)', () => {
@@ -99,12 +124,13 @@ describe('every object', () => {
       });
       const m = model(doc);
       const objects = buildAll(m, { rootUid: FIXTURE_ROOT_UID });
-      const components = {
+      const components: Record<keyof ModelObjects, string> = {
         root: 'root',
         pvc: 'storage',
         pullerJob: 'puller',
         deployment: 'engine',
         service: 'service',
+        admission: 'admission',
       };
       for (const [role, object] of Object.entries(objects) as [keyof ModelObjects, KubernetesObject][]) {
         expect(object.apiVersion).toBeTruthy();
@@ -438,9 +464,15 @@ describe('pod security', () => {
       expect(spec.automountServiceAccountToken).toBe(false);
       expect(spec.hostNetwork ?? false).toBe(false);
       for (const container of spec.containers) {
-        expect(container.securityContext).toEqual({ allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+        // The admission sidecar runs as its image's nginx user instead (test/unit/admission.test.ts checks it).
+        const own = container.name === 'admission' ? { runAsUser: 101, runAsNonRoot: true } : {};
+        expect(container.securityContext).toEqual({
+          allowPrivilegeEscalation: false,
+          capabilities: { drop: ['ALL'] },
+          ...own,
+        });
       }
-      const allowed = ['persistentVolumeClaim', 'emptyDir', 'name'];
+      const allowed = ['persistentVolumeClaim', 'emptyDir', 'configMap', 'name'];
       for (const volume of spec.volumes ?? []) expect(Object.keys(volume).every((k) => allowed.includes(k))).toBe(true);
     }
   });

@@ -94,7 +94,25 @@ export const pvcSource = {
   },
 } satisfies ServedModelInput;
 
-export const fixtures = { 'minimal-hf': minimalHf, 'full-hf': fullHf, 'pvc-source': pvcSource } as const;
+/** A latency goal: the load baseline is measured, and an nginx sidecar admits what the replica can carry. */
+export const sloAdmission = {
+  apiVersion: 'ferry.dev/v1alpha1',
+  kind: 'ServedModel',
+  metadata: { name: 'qwen-slo', namespace: 'models' },
+  spec: {
+    source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision: 'main' } },
+    engine: { args: ['--max-num-seqs=16'] },
+    replicas: 2,
+    slo: { ttft: '2s', itl: '100ms', workload: { promptTokens: 512, outputTokens: 128 } },
+  },
+} satisfies ServedModelInput;
+
+export const fixtures = {
+  'minimal-hf': minimalHf,
+  'full-hf': fullHf,
+  'pvc-source': pvcSource,
+  'slo-admission': sloAdmission,
+} as const;
 export type FixtureName = keyof typeof fixtures;
 export const FIXTURE_NAMES = Object.keys(fixtures) as FixtureName[];
 

@@ -109,6 +109,7 @@ describe('parseServedModel', () => {
       attainment: 0.95,
       workload: { promptTokens: 256, outputTokens: 128 },
       maxConcurrency: 256,
+      admission: true,
     });
   });
 

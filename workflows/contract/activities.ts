@@ -185,7 +185,8 @@ export interface FerryActivities {
   /** `abandon`: the download was cancelled or failed; delete the Job and wait for its pods, but do not record
    * `sourceHash` on the PVC as the weights it holds. */
   releaseVolume(input: ModelInput & { jobName: string; sourceHash: string; abandon?: boolean }): Promise<void>;
-  applyEngine(input: ObjectsInput & { replicas?: number }): Promise<{ generation: number }>;
+  /** `admissionLimit`: with `spec.slo.admission`, the limit the sidecar's configuration starts with (unset: none). */
+  applyEngine(input: ObjectsInput & { replicas?: number; admissionLimit?: number }): Promise<{ generation: number }>;
   awaitRollout(input: ModelInput & { generation: number }): Promise<RolloutResult>;
   awaitHealth(input: ModelInput): Promise<HealthResult>;
   scaleEngine(input: ModelInput & { replicas: number }): Promise<void>;
@@ -199,4 +200,6 @@ export interface FerryActivities {
   syncAdapters(input: ModelInput): Promise<AdapterSyncResult>;
   /** Finds the highest concurrency at which one ready replica meets `spec.slo`, by streaming requests to it. */
   measureBaseline(input: ModelInput): Promise<BaselineMeasurement>;
+  /** Sets the admission sidecar's limit to `maxConcurrency` (unset: none), in place: no rollout. */
+  applyAdmission(input: ModelInput & { rootUid: string; maxConcurrency?: number }): Promise<void>;
 }

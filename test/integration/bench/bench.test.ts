@@ -87,12 +87,23 @@ describe('benchmarks, small slice', { timeout: 300_000 }, () => {
     expect(result.medianRatio).toBeGreaterThan(0);
   });
 
-  it('baseline: one model at --max-num-seqs 4 is measured within one of what the capacity model predicts', async ({
+  it('baseline: one model at --max-num-seqs 4 is measured as predicted, and admission turns twice that into 4 and 4 429s', async ({
     signal,
   }) => {
     const result = await bench('baseline.ts', ['--seqs', '4', '--repeats', '1'], signal);
     expect(result.capacity).toEqual([
       expect.objectContaining({ maxNumSeqs: 4, predicted: 4, tolerance: 1, withinTolerance: true }),
     ]);
+    const [row] = result.capacity as { measured: number[]; admission: Record<string, number> }[];
+    const limit = row!.measured[0]!;
+    expect(row!.admission).toMatchObject({
+      limit,
+      sent: 2 * limit,
+      admitted: limit,
+      turnedAway: limit,
+      withRetryAfter: limit,
+      admittedMeetingGoal: limit,
+      other: 0,
+    });
   });
 });

@@ -3,12 +3,17 @@
 // stand-in's capacity model (deploy/engine-sim/README.md) predicts the answer: with a time-to-first-token goal
 // shorter than one whole request, every request beyond --max-num-seqs waits too long, so the capacity is
 // --max-num-seqs. What is simulated: the pods (KWOK) and the engine (the stand-in); the measurement is real HTTP.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { ModelStatus } from '../../../workflows/contract/index.js';
 import { runFerry, writeDoc } from '../../support/ferry-worker.js';
 import type { Doc } from '../../support/workflow-harness.js';
 import { expectOk, ferryJson, uniqueCluster } from '../../support/e2e.js';
 import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
+import { waitFor } from '../../support/kube.js';
+import { repoRoot } from '../../support/local-env.js';
+import { streamOnce } from '../../../bench/lib.js';
 import { beforeAll } from 'vitest';
 
 const kube = useNamespace('e2e-baseline', RESTRICTED);
@@ -50,8 +55,14 @@ const doc = (maxNumSeqs: number, labels: Record<string, string> = {}): Doc => ({
   },
 });
 
+/** The model's URL as the supervisor publishes it: what the Service reaches, through admission. */
+function modelUrl(): string {
+  const urls = JSON.parse(readFileSync(join(repoRoot, '.ferry/run/endpoints.json'), 'utf8')) as Record<string, string>;
+  return urls[`${kube.ns}/${NAME}`] ?? '';
+}
+
 describe('the load baseline, end to end', { timeout: 420_000 }, () => {
-  it('measures --max-num-seqs within one, keeps it across a label change, and measures again on new engine args', async () => {
+  it('measures --max-num-seqs within one, admits that many and turns the rest away with 429, keeps it across a label change, and measures again on new engine args', async () => {
     expectOk(await runFerry(['serve', '-f', writeDoc(doc(8)), '--wait', '--timeout', '5m']), 'serve');
     const served = await status();
     expect(served.phase).toBe('Ready');
@@ -64,6 +75,28 @@ describe('the load baseline, end to end', { timeout: 420_000 }, () => {
     expect(first.pod).toMatch(new RegExp(`^${NAME}-`));
     const shown = await runFerry(['status', NAME, '-n', kube.ns, '--cluster', cluster]);
     expect(shown.stdout).toMatch(/baseline: +\d+ requests at once per replica meet ttft ≤ 300ms and itl ≤ 100ms/);
+
+    // Admission: the sidecar's ConfigMap holds the measured limit; through the model's URL (the Service's stand-in:
+    // Debian's nginx in front of the pod's stand-in), twice that many at once get that many answers and 429s for
+    // the rest, at once, with Retry-After; the admitted ones meet the goal.
+    const config = await kube.core.readNamespacedConfigMap({ name: `${NAME}-admission`, namespace: kube.ns });
+    expect(config.data?.['max-concurrency']).toBe(String(first.maxConcurrency));
+    const limit = first.maxConcurrency;
+    const burst = await waitFor('the replica to admit its measured concurrency', 20_000, async () => {
+      const results = await Promise.all(Array.from({ length: 2 * limit }, () => streamOnce(modelUrl())));
+      return results.filter((r) => r.status === 200).length === limit ? results : undefined;
+    });
+    const turnedAway = burst.filter((r) => r.status === 429);
+    expect(turnedAway).toHaveLength(limit);
+    for (const r of turnedAway) {
+      expect(r.retryAfter).toBe('1');
+      expect(r.ms).toBeLessThan(300);
+      expect(JSON.parse(r.body)).toMatchObject({ error: { type: 'TooManyRequests', code: 429 } });
+    }
+    for (const r of burst.filter((b) => b.status === 200)) {
+      expect(r.done).toBe(true);
+      expect(r.ttftMs).toBeLessThanOrEqual(300);
+    }
 
     // A label cannot move the capacity: the baseline is kept, and the step says why.
     expectOk(
@@ -88,7 +121,14 @@ describe('the load baseline, end to end', { timeout: 420_000 }, () => {
     expect(remeasured.maxConcurrency).toBeGreaterThanOrEqual(3);
     expect(remeasured.maxConcurrency).toBeLessThanOrEqual(5);
     expect(remeasured.pod).not.toBe(first.pod);
+    const reconfigured = await kube.core.readNamespacedConfigMap({ name: `${NAME}-admission`, namespace: kube.ns });
+    expect(reconfigured.data?.['max-concurrency']).toBe(String(remeasured.maxConcurrency));
 
     expectOk(await runFerry(['delete', NAME, '-n', kube.ns, '--cluster', cluster, '--wait']), 'delete');
+    const left = await kube.core.listNamespacedConfigMap({
+      namespace: kube.ns,
+      labelSelector: `ferry.dev/model=${NAME}`,
+    });
+    expect(left.items.filter((c) => !c.metadata?.deletionTimestamp).map((c) => c.metadata?.name)).toEqual([]);
   });
 });

@@ -58,6 +58,24 @@ describe('ServeModelWorkflow with a latency goal', () => {
       // The phase history: the measurement is part of starting, not of Ready.
       const timeline = ready.timeline.map((e) => e.step);
       expect(timeline.indexOf('baseline')).toBeGreaterThan(timeline.indexOf('startup'));
+      // Admission: the Deployment started without a limit (nothing measured yet); the measurement set it.
+      expect(stub.callsOf('applyEngine').map((c) => c.input.admissionLimit)).toEqual([undefined]);
+      expect(stub.callsOf('applyAdmission').map((c) => c.input.maxConcurrency)).toEqual([8]);
+    });
+  });
+
+  it('measures but never sets a limit with admission off', async () => {
+    const stub = new StubActivities();
+    await withWorker(harness, stub, async ({ start }) => {
+      const ready = await waitForStatus(
+        await start(
+          withSlo((d) => (d.spec.slo.admission = false)),
+          QUIET,
+        ),
+        readyAt(1),
+      );
+      expect(ready.baseline?.maxConcurrency).toBe(8);
+      expect(stub.callsOf('applyAdmission')).toHaveLength(0);
     });
   });
 
@@ -86,6 +104,9 @@ describe('ServeModelWorkflow with a latency goal', () => {
       const kept = await waitForStatus(handle, readyAt(2));
       expect(stub.callsOf('measureBaseline')).toHaveLength(1);
       expect(kept.baseline).toEqual(first.baseline);
+      // The kept baseline's limit goes with the Deployment applied again; nothing else rewrites it.
+      expect(stub.callsOf('applyEngine').at(-1)?.input.admissionLimit).toBe(8);
+      expect(stub.callsOf('applyAdmission')).toHaveLength(1);
       expect(baselineEntries(kept).at(-1)).toMatchObject({
         generation: 2,
         outcome: 'Skipped',
@@ -103,6 +124,9 @@ describe('ServeModelWorkflow with a latency goal', () => {
       expect(measured.baseline).toMatchObject({ generation: 3, maxConcurrency: 8 });
       expect(measured.baseline?.key).not.toBe(first.baseline?.key);
       expect(baselineEntries(measured).at(-1)).toMatchObject({ generation: 3, outcome: 'Succeeded' });
+      // New engine args: the old limit no longer holds, so the Deployment starts without one until measured.
+      expect(stub.callsOf('applyEngine').at(-1)?.input.admissionLimit).toBeUndefined();
+      expect(stub.callsOf('applyAdmission')).toHaveLength(2);
     });
   });
 

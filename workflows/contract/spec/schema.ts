@@ -512,6 +512,12 @@ const sloSchema = strict({
     .max(MAX_PROBE_CONCURRENCY, `must be from 1 to ${MAX_PROBE_CONCURRENCY}`)
     .default(256)
     .describe('The highest concurrency the measurement tries: the most requests it ever has in flight.'),
+  admission: z
+    .boolean({ error: 'must be true or false' })
+    .default(true)
+    .describe(
+      'Above the measured concurrency, each replica answers HTTP 429 with Retry-After instead of queueing (an nginx sidecar in front of the engine). false: measure only.',
+    ),
 });
 
 export type SloSpec = z.output<typeof sloSchema>;
