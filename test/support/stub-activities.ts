@@ -9,6 +9,7 @@ import {
   type ServedModel,
   type StepProgress,
 } from '../../workflows/contract/index.js';
+import { probesUpTo } from './baseline.js';
 
 export type ActivityName = keyof FerryActivities;
 export type ActivityInput<K extends ActivityName> = Parameters<FerryActivities[K]>[0];
@@ -249,13 +250,7 @@ export class StubActivities {
         itlP95Ms: 20,
         attainment: 1,
         pod: `${modelName}-0`,
-        probes: [1, 2, 4, 8, 16, 12, 10, 9].map((concurrency) => ({
-          concurrency,
-          requests: concurrency * 3,
-          good: concurrency <= 8 ? concurrency * 3 : 0,
-          errors: 0,
-          meets: concurrency <= 8,
-        })),
+        probes: probesUpTo(8),
         durationMs: 30_000,
       }),
       applyAdmission: () => undefined,

@@ -7,6 +7,7 @@ import {
   type BaselineMeasurement,
 } from '../../workflows/contract/index.js';
 import { baselineKey, baselineOf, baselineSummary } from '../../workflows/status/baseline.js';
+import { probesUpTo } from '../support/baseline.js';
 
 type Doc = Record<string, any>;
 
@@ -28,13 +29,7 @@ const measurement: BaselineMeasurement = {
   itlP95Ms: 21.5,
   attainment: 1,
   pod: 'qwen-7d9c-x',
-  probes: [1, 2, 4, 8, 16, 12, 10, 9].map((concurrency) => ({
-    concurrency,
-    requests: concurrency * 3,
-    good: concurrency <= 8 ? concurrency * 3 : 0,
-    errors: 0,
-    meets: concurrency <= 8,
-  })),
+  probes: probesUpTo(8),
   durationMs: 31_000,
 };
 

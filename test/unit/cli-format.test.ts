@@ -13,6 +13,7 @@ import { StatusPrinter } from '../../client/cli/status-printer.js';
 import { InvalidSpecError, ModelFailedError, SpecConflictError } from '../../client/errors.js';
 import type { ModelSummary } from '../../client/list-models.js';
 import type { ModelStatus } from '../../workflows/contract/index.js';
+import { sampleBaseline } from '../support/baseline.js';
 
 const now = new Date('2026-01-01T12:10:00Z');
 const ref = { name: 'qwen', namespace: 'models', cluster: 'default' };
@@ -103,21 +104,7 @@ describe('formatStatus', () => {
   });
 
   it('shows the load baseline and the probes that found it', () => {
-    const baseline = {
-      maxConcurrency: 8,
-      capped: false,
-      ttftP95Ms: 412,
-      itlP95Ms: 21,
-      attainment: 1,
-      goal: { ttft: '2s', itl: '100ms', attainment: 0.95 },
-      shape: { promptTokens: 256, outputTokens: 128 },
-      generation: 2,
-      key: '0123456789abcdef',
-      measuredAt: '2026-01-01T12:05:00Z',
-      durationMs: 31_000,
-      probes: '1✓ 2✓ 4✓ 8✓ 16✗ 12✗ 10✗ 9✗',
-      pod: 'qwen-7d9c-x',
-    };
+    const baseline = sampleBaseline({ pod: 'qwen-7d9c-x' });
     const lines = formatStatus(status({ baseline }), now).split('\n');
     const at = lines.findIndex((l) => l.startsWith('  baseline:'));
     expect(lines.slice(at, at + 2)).toEqual([

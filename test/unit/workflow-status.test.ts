@@ -19,6 +19,7 @@ import { adapterProblem, adapterStatuses, adaptersForgotten } from '../../workfl
 import { setCondition } from '../../workflows/status/conditions.js';
 import { classifyFailure } from '../../workflows/status/failure.js';
 import { summarizeStatus } from '../../workflows/status/summary.js';
+import { sampleBaseline } from '../support/baseline.js';
 import { currentStep, trimTimeline } from '../../workflows/status/timeline.js';
 import {
   acceptSpec,
@@ -422,20 +423,7 @@ describe('summary for the Web UI', () => {
   });
 
   it('shows the load baseline as one list item', () => {
-    const baseline = {
-      maxConcurrency: 8,
-      capped: false,
-      ttftP95Ms: 412,
-      itlP95Ms: 21,
-      attainment: 1,
-      goal: { ttft: '2s', itl: '100ms', attainment: 0.95 },
-      shape: { promptTokens: 256, outputTokens: 128 },
-      generation: 1,
-      key: '0123456789abcdef',
-      measuredAt: t(5),
-      durationMs: 31_000,
-      probes: '1✓ 2✓ 4✓ 8✓ 16✗',
-    };
+    const baseline = sampleBaseline({ generation: 1, measuredAt: t(5), probes: '1✓ 2✓ 4✓ 8✓ 16✗' });
     expect(summarizeStatus({ ...readyModel(), baseline }).split('\n')).toContain(
       '- load baseline: 8 requests at once per replica meet ttft ≤ 2s and itl ≤ 100ms for 95% (p95 ttft 412 ms, itl 21 ms; measured at generation 1)',
     );

@@ -1,20 +1,12 @@
 // The activities a ServeModelWorkflow calls, with their inputs and results. Workflows import them as types only.
 import type { ModelRef } from './identity.js';
 import type { ServedModel } from './spec/index.js';
+import type { Step } from './status.js';
 
 /** What a long-running activity reports while it waits; sent to the workflow as the `progress` signal. */
 export interface StepProgress {
-  step:
-    | 'claim'
-    | 'storage'
-    | 'download'
-    | 'release'
-    | 'stop'
-    | 'rollout'
-    | 'startup'
-    | 'adapters'
-    | 'baseline'
-    | 'teardown';
+  /** A step that runs activities: not the spans over other steps. */
+  step: Exclude<Step, 'update' | 'degraded' | 'repair'>;
   /** Pod phase or a named waiting reason: Pending, Running, Unschedulable, ImagePullBackOff, Loading, … */
   state: string;
   message?: string;
