@@ -349,6 +349,8 @@ export interface Streamed {
   /** Until the answer's head (a 429), or until the first token (a 200). */
   ms: number;
   ttftMs?: number;
+  /** Until the end of the answer. */
+  totalMs: number;
   done: boolean;
 }
 
@@ -363,7 +365,9 @@ export async function streamOnce(url: string, outputTokens = 32): Promise<Stream
   });
   const ms = performance.now() - started;
   if (res.status !== 200 || !res.body) {
-    return { status: res.status, retryAfter: res.headers.get('retry-after'), body: await res.text(), ms, done: false };
+    const body = await res.text();
+    const totalMs = performance.now() - started;
+    return { status: res.status, retryAfter: res.headers.get('retry-after'), body, ms, totalMs, done: false };
   }
   let text = '';
   let ttftMs: number | undefined;
@@ -377,6 +381,7 @@ export async function streamOnce(url: string, outputTokens = 32): Promise<Stream
     body: '',
     ms,
     ...(ttftMs !== undefined ? { ttftMs } : {}),
+    totalMs: performance.now() - started,
     done: text.includes('[DONE]'),
   };
 }

@@ -78,7 +78,8 @@ describe('the load baseline, end to end', { timeout: 420_000 }, () => {
 
     // Admission: the sidecar's ConfigMap holds the measured limit; through the model's URL (the Service's stand-in:
     // Debian's nginx in front of the pod's stand-in), twice that many at once get that many answers and 429s for
-    // the rest, at once, with Retry-After; the admitted ones meet the goal.
+    // the rest with Retry-After, before any admitted answer has ended. Whether the admitted meet the goal's times is
+    // the benchmark's to say (bench/baseline.ts, its slice runs alone): here three other test files share two cores.
     const config = await kube.core.readNamespacedConfigMap({ name: `${NAME}-admission`, namespace: kube.ns });
     expect(config.data?.['max-concurrency']).toBe(String(first.maxConcurrency));
     const limit = first.maxConcurrency;
@@ -87,16 +88,15 @@ describe('the load baseline, end to end', { timeout: 420_000 }, () => {
       return results.filter((r) => r.status === 200).length === limit ? results : undefined;
     });
     const turnedAway = burst.filter((r) => r.status === 429);
+    const admitted = burst.filter((r) => r.status === 200);
     expect(turnedAway).toHaveLength(limit);
+    const firstAdmittedEnd = Math.min(...admitted.map((r) => r.totalMs));
     for (const r of turnedAway) {
       expect(r.retryAfter).toBe('1');
-      expect(r.ms).toBeLessThan(300);
+      expect(r.ms).toBeLessThan(firstAdmittedEnd);
       expect(JSON.parse(r.body)).toMatchObject({ error: { type: 'TooManyRequests', code: 429 } });
     }
-    for (const r of burst.filter((b) => b.status === 200)) {
-      expect(r.done).toBe(true);
-      expect(r.ttftMs).toBeLessThanOrEqual(300);
-    }
+    for (const r of admitted) expect(r.done).toBe(true);
 
     // A label cannot move the capacity: the baseline is kept, and the step says why.
     expectOk(
