@@ -119,7 +119,7 @@ try {
       }),
     );
     ok &&= passed;
-    results.kills = { ok: passed, summary: rest.summary, trials: rest.trials };
+    results.kills = { ok: passed, summary: rest.summary, trials: rest.trials, latent: rest.latent };
   }
   if (parts.includes('faults')) {
     // The proxy stands in front of the worker's own kubeconfig (its service account).

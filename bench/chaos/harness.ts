@@ -56,6 +56,8 @@ export interface Harness {
   cluster: string;
   namespace: string;
   models: ModelRef[];
+  /** The Temporal client the part uses (to read and replay its workflows' histories). */
+  client: Client;
   worker: BenchWorker;
   /** A new model's reference (remembered for the clean-up). */
   model(name: string): ModelRef;
@@ -192,6 +194,7 @@ export async function harness(kc: KubeConfig, client: Client, prefix: string): P
   await createNamespace(kc, namespace);
   const h: Harness = {
     lastTaskFailure,
+    client,
     cluster,
     namespace,
     models,

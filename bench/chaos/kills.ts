@@ -4,8 +4,12 @@
 // (Ready at the new generation; for a delete, its workflow closed and nothing of it left), with exactly its objects,
 // and that status never says Ready while the current revision has no ready pod. Times: restart → converged (from the
 // moment the new worker polls), and each operation against the same operation without a kill, measured first.
-import type { ModelRef } from '../../workflows/contract/index.js';
-import { percentile, sleep } from '../lib.js';
+import { join } from 'node:path';
+import type { Client } from '@temporalio/client';
+import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { modelEventsSinks } from '../../worker/model-events.js';
+import { workflowIdFor, type ModelRef } from '../../workflows/contract/index.js';
+import { percentile, repoRoot, sleep } from '../lib.js';
 import { KINDS, log, median, ratio, type Harness, type Kind, type Outcome } from './harness.js';
 
 export interface KillOptions {
@@ -34,6 +38,46 @@ export interface KillTrial {
   falseReady: number;
   /** It did not converge because its workflow task fails on a nondeterminism error (docs/resilience.md, "Known"). */
   nondeterminism?: boolean;
+}
+
+/**
+ * Replays the latest run of every model's workflow with the code the worker ran (dist/). A trial can converge with a
+ * history that does not replay: the SDK split the signal and the update of a lost workflow task into two activations
+ * live and merges them in replay (docs/resilience.md, "Known"). Nothing notices until a worker replays that history
+ * — after its next restart, or once the cache evicts it — and then the workflow is stuck. Returns the models whose
+ * history fails, with the error.
+ */
+async function replayFailures(client: Client, refs: ModelRef[]): Promise<{ model: string; error: string }[]> {
+  const quiet = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
+  // The replayer's own worker logs each state change; only its warnings are worth a line here.
+  try {
+    Runtime.install({ logger: new DefaultLogger('WARN') });
+  } catch {
+    // A runtime of this process is already there (its logger stays).
+  }
+  const workflowBundle = await bundleWorkflowCode({
+    workflowsPath: join(repoRoot, 'dist', 'workflows', 'index.js'),
+    logger: quiet,
+  });
+  const failures: { model: string; error: string }[] = [];
+  for (const ref of refs) {
+    const workflowId = workflowIdFor(ref);
+    const history = await client.workflow
+      .getHandle(workflowId)
+      .fetchHistory()
+      .catch(() => undefined);
+    if (!history) continue;
+    try {
+      await Worker.runReplayHistory(
+        { workflowBundle, sinks: modelEventsSinks({ logger: quiet }) },
+        history,
+        workflowId,
+      );
+    } catch (err) {
+      failures.push({ model: ref.name, error: (err as Error).message.split('\n')[0]!.slice(0, 300) });
+    }
+  }
+  return failures;
 }
 
 export async function runKills(h: Harness, options: KillOptions) {
@@ -132,6 +176,9 @@ export async function runKills(h: Harness, options: KillOptions) {
     delete: baselineMs.delete ?? 2_000,
   });
 
+  const latent = await replayFailures(h.client, h.models);
+  for (const f of latent) log(`${f.model}: its history does not replay: ${f.error}`);
+
   const restarts = trials.filter((t) => t.restartToConvergedMs !== undefined).map((t) => t.restartToConvergedMs!);
   const killedRatio = (kind: Kind) =>
     ratio(median(trials.filter((t) => t.kind === kind && t.converged).map((t) => t.totalMs)), baselineMs[kind]);
@@ -143,6 +190,8 @@ export async function runKills(h: Harness, options: KillOptions) {
     falseReadySamples: trials.reduce((n, t) => n + t.falseReady, 0) + baseline.reduce((n, t) => n + t.falseReady, 0),
     spuriousExits: trials.filter((t) => t.cliExit !== 0).length,
     stuckOnNondeterminism: trials.filter((t) => t.nondeterminism).length,
+    historiesReplayed: h.models.length,
+    historiesNotReplaying: latent.length,
     killsMidOperation: restarts.length,
     restartToConvergedP50Ms: median(restarts),
     restartToConvergedP90Ms: restarts.length ? Math.round(percentile(restarts, 90)) : null,
@@ -158,6 +207,7 @@ export async function runKills(h: Harness, options: KillOptions) {
     ['false-Ready samples', String(summary.falseReadySamples)],
     ['--wait clients: spurious exits', String(summary.spuriousExits)],
     ['stuck on an SDK nondeterminism error', String(summary.stuckOnNondeterminism)],
+    ['histories that do not replay (latent)', `${summary.historiesNotReplaying}/${summary.historiesReplayed}`],
     ['kills that landed mid-operation', String(summary.killsMidOperation)],
     [
       'restart → converged, p50 / p90 / max',
@@ -177,6 +227,7 @@ export async function runKills(h: Harness, options: KillOptions) {
     !summary.duplicates &&
     !summary.orphans &&
     !summary.falseReadySamples &&
-    !summary.spuriousExits;
-  return { ok, summary, rows, trials };
+    !summary.spuriousExits &&
+    !summary.historiesNotReplaying;
+  return { ok, summary, rows, trials, latent };
 }

@@ -36,7 +36,8 @@ describe('benchmarks, small slice', { timeout: 300_000 }, () => {
   // deletes: a kill during an update can leave the workflow stuck on a nondeterminism error of Temporal's SDK when it is
   // replayed later (docs/resilience.md, "Known: an update after a lost workflow task";
   // test/integration/workflow/replay-upstream.test.ts); with this slice's seed the update's kill landed in that window
-  // in two CI runs of the last three. The full run (`npm run chaos`) kills updates too and counts such trials.
+  // in two CI runs of the last three. The full run (`npm run chaos`) kills updates too and counts such trials; both
+  // replay every model's history at the end, which finds such a history even when its trial converged.
   it(
     'chaos (a): two serves and a delete, each with the worker SIGKILLed in it, converge with nothing extra',
     {
@@ -53,6 +54,9 @@ describe('benchmarks, small slice', { timeout: 300_000 }, () => {
         orphans: 0,
         falseReadySamples: 0,
         spuriousExits: 0,
+        // Every model's history replays with the code that made it: the baseline's model and the trials' two.
+        historiesReplayed: 3,
+        historiesNotReplaying: 0,
       });
       expect(kills.trials.map((t) => t.kind)).toEqual(['serve', 'delete', 'serve']);
       expect(kills.trials.every((t) => t.killAtMs >= 0)).toBe(true);
