@@ -9,6 +9,7 @@ import type {
 import type { ServedModel } from '../../workflows/contract/index.js';
 import { admissionConfigMap, hasAdmission } from './admission.js';
 import { buildDeployment } from './deployment.js';
+import { buildInferencePool, type InferencePool } from './inference-pool.js';
 import type { ChildOptions } from './meta.js';
 import { buildPullerJob } from './puller-job.js';
 import { buildPvc } from './pvc.js';
@@ -24,6 +25,8 @@ export interface ModelObjects {
   service: V1Service;
   /** With `spec.slo.admission`: the sidecar's configuration (here without a limit; the workflow sets it). */
   admission?: V1ConfigMap;
+  /** With `spec.inferencePool`: the engine pods as a Gateway API Inference Extension pool. */
+  inferencePool?: InferencePool;
 }
 
 export function buildAll(model: ServedModel, options: ChildOptions): ModelObjects {
@@ -34,11 +37,20 @@ export function buildAll(model: ServedModel, options: ChildOptions): ModelObject
     deployment: buildDeployment(model, options),
     service: buildService(model, options),
     ...(hasAdmission(model) ? { admission: admissionConfigMap(model, undefined, options) } : {}),
+    ...(model.spec.inferencePool ? { inferencePool: buildInferencePool(model, options) } : {}),
   };
 }
 
-/** The objects in the order the lifecycle creates them: root, volume, puller, admission, engine, service. */
+/** The objects in the order the lifecycle creates them: root, volume, puller, admission, service, engine, pool. */
 export function objectList(objects: ModelObjects): KubernetesObject[] {
-  const { root, pvc, pullerJob, admission, deployment, service } = objects;
-  return [root, pvc, pullerJob, ...(admission ? [admission] : []), deployment, service];
+  const { root, pvc, pullerJob, admission, deployment, service, inferencePool } = objects;
+  return [
+    root,
+    pvc,
+    pullerJob,
+    ...(admission ? [admission] : []),
+    deployment,
+    service,
+    ...(inferencePool ? [inferencePool] : []),
+  ];
 }

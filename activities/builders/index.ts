@@ -3,6 +3,7 @@ export * from './admission.js';
 export * from './build-all.js';
 export * from './deployment.js';
 export * from './hash.js';
+export * from './inference-pool.js';
 export * from './labels.js';
 export * from './meta.js';
 export * from './names.js';

@@ -112,6 +112,28 @@ export class Cluster {
     }
   }
 
+  /**
+   * Whether the API server serves `kind` at `apiVersion` (a custom resource whose CRD may not be installed). Reads
+   * the group's discovery document; client-node caches what it finds.
+   */
+  async serves(apiVersion: string, kind: string): Promise<boolean> {
+    const doing = `looking up ${kind} (${apiVersion})`;
+    try {
+      return await this.retrying(doing, async () => {
+        try {
+          // The discovery lookup every request of the object API makes first (protected in client-node).
+          const discovery = this.objects as unknown as { resource(a: string, k: string): Promise<unknown> };
+          return (await discovery.resource(apiVersion, kind)) !== undefined;
+        } catch (err) {
+          if (isNotFound(err)) return false;
+          throw err;
+        }
+      });
+    } catch (err) {
+      throw kubeFailure(err, doing);
+    }
+  }
+
   /** Server-side apply under `fieldManager`; `force` takes over fields other managers own (use only after a claim check). */
   async apply<T extends KubernetesObject>(
     obj: T,

@@ -11,13 +11,22 @@ import {
 } from '../../workflows/contract/index.js';
 import { describeRef, refOf, type ObjectRef } from '../cluster/api.js';
 import { timingOf, webUiLinkOf, type ActivityDeps } from '../deps.js';
-import { buildAll, buildRoot, FIELD_MANAGER, objectList, sourceHash } from '../builders/index.js';
+import {
+  buildAll,
+  buildRoot,
+  FIELD_MANAGER,
+  INFERENCE_POOL_API_VERSION,
+  INFERENCE_POOL_KIND,
+  objectList,
+  sourceHash,
+} from '../builders/index.js';
 import { isOurs, isTerminating, kindName, nameConflict } from '../readers/ownership.js';
 import { ProgressReporter } from '../cluster/progress.js';
+import { inferenceExtensionMissing } from './engine.js';
 import { releaseTerminatingPvc } from './terminating-pvc.js';
 import { waitFor } from '../cluster/wait.js';
 
-/** Every object the model would own now: root, PVC, the current source's puller Job, Deployment, Service. */
+/** Every object the model would own now: root, PVC, the current source's puller Job, Deployment, Service, pool. */
 function ownedRefs(model: ServedModel): ObjectRef[] {
   return objectList(buildAll(model, { rootUid: '' })).map(refOf);
 }
@@ -38,6 +47,10 @@ export async function claimName(deps: ActivityDeps, { model }: ModelInput): Prom
   const ctx = Context.current();
   const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
   const refs = ownedRefs(model);
+  // A pool the cluster cannot hold: refused before the name is claimed, so nothing of the model is created.
+  if (model.spec.inferencePool && !(await cluster.serves(INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND))) {
+    throw inferenceExtensionMissing(model);
+  }
 
   const look = async (): Promise<Look> => {
     const objects = await Promise.all(refs.map((ref) => cluster.get(ref)));

@@ -2,6 +2,7 @@
 // managers, only over objects that carry this model's labels.
 import type { V1Deployment, V1Pod, V1Service } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
+import type { ApplicationFailure } from '@temporalio/common';
 import {
   FAILURE,
   failure,
@@ -16,14 +17,18 @@ import {
   admissionConfigMap,
   admissionConfigMapName,
   buildDeployment,
+  buildInferencePool,
   buildService,
   deploymentName,
   FIELD_MANAGER,
   hasAdmission,
+  INFERENCE_POOL_API_VERSION,
+  INFERENCE_POOL_KIND,
+  inferencePoolName,
   selectorLabels,
   serviceName,
 } from '../builders/index.js';
-import { assertOurs } from '../readers/ownership.js';
+import { assertOurs, isOurs } from '../readers/ownership.js';
 import { ProgressReporter } from '../cluster/progress.js';
 import { engineWatches, labelSelectorOf } from '../cluster/model-reads.js';
 
@@ -34,6 +39,13 @@ const deploymentRef = (model: ServedModel) => ({
   apiVersion: 'apps/v1',
   kind: 'Deployment',
   name: deploymentName(model.metadata.name),
+  namespace: model.metadata.namespace,
+});
+
+const inferencePoolRef = (model: ServedModel) => ({
+  apiVersion: INFERENCE_POOL_API_VERSION,
+  kind: INFERENCE_POOL_KIND,
+  name: inferencePoolName(model.metadata.name),
   namespace: model.metadata.namespace,
 });
 
@@ -54,16 +66,20 @@ export async function applyEngine(
   { model, rootUid, replicas, admissionLimit }: ObjectsInput & { replicas?: number; admissionLimit?: number },
 ): Promise<{ generation: number }> {
   const { cluster } = deps;
-  const [existingDeployment, existingService] = await Promise.all([
+  const pool = buildInferencePool(model, { rootUid });
+  const [existingDeployment, existingService, poolServed] = await Promise.all([
     cluster.get<V1Deployment>(deploymentRef(model)),
     cluster.get<V1Service>(serviceRef(model)),
+    cluster.serves(INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND),
   ]);
   assertOurs(model, existingDeployment);
   assertOurs(model, existingService);
-  // Before the Deployment: its pods mount the sidecar's configuration, and would not start without it.
+  // Before anything is written: a pool the cluster cannot hold fails the step with nothing half-applied.
+  if (pool && !poolServed) throw inferenceExtensionMissing(model);
   if (hasAdmission(model)) await applyAdmission(deps, { model, rootUid, maxConcurrency: admissionLimit });
   await cluster.apply(buildService(model, { rootUid }), FIELD_MANAGER);
   const applied = await cluster.apply(buildDeployment(model, { rootUid, replicas }), FIELD_MANAGER);
+  if (poolServed) await syncInferencePool(deps, model, pool);
   const generation = applied.metadata?.generation;
   if (generation === undefined) {
     throw failure(
@@ -72,6 +88,37 @@ export async function applyEngine(
     );
   }
   return { generation };
+}
+
+/** `spec.inferencePool` on a cluster without the Gateway API Inference Extension's CRD: not retryable, says the fix. */
+export function inferenceExtensionMissing(model: ServedModel): ApplicationFailure {
+  const { namespace, name } = inferencePoolRef(model);
+  return failure(
+    FAILURE.InferenceExtensionMissing,
+    `spec.inferencePool asks for InferencePool ${namespace}/${name}, and the cluster does not serve ` +
+      `${INFERENCE_POOL_KIND} ${INFERENCE_POOL_API_VERSION}: install the Gateway API Inference Extension's CRDs ` +
+      '(v1.x), or remove spec.inferencePool',
+  );
+}
+
+/**
+ * The InferencePool of `spec.inferencePool`, applied after the Deployment whose pods it selects; one the spec no
+ * longer asks for is deleted. Only on a cluster that serves the kind.
+ */
+async function syncInferencePool(
+  deps: ActivityDeps,
+  model: ServedModel,
+  pool: ReturnType<typeof buildInferencePool>,
+): Promise<void> {
+  const { cluster } = deps;
+  const ref = inferencePoolRef(model);
+  const existing = await cluster.get(ref);
+  if (pool) {
+    assertOurs(model, existing);
+    await cluster.apply(pool, FIELD_MANAGER);
+  } else if (existing && isOurs(existing, model)) {
+    await cluster.delete(ref, 'Background', { uid: existing.metadata?.uid });
+  }
 }
 
 /**

@@ -18,6 +18,9 @@ import {
   admissionConfigMapName,
   deploymentName,
   hasAdmission,
+  INFERENCE_POOL_API_VERSION,
+  INFERENCE_POOL_KIND,
+  inferencePoolName,
   LABEL_COMPONENT,
   modelLabelSelector,
   pvcName,
@@ -110,6 +113,16 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
       deleteOurs(ref(model, 'apps/v1', 'Deployment', deploymentName(name))),
     ),
     attempt(`Service/${serviceName(name)}`, () => deleteOurs(ref(model, 'v1', 'Service', serviceName(name)))),
+    // A pool the spec asks for; one an update dropped went with that update's applyEngine.
+    ...(model.spec.inferencePool
+      ? [
+          attempt(`InferencePool/${inferencePoolName(name)}`, async () => {
+            if (await cluster.serves(INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND)) {
+              await deleteOurs(ref(model, INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND, inferencePoolName(name)));
+            }
+          }),
+        ]
+      : []),
     // Whether or not the spec still asks for admission (an update may have turned it off and left the ConfigMap);
     // a model that never had one is not said to have lost it.
     attempt(`ConfigMap/${admissionConfigMapName(name)}`, async () => {

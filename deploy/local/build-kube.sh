@@ -10,7 +10,7 @@ bin="$cache/bin"
 mkdir -p "$bin"
 export GOFLAGS=-mod=mod
 
-# kubectl is not needed by the stack or the tests; it is built for people who want to look around.
+# kubectl installs the Gateway API Inference Extension's CRDs (up.sh), and is there for people who want to look around.
 kube_commands="kube-apiserver kube-controller-manager kube-scheduler kubectl"
 
 log() { printf '[build-kube] %s\n' "$*" >&2; }

@@ -94,6 +94,33 @@ install_nginx() {
   if [ -d /run/systemd/system ]; then "${as_root[@]}" systemctl disable --now nginx >/dev/null 2>&1 || true; fi
 }
 
+# The Gateway API Inference Extension's CRDs, from a module zip on the Go module proxy (versions.env says which and
+# why): only the one file is kept, and only when its sha256 is the pinned one.
+install_inference_crds() {
+  if [ -f "$inference_crds" ] && echo "$INFERENCE_CRDS_SHA256  $inference_crds" | sha256sum -c --status; then
+    log "Inference Extension $INFERENCE_EXTENSION_VERSION CRDs already installed"
+    return
+  fi
+  local proxy=${GOPROXY:-https://proxy.golang.org}
+  proxy=${proxy%%[,|]*}
+  case $proxy in http*) ;; *) proxy=https://proxy.golang.org ;; esac
+  local tmp
+  tmp=$(mktemp -d)
+  log "fetching the Inference Extension $INFERENCE_EXTENSION_VERSION CRDs from $INFERENCE_CRDS_MODULE@$INFERENCE_CRDS_MODULE_VERSION"
+  curl -fsSL --retry 3 -o "$tmp/module.zip" "$proxy/$INFERENCE_CRDS_MODULE/@v/$INFERENCE_CRDS_MODULE_VERSION.zip" ||
+    die "downloading $INFERENCE_CRDS_MODULE@$INFERENCE_CRDS_MODULE_VERSION from $proxy failed"
+  python3 - "$tmp/module.zip" "$INFERENCE_CRDS_MODULE@$INFERENCE_CRDS_MODULE_VERSION/$INFERENCE_CRDS_FILE" "$tmp/crds.yaml" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[3], 'wb') as out:
+    out.write(z.read(sys.argv[2]))
+PY
+  echo "$INFERENCE_CRDS_SHA256  $tmp/crds.yaml" | sha256sum -c --status ||
+    die "the Inference Extension CRDs from $INFERENCE_CRDS_MODULE@$INFERENCE_CRDS_MODULE_VERSION do not have the pinned sha256"
+  mkdir -p "$(dirname "$inference_crds")"
+  mv "$tmp/crds.yaml" "$inference_crds"
+  rm -rf "$tmp"
+}
+
 # Install for the components asked for (all by default). Helm is a tool rather than a component (up.sh starts
 # nothing for it): it comes with the Kubernetes binaries, as kubectl does, so `local:up` installs it too.
 mkdir -p "$cache"
@@ -110,5 +137,8 @@ for c in "${want[@]}"; do
     *) need_kube=1 need_helm=1 ;;
   esac
 done
-if [ $need_kube = 1 ]; then bash "$here/build-kube.sh" all; fi
+if [ $need_kube = 1 ]; then
+  bash "$here/build-kube.sh" all
+  install_inference_crds
+fi
 if [ $need_helm = 1 ]; then install_helm; fi

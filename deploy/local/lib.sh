@@ -30,6 +30,8 @@ temporal_test_server=$cache/temporal-venv/bin/temporal-test-server
 # Renders and lints the worker's chart (deploy/helm/ferry-worker) for the tests; a tool, not a running component.
 helm=$cache/helm-$HELM_VERSION/helm
 kubeconfig=$run/admin.kubeconfig
+# The Gateway API Inference Extension's CRDs, installed by install.sh and applied by bootstrap.ts.
+inference_crds=$cache/inference-extension-$INFERENCE_EXTENSION_VERSION/crds.yaml
 # Written by the engine stand-in supervisor, read by the local worker (endpoint mode `override`).
 endpoint_overrides=$run/endpoints.json
 cluster_name=${FERRY_CLUSTER:-default}

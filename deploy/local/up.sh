@@ -140,6 +140,17 @@ TEMPORAL_UI_URL=http://$host:$temporal_ui_port
 ENV
 }
 
+# The Gateway API Inference Extension's CRDs (install.sh), so that the API server validates Ferry's InferencePool.
+# With kubectl: client-node's typed serializer would drop the schema's `enum`, `default` and CEL rules.
+apply_inference_crds() {
+  [ -f "$inference_crds" ] || die "the Inference Extension CRDs are missing: run deploy/local/install.sh"
+  KUBECONFIG=$kubeconfig "$bin/kubectl" apply --server-side --force-conflicts --field-manager=ferry-local-bootstrap \
+    -f "$inference_crds" >/dev/null
+  KUBECONFIG=$kubeconfig "$bin/kubectl" wait --for=condition=Established --timeout=60s \
+    -f "$inference_crds" >/dev/null
+  log "Gateway API Inference Extension $INFERENCE_EXTENSION_VERSION CRDs installed"
+}
+
 for c in "${want[@]}"; do
   case $c in
     temporal) start_temporal ;;
@@ -147,7 +158,7 @@ for c in "${want[@]}"; do
     kube-apiserver) start_apiserver ;;
     kube-controller-manager) start_kcm ;;
     kube-scheduler) start_scheduler ;;
-    kwok) start_kwok; KUBECONFIG=$kubeconfig node --import tsx "$here/bootstrap.ts" ;;
+    kwok) start_kwok; KUBECONFIG=$kubeconfig node --import tsx "$here/bootstrap.ts"; apply_inference_crds ;;
     engine-sim) start_engine_sim ;;
     worker) start_worker ;;
     *) die "unknown component '$c' (one of: ${components[*]})" ;;

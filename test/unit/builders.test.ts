@@ -84,6 +84,7 @@ describe('golden objects', () => {
     deployment: 'deployment',
     service: 'service',
     admission: 'admission',
+    inferencePool: 'inference-pool',
   };
 
   describe.each(FIXTURE_NAMES)('%s', (fixture) => {
@@ -110,6 +111,37 @@ describe('golden objects', () => {
     expect(build(measureOnly).deployment.spec!.template.spec!.containers).toHaveLength(1);
   });
 
+  it('gives only a model with spec.inferencePool an InferencePool, on the port clients reach it on', () => {
+    for (const fixture of ['minimal-hf', 'full-hf', 'pvc-source', 'slo-admission'] as const) {
+      expect(fixtureObjects(fixture).inferencePool).toBeUndefined();
+    }
+    const { inferencePool: pool, deployment, service } = fixtureObjects('inference-pool');
+    expect(pool!.spec.selector.matchLabels).toEqual(deployment.spec!.selector.matchLabels);
+    expect(pool!.spec.selector.matchLabels).toEqual(service.spec!.selector);
+    // With admission the pool's endpoints are the sidecars (what the Service's port name points to): 429 above the
+    // measured concurrency still applies to the gateway's traffic.
+    const ports = (name: string) =>
+      deployment.spec!.template.spec!.containers.flatMap((c) => c.ports ?? []).find((p) => p.name === name);
+    expect(pool!.spec.targetPorts).toEqual([{ number: ports('http')!.containerPort }]);
+    expect(pool!.spec.endpointPickerRef).toEqual({
+      group: '',
+      kind: 'Service',
+      name: 'qwen-pool-epp',
+      port: { number: 9002 },
+      failureMode: 'FailClose',
+    });
+    // Without admission: the engine's own port.
+    const plain = build(
+      withSpec(fixtures['inference-pool'], (d) => {
+        delete d.spec.slo;
+        d.spec.engine = { port: 8123 };
+        d.spec.inferencePool!.endpointPicker.failureMode = 'FailOpen';
+      }),
+    );
+    expect(plain.inferencePool!.spec.targetPorts).toEqual([{ number: 8123 }]);
+    expect(plain.inferencePool!.spec.endpointPickerRef.failureMode).toBe('FailOpen');
+  });
+
   it('builds the same objects every time (pure)', () => {
     for (const fixture of FIXTURE_NAMES) expect(fixtureObjects(fixture)).toStrictEqual(fixtureObjects(fixture));
   });
@@ -131,6 +163,7 @@ describe('every object', () => {
         deployment: 'engine',
         service: 'service',
         admission: 'admission',
+        inferencePool: 'pool',
       };
       for (const [role, object] of Object.entries(objects) as [keyof ModelObjects, KubernetesObject][]) {
         expect(object.apiVersion).toBeTruthy();

@@ -107,11 +107,25 @@ export const sloAdmission = {
   },
 } satisfies ServedModelInput;
 
+/** Admission and an InferencePool: an inference gateway's picker routes to each replica's admission port. */
+const inferencePool = {
+  apiVersion: 'ferry.dev/v1alpha1',
+  kind: 'ServedModel',
+  metadata: { name: 'qwen-pool', namespace: 'models' },
+  spec: {
+    source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision: 'main' } },
+    replicas: 2,
+    slo: { ttft: '2s', itl: '100ms' },
+    inferencePool: { endpointPicker: { name: 'qwen-pool-epp' } },
+  },
+} satisfies ServedModelInput;
+
 export const fixtures = {
   'minimal-hf': minimalHf,
   'full-hf': fullHf,
   'pvc-source': pvcSource,
   'slo-admission': sloAdmission,
+  'inference-pool': inferencePool,
 } as const;
 export type FixtureName = keyof typeof fixtures;
 export const FIXTURE_NAMES = Object.keys(fixtures) as FixtureName[];

@@ -50,6 +50,10 @@ export const FAILURES = {
   EndpointUnknown: { retryable: true, meaning: 'the worker knows no endpoint for the model yet' },
   EndpointInvalid: { retryable: false, meaning: 'a configured endpoint is not an http(s) URL' },
   // --- the load baseline
+  InferenceExtensionMissing: {
+    retryable: false,
+    meaning: 'spec.inferencePool asks for an InferencePool, and the cluster has no inference.networking.k8s.io/v1 CRD',
+  },
   MeasurementRefused: {
     retryable: false,
     meaning: "the engine refused the load measurement's requests (4xx): spec.slo.workload does not fit it",

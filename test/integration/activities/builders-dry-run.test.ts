@@ -20,7 +20,8 @@ async function dryRunPod(name: string, template: V1PodTemplateSpec): Promise<voi
 describe.each(FIXTURE_NAMES)('fixture %s', (fixture) => {
   it('every object is accepted by a server-side apply dry run', async () => {
     const objects = fixtureObjectList(fixture, { namespace: env.ns });
-    const admission = fixture === 'slo-admission' ? ['ConfigMap'] : [];
+    const admission = fixture === 'slo-admission' || fixture === 'inference-pool' ? ['ConfigMap'] : [];
+    const pool = fixture === 'inference-pool' ? ['InferencePool'] : [];
     expect(objects.map((o) => o.kind)).toEqual([
       'ConfigMap',
       'PersistentVolumeClaim',
@@ -28,6 +29,7 @@ describe.each(FIXTURE_NAMES)('fixture %s', (fixture) => {
       ...admission,
       'Deployment',
       'Service',
+      ...pool,
     ]);
     for (const obj of objects) {
       const applied = await env.cluster.apply<KubernetesObject>(obj, FIELD_MANAGER, { dryRun: true });
@@ -44,6 +46,18 @@ describe.each(FIXTURE_NAMES)('fixture %s', (fixture) => {
     await dryRunPod(`${fixture}-puller`, objects.pullerJob.spec!.template);
     await dryRunPod(`${fixture}-engine`, objects.deployment.spec!.template);
   });
+});
+
+// The InferencePool is checked against the Gateway API Inference Extension's published CRDs (v1.5.0), which the
+// local stack installs (deploy/local/install.sh, versions.env).
+it('the InferencePool dry run refuses a pool the CRD does not allow (the check has teeth)', async () => {
+  const { inferencePool } = fixtureObjects('inference-pool', { namespace: env.ns });
+  const bad = structuredClone(inferencePool!);
+  bad.spec.targetPorts = [{ number: 8080 }, { number: 8080 }];
+  (bad.spec.endpointPickerRef as { failureMode: string }).failureMode = 'FailSometimes';
+  const refused = env.cluster.apply(bad, FIELD_MANAGER, { dryRun: true });
+  await expect(refused).rejects.toMatchObject({ type: 'KubernetesRejected' });
+  await expect(refused).rejects.toThrow(/failureMode/);
 });
 
 it('the same pod dry run refuses a pod that violates "restricted" (the check has teeth)', async () => {

@@ -7,6 +7,10 @@ import { FAILURE, type ServedModel } from '../../../workflows/contract/index.js'
 import {
   buildDeployment,
   buildAdapterJob,
+  buildInferencePool,
+  INFERENCE_POOL_API_VERSION,
+  INFERENCE_POOL_KIND,
+  type InferencePool,
   buildPullerJob,
   buildPvc,
   FIELD_MANAGER,
@@ -18,7 +22,7 @@ import {
 import { activity, rejectionOf, runActivity, testDeps, testModel } from '../../support/activity-env.js';
 import { enginePodsOf, prepareModel } from '../../support/engine-env.js';
 import { RESTRICTED, useActivityEnv } from '../../support/fixtures.js';
-import { serviceAccountWithRole, statusOf, waitFor } from '../../support/kube.js';
+import { adminKubeConfig, serviceAccountWithRole, statusOf, waitFor } from '../../support/kube.js';
 
 // The engine's objects against the real API server, controllers and scheduler, in a namespace that enforces Pod
 // Security "restricted": engine pods that were not admitted would never become ready.
@@ -109,6 +113,86 @@ describe('applyEngine and awaitRollout', () => {
     const v3 = await activity(env.acts.applyEngine, input);
     const rollout = await activity(env.acts.awaitRollout, { model: input.model, generation: v3.generation });
     expect(rollout.readyReplicas).toBe(1);
+  });
+});
+
+describe('spec.inferencePool', () => {
+  const readPool = (name: string) =>
+    env.cluster.get<InferencePool>({
+      apiVersion: INFERENCE_POOL_API_VERSION,
+      kind: INFERENCE_POOL_KIND,
+      name,
+      namespace: env.ns,
+    });
+  const withPool = { inferencePool: { endpointPicker: { name: 'pool-epp' } } };
+
+  it('applies the pool over the engine pods; an update without it deletes it; teardown deletes it', async () => {
+    const input = await prepared('pool', { spec: withPool });
+    const { generation } = await activity(env.acts.applyEngine, input);
+    await activity(env.acts.awaitRollout, { model: input.model, generation });
+    const pool = await readPool('pool');
+    expect(pool?.spec.selector.matchLabels).toEqual(
+      (await env.core.readNamespacedService({ name: 'pool', namespace: env.ns })).spec?.selector,
+    );
+    expect(pool?.spec.targetPorts).toEqual([{ number: input.model.spec.engine.port }]);
+    expect(pool?.spec.endpointPickerRef).toMatchObject({ name: 'pool-epp', port: { number: 9002 } });
+    // The pool selects exactly the model's engine pods.
+    const selected = await env.core.listNamespacedPod({
+      namespace: env.ns,
+      labelSelector: Object.entries(pool!.spec.selector.matchLabels)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(','),
+    });
+    expect(selected.items.map((p) => p.metadata?.name).sort()).toEqual(
+      (await enginePodsOf(env, input.model)).map((p) => p.metadata?.name).sort(),
+    );
+
+    await activity(env.acts.applyEngine, { ...input, model: testModel('pool', env.ns) });
+    await waitFor('the pool the spec dropped to be gone', 10_000, async () => (await readPool('pool')) === undefined);
+
+    await activity(env.acts.applyEngine, input);
+    expect(await readPool('pool')).toBeDefined();
+    const result = await activity(env.acts.tearDown, { model: input.model });
+    expect(result.deleted).toContain('InferencePool/pool');
+    await waitFor('the pool to be gone', 10_000, async () => (await readPool('pool')) === undefined);
+  });
+
+  it('never takes over a pool of the same name without our labels', async () => {
+    const input = await prepared('pool-foreign', { spec: withPool });
+    const foreign = buildInferencePool(input.model, { rootUid: input.rootUid })!;
+    foreign.metadata.labels = { team: 'search' };
+    delete foreign.metadata.ownerReferences;
+    await env.cluster.apply(foreign, 'someone-else');
+    const failed = await rejectionOf(activity(env.acts.applyEngine, input));
+    expect(failed).toMatchObject({ type: FAILURE.NameConflict });
+    expect((await readPool('pool-foreign'))?.metadata?.labels).toEqual({ team: 'search' });
+  });
+
+  it('on a cluster without the CRD: InferenceExtensionMissing, before anything is applied', async () => {
+    class WithoutExtension extends Cluster {
+      override async serves(): Promise<boolean> {
+        return false;
+      }
+    }
+    const acts = createActivities({ ...testDeps({ pollMs: 250 }), cluster: new WithoutExtension(adminKubeConfig()) });
+    // The claim refuses it before the name is claimed: no root ConfigMap, nothing of the model.
+    const unclaimed = testModel('pool-unclaimed', env.ns, { spec: withPool });
+    const refused = await rejectionOf(activity(acts.claimName, { model: unclaimed }));
+    expect(refused).toMatchObject({ type: FAILURE.InferenceExtensionMissing });
+    expect(
+      await gone(() => env.core.readNamespacedConfigMap({ name: rootName('pool-unclaimed'), namespace: env.ns })),
+    ).toBe(true);
+    // applyEngine (an update that adds the pool to a served model) refuses it before it writes anything.
+    const input = await prepared('pool-nocrd', { spec: withPool });
+    const failed = await rejectionOf(activity(acts.applyEngine, input));
+    expect(failed).toMatchObject({ type: FAILURE.InferenceExtensionMissing });
+    expect(failed.message).toMatch(/install the Gateway API Inference Extension's CRDs/);
+    expect(await gone(() => readDeployment('pool-nocrd'))).toBe(true);
+    expect(await gone(() => env.core.readNamespacedService({ name: 'pool-nocrd', namespace: env.ns }))).toBe(true);
+    // Without spec.inferencePool the same cluster serves the model as before.
+    const plain = { ...input, model: testModel('pool-nocrd', env.ns) };
+    const { generation } = await activity(acts.applyEngine, plain);
+    expect(generation).toBeGreaterThan(0);
   });
 });
 

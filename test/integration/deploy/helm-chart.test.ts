@@ -66,6 +66,11 @@ const WORKER_RULES: V1PolicyRule[] = [
   },
   { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'list', 'watch', 'create', 'patch', 'delete'] },
   { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get', 'list', 'watch', 'create', 'patch', 'delete'] },
+  {
+    apiGroups: ['inference.networking.k8s.io'],
+    resources: ['inferencepools'],
+    verbs: ['get', 'list', 'watch', 'create', 'patch', 'delete'],
+  },
   { apiGroups: ['apps'], resources: ['replicasets'], verbs: ['get', 'list', 'watch'] },
   { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch', 'delete'] },
   { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },

@@ -523,6 +523,30 @@ const sloSchema = strict({
 export type SloSpec = z.output<typeof sloSchema>;
 
 // ---------------------------------------------------------------------------------------------------------------
+// The model as a Gateway API Inference Extension pool (docs/design/baseline.md, section 6)
+
+const FAILURE_MODES = ['FailClose', 'FailOpen'] as const;
+
+const inferencePoolSchema = strict({
+  endpointPicker: strict({
+    name: dnsLabel('Service name', 'epp').describe(
+      "The Service of the endpoint picker (the Inference Extension's EPP) that picks this pool's endpoints, in the model's namespace. Yours: Ferry does not run it.",
+    ),
+    port: int('a port number from 1 to 65535')
+      .min(1, 'must be from 1 to 65535')
+      .max(65535, 'must be from 1 to 65535')
+      .default(9002)
+      .describe("The picker's ext-proc port."),
+    failureMode: z
+      .enum(FAILURE_MODES, { error: mustBe(...FAILURE_MODES) })
+      .default('FailClose')
+      .describe('What the gateway does when the picker does not answer: FailClose (refuse) or FailOpen (pick any).'),
+  }).describe("The endpoint picker the gateway asks for each request's endpoint."),
+});
+
+export type InferencePoolSpec = z.output<typeof inferencePoolSchema>;
+
+// ---------------------------------------------------------------------------------------------------------------
 // The document
 
 const specSchema = strict({
@@ -547,6 +571,11 @@ const specSchema = strict({
     .optional()
     .describe(
       'A latency goal: Ferry measures the highest concurrency at which one replica meets it and records it in status.baseline. Unset: nothing is measured.',
+    ),
+  inferencePool: inferencePoolSchema
+    .optional()
+    .describe(
+      "Also register the engine pods as an InferencePool <name> (inference.networking.k8s.io/v1, the Gateway API Inference Extension), so an inference gateway routes to them; its endpoints are each pod's admission port when slo.admission is on. The cluster must have the extension's CRDs. Unset: no pool.",
     ),
 });
 
