@@ -724,6 +724,7 @@ export class ModelLifecycle {
           rootUid: rootUid!,
           sourceHash: sourceHash!,
           ...(engineGeneration !== undefined ? { engineGeneration } : {}),
+          ...this.admissionLimit(this.desired),
         });
         if (result.engineGeneration !== undefined) this.world.engineGeneration = result.engineGeneration;
         const at = now();

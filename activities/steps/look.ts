@@ -1,8 +1,9 @@
 // lookAtModel: a look at a Ready (or Degraded) model that reconciles, not only observes. It reads the spec itself (the
 // input is a reference), reads the objects from the worker's watch where it can, puts back what drifted — a deleted
-// or edited Service, a deleted Deployment or one whose spec someone changed (scaled by hand), labels, annotations or
-// data Ferry sets on the root object, the Deployment or the Service — by server-side apply under Ferry's field
-// manager, and reports the engine as readStatus does. A root object or weights volume that is gone or going is
+// or edited Service, a deleted Deployment or one whose spec someone changed (scaled by hand), a deleted or edited
+// admission ConfigMap (with the limit in force) or InferencePool, labels, annotations or data Ferry sets on the root
+// object, the Deployment or the Service — by server-side apply under Ferry's field manager, and reports the engine as
+// readStatus does. A root object or weights volume that is gone or going is
 // reported as lost: only the whole sequence (claim, storage, pull) brings those back.
 import type {
   KubernetesObject,
@@ -14,11 +15,19 @@ import type {
 import { FAILURE, failure, type LookInput, type LookResult, type ServedModel } from '../../workflows/contract/index.js';
 import { webUiLinkOf, type ActivityDeps } from '../deps.js';
 import {
+  admissionConfigMap,
+  admissionConfigMapName,
   buildDeployment,
+  buildInferencePool,
   buildRoot,
   buildService,
   deploymentName,
   FIELD_MANAGER,
+  hasAdmission,
+  INFERENCE_POOL_API_VERSION,
+  INFERENCE_POOL_KIND,
+  inferencePoolName,
+  type InferencePool,
   pvcName,
   rootName,
   serviceName,
@@ -79,6 +88,43 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
   if (serviceDrift) {
     await deps.cluster.apply(desiredService, FIELD_MANAGER);
     repaired.push(`Service/${desiredService.metadata!.name} ${serviceDrift}; re-applied`);
+  }
+  // The sidecar's configuration and the pool: what the Deployment's pods mount, and what routes to them.
+  if (hasAdmission(model)) {
+    const live = await read<V1ConfigMap>(ref('v1', 'ConfigMap', admissionConfigMapName(model.metadata.name))).then(
+      ours,
+    );
+    const desired = admissionConfigMap(model, input.admissionLimit, { rootUid: input.rootUid });
+    const meta = live ? metadataDrift(live, desired) : [];
+    const drift = !live
+      ? 'deleted'
+      : dataDiffers(live.data, desired.data)
+        ? 'edited (data)'
+        : meta.length
+          ? `edited (${meta.join(', ')})`
+          : undefined;
+    if (drift) {
+      await deps.cluster.apply(desired, FIELD_MANAGER);
+      repaired.push(`ConfigMap/${desired.metadata!.name} ${drift}; re-applied`);
+    }
+  }
+  const desiredPool = buildInferencePool(model, { rootUid: input.rootUid });
+  if (desiredPool) {
+    const live = await read<InferencePool>(
+      ref(INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND, inferencePoolName(model.metadata.name)),
+    ).then(ours);
+    const meta = live ? metadataDrift(live, desiredPool) : [];
+    const drift = !live
+      ? 'deleted'
+      : poolDrifted(live, desiredPool)
+        ? 'edited (spec)'
+        : meta.length
+          ? `edited (${meta.join(', ')})`
+          : undefined;
+    if (drift) {
+      await deps.cluster.apply(desiredPool, FIELD_MANAGER);
+      repaired.push(`InferencePool/${desiredPool.metadata.name} ${drift}; re-applied`);
+    }
   }
   let engineGeneration = deployment?.metadata?.generation;
   const desiredDeployment = buildDeployment(model, { rootUid: input.rootUid });
@@ -155,6 +201,21 @@ function lostObject(
     };
   }
   return undefined;
+}
+
+/** Whether the pool's selector, ports or picker differ from what Ferry sets (defaults the server fills in match). */
+function poolDrifted(live: InferencePool, desired: InferencePool): boolean {
+  const sorted = (m: Record<string, string> | undefined) => JSON.stringify(Object.entries(m ?? {}).sort());
+  const want = desired.spec;
+  const have: Partial<InferencePool['spec']> = live.spec ?? {};
+  const picker = (p: Partial<InferencePool['spec']['endpointPickerRef']> | undefined) =>
+    JSON.stringify([p?.name, p?.port?.number, p?.kind ?? 'Service', p?.group ?? '', p?.failureMode ?? 'FailClose']);
+  return (
+    sorted(want.selector.matchLabels) !== sorted(have.selector?.matchLabels) ||
+    JSON.stringify(want.targetPorts.map((p) => p.number)) !==
+      JSON.stringify((have.targetPorts ?? []).map((p) => p.number)) ||
+    picker(want.endpointPickerRef) !== picker(have.endpointPickerRef)
+  );
 }
 
 /** What differs in the Service's fields Ferry sets, in words; undefined when nothing does. */

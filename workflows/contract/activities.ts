@@ -78,6 +78,8 @@ export interface LookInput {
   sourceHash: string;
   /** The Deployment's `metadata.generation` after Ferry last applied it: another one means someone changed its spec. */
   engineGeneration?: number;
+  /** The admission limit in force (from the baseline kept); unset: none. What a drifted admission ConfigMap gets back. */
+  admissionLimit?: number;
 }
 
 /** What a look found and did: the engine as it is, and what it put back. */

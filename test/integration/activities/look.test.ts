@@ -6,7 +6,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEngineSim, type EngineSim } from '../../../deploy/engine-sim/server.js';
 import { overrideEndpoints } from '../../../activities/cluster/endpoints.js';
 import { ModelWatcher, type ModelChange } from '../../../activities/cluster/model-watcher.js';
-import { pvcName, rootName } from '../../../activities/builders/index.js';
+import {
+  INFERENCE_POOL_API_VERSION,
+  INFERENCE_POOL_KIND,
+  type InferencePool,
+  pvcName,
+  rootName,
+} from '../../../activities/builders/index.js';
 import { createActivities } from '../../../activities/create-activities.js';
 import type { LookInput, ServedModel, ServedModelInput } from '../../../workflows/contract/index.js';
 import { activity, testModel } from '../../support/activity-env.js';
@@ -120,6 +126,51 @@ describe('lookAtModel', () => {
     expect(result.engineGeneration).toBe(deployment!.metadata!.generation);
     // The new pods are not ready yet, or just became so: either way the look says how many.
     expect(result.replicas).toBe(1);
+  });
+
+  it('puts back the admission ConfigMap with the limit in force, and a deleted InferencePool', async () => {
+    const { input } = await served('admit', {
+      slo: { ttft: '2s', itl: '100ms' },
+      inferencePool: { endpointPicker: { name: 'admit-epp' } },
+    });
+    const admissionRef = { apiVersion: 'v1', kind: 'ConfigMap', name: 'admit-admission', namespace: env.ns };
+    const poolRef = {
+      apiVersion: INFERENCE_POOL_API_VERSION,
+      kind: INFERENCE_POOL_KIND,
+      name: 'admit',
+      namespace: env.ns,
+    };
+    await until(
+      () => watcher.get<V1ConfigMap>('ConfigMap', env.ns, 'admit-admission'),
+      (v) => v !== undefined && v !== null,
+    );
+    // Applied before any measurement (no limit); a limit is now in force: the look writes it.
+    const limited = await activity(look, { ...input, admissionLimit: 6 });
+    expect(limited.repaired).toEqual(['ConfigMap/admit-admission edited (data); re-applied']);
+    const written = await env.cluster.get<V1ConfigMap>(admissionRef);
+    expect(written!.data!['max-concurrency']).toBe('6');
+    expect(written!.data!['nginx.conf']).toContain('limit_conn ferry_admission 6;');
+
+    await env.cluster.delete(admissionRef);
+    await env.cluster.delete(poolRef);
+    await until(
+      () => watcher.get('ConfigMap', env.ns, 'admit-admission'),
+      (v) => v === undefined,
+    );
+    const result = await activity(look, { ...input, admissionLimit: 6 });
+    expect(result.repaired).toEqual([
+      'ConfigMap/admit-admission deleted; re-applied',
+      'InferencePool/admit deleted; re-applied',
+    ]);
+    expect((await env.cluster.get<V1ConfigMap>(admissionRef))!.data!['max-concurrency']).toBe('6');
+    expect((await env.cluster.get<InferencePool>(poolRef))!.metadata.ownerReferences?.[0]?.uid).toBe(input.rootUid);
+
+    // Nothing drifted: nothing is written.
+    await until(
+      () => watcher.get<V1ConfigMap>('ConfigMap', env.ns, 'admit-admission')?.data?.['max-concurrency'],
+      (v) => v === '6',
+    );
+    expect((await activity(look, { ...input, admissionLimit: 6 })).repaired).toEqual([]);
   });
 
   it('scales a hand-scaled Deployment back, and keeps a foreign annotation', async () => {
