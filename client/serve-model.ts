@@ -132,7 +132,17 @@ function summaryOf(spec: ServedModel): string {
 
 /** The spec the model was started with, for the Web UI (updates show in its current details). */
 function detailsOf(spec: ServedModel): string {
-  const { engine, resources, replicas } = spec.spec;
+  const { engine, resources, replicas, slo, inferencePool } = spec.spec;
+  const goal = slo
+    ? [
+        `- latency goal: ttft ≤ ${slo.ttft} and itl ≤ ${slo.itl} for ${Math.round(slo.attainment * 100)}%, measured with ` +
+          `${slo.workload.promptTokens}-token prompts and ${slo.workload.outputTokens}-token answers; ` +
+          (slo.admission ? 'above it each replica answers 429' : 'measured only'),
+      ]
+    : [];
+  const pool = inferencePool
+    ? [`- InferencePool \`${spec.metadata.name}\`, endpoint picker \`${inferencePool.endpointPicker.name}\``]
+    : [];
   return [
     `**ServedModel** \`${spec.metadata.namespace}/${spec.metadata.name}\` on cluster \`${spec.spec.cluster}\` (as started)`,
     '',
@@ -140,5 +150,7 @@ function detailsOf(spec: ServedModel): string {
     `- engine: \`${engine.image}\`, served as \`${engine.servedModelName}\` on port ${engine.port}`,
     `- resources: ${resources.gpus} × \`${resources.gpuResource}\`, ${resources.cpu} CPU, ${resources.memory} memory`,
     `- replicas: ${replicas}`,
+    ...goal,
+    ...pool,
   ].join('\n');
 }

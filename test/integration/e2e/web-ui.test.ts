@@ -8,6 +8,7 @@ import { Client, Connection } from '@temporalio/client';
 import puppeteer, { type Browser, type Frame, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  describeBaseline,
   formatDuration,
   type ModelStatus,
   type TimelineEntry,
@@ -100,8 +101,15 @@ async function serve(name: string): Promise<ModelStatus> {
     spec: {
       cluster,
       source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision: 'main' } },
-      engine: { startupTimeout: '3m' },
+      // A goal the stand-in meets up to --max-num-seqs (2; test/integration/e2e/baseline.test.ts says why): the load
+      // baseline is measured in a second or two and has its line in the details.
+      engine: {
+        startupTimeout: '3m',
+        args: ['--max-num-seqs=2'],
+        env: [{ name: 'FERRY_SIM_TOKEN_DELAY_MS', value: '20' }],
+      },
       puller: { deadline: '5m' },
+      slo: { ttft: '300ms', itl: '100ms', workload: { promptTokens: 16, outputTokens: 32 }, maxConcurrency: 4 },
     },
   };
   expectOk(await runFerry(['serve', '-f', writeDoc(doc), '--wait', '--timeout', '4m']), 'ferry serve');
@@ -209,7 +217,7 @@ describe('the Temporal Web UI shows a served model readably', { timeout: 120_000
 
     expect(lines[0], seen).toBe(`${kube.ns}/webui on ${cluster}: Ready`);
     expect(lines, seen).toContain(`endpoint: ${served.endpoint} (model webui)`);
-    const steps = ['claim', 'storage', 'download', 'release', 'rollout', 'startup'];
+    const steps = ['claim', 'storage', 'download', 'release', 'rollout', 'startup', 'baseline'];
     expect(served.timeline.map((e) => e.step)).toEqual(steps);
     for (const entry of served.timeline) {
       const head = entryHead(entry);
@@ -220,6 +228,26 @@ describe('the Temporal Web UI shows a served model readably', { timeout: 120_000
     }
     // On the screen too: each step's name stands apart from what follows it (a table's cells have no padding there).
     for (const step of steps) expect(await gapAfter(frame, step), `after "${step}":${seen}`).toBeGreaterThan(2);
+    await page.close();
+  });
+
+  it('current details: the load baseline in words, as `ferry status` says it', async () => {
+    expect(served.baseline, 'the model was measured').toMatchObject({ maxConcurrency: 2, capped: false });
+    const page = await openTab('user-metadata');
+    const frame = await currentDetails(page, 'load baseline');
+    const picture = await shot(page, 'current-details-baseline');
+    const lines = await linesOf(frame);
+    const line = `load baseline: ${describeBaseline(served.baseline!)}`;
+    expect(lines, `\n${lines.join('\n')}\n(${picture})`).toContain(line);
+    expect(line).toMatch(/^load baseline: 2 requests at once per replica meet ttft ≤ 300ms and itl ≤ 100ms for 95%/);
+    // The details the model was started with say the goal it is measured against.
+    const started = await page.waitForSelector('iframe#user-metadata-details');
+    const startedFrame = await started!.contentFrame();
+    await startedFrame.waitForFunction(() => document.querySelector('main')?.innerText.includes('latency goal'));
+    expect(await linesOf(startedFrame)).toContain(
+      'latency goal: ttft ≤ 300ms and itl ≤ 100ms for 95%, measured with 16-token prompts and 32-token answers; ' +
+        'above it each replica answers 429',
+    );
     await page.close();
   });
 
