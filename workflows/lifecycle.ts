@@ -112,6 +112,8 @@ const LORA_ADAPTERS = 'lora-adapters';
 const LOAD_BASELINE = 'load-baseline';
 /** Runs with this patch set the admission sidecar's limit from each measurement (`spec.slo.admission`). */
 const ADMISSION = 'admission';
+/** A retried baseline step keeps the measurement it has and applies only the admission limit again. */
+const ADMISSION_RETRIED_ALONE = 'admission-retried-alone';
 
 /**
  * The limit admission enforces for a baseline: its concurrency; none when nothing met the goal (0) or when the goal
@@ -636,11 +638,15 @@ export class ModelLifecycle {
       return;
     }
     const admit = spec.spec.slo?.admission === true && patched(ADMISSION);
+    let done: Awaited<ReturnType<typeof acts.measure.measureBaseline>> | undefined;
     const measured = await this.step(
       'baseline',
       generation,
       async () => {
-        const result = await acts.measure.measureBaseline({ model: spec });
+        // An attempt that failed writing the limit keeps its measurement: minutes of load are not run again for it.
+        const result =
+          done && patched(ADMISSION_RETRIED_ALONE) ? done : await acts.measure.measureBaseline({ model: spec });
+        done = result;
         // The replicas' sidecars admit what one replica was measured to carry, from now on; in place, no rollout.
         if (admit && !result.skipped) {
           await acts.short.applyAdmission({ ...objects, ...admissionLimitOf(result) });

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { FAILURE, updateModelUpdate, type ModelStatus } from '../../../workflows/contract/index.js';
 import { useHarness } from '../../support/fixtures.js';
-import { failure, StubActivities } from '../../support/stub-activities.js';
+import { failure, StubActivities, transient } from '../../support/stub-activities.js';
 import {
   FAST,
   modelDoc,
@@ -61,6 +61,25 @@ describe('ServeModelWorkflow with a latency goal', () => {
       // Admission: the Deployment started without a limit (nothing measured yet); the measurement set it.
       expect(stub.callsOf('applyEngine').map((c) => c.input.admissionLimit)).toEqual([undefined]);
       expect(stub.callsOf('applyAdmission').map((c) => c.input.maxConcurrency)).toEqual([8]);
+    });
+  });
+
+  it('a limit that could not be written is written again without measuring again', async () => {
+    // Both attempts of the activity fail (FAST allows 2), so the step is retried by the workflow.
+    const stub = new StubActivities()
+      .throwOnce('applyAdmission', transient('KubernetesHttp503'))
+      .throwOnce('applyAdmission', transient('KubernetesHttp503'));
+    await withWorker(harness, stub, async ({ start }) => {
+      const handle = await start(withSlo(), QUIET);
+      const ready = await waitForStatus(handle, readyAt(1));
+      expect(stub.callsOf('measureBaseline')).toHaveLength(1);
+      expect(stub.callsOf('applyAdmission').map((c) => [c.input.maxConcurrency, c.outcome])).toEqual([
+        [8, 'threw'],
+        [8, 'threw'],
+        [8, 'returned'],
+      ]);
+      expect(ready.baseline).toMatchObject({ maxConcurrency: 8, generation: 1 });
+      expect(baselineEntries(ready).map((e) => e.outcome)).toContain('Succeeded');
     });
   });
 
