@@ -78,7 +78,18 @@ describe('parseServedModel', () => {
     expect(parseServedModel(full)).toStrictEqual(full);
     const spec = (full as Doc).spec;
     expect(Object.keys(spec).sort()).toEqual(
-      ['cluster', 'source', 'engine', 'resources', 'storage', 'scheduling', 'replicas', 'puller', 'slo'].sort(),
+      [
+        'cluster',
+        'source',
+        'engine',
+        'resources',
+        'storage',
+        'scheduling',
+        'replicas',
+        'puller',
+        'slo',
+        'inferencePool',
+      ].sort(),
     );
     expect(Object.keys(spec.engine)).toHaveLength(8);
   });
