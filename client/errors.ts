@@ -97,8 +97,18 @@ export class ModelWorkflowClosedError extends FerryClientError {
   constructor(
     readonly ref: ModelRef,
     readonly executionStatus: string,
+    /** Why it failed, when it did: the workflow's own failure (type and message). */
+    readonly failure?: { type?: string; message: string },
   ) {
-    super(`the workflow of ${describeRef(ref)} is ${executionStatus.toLowerCase()}: the model is no longer managed`);
+    const why = failure ? `: ${failure.type ? `${failure.type}: ` : ''}${failure.message}` : '';
+    // A document this client accepted and the workflow refused at its start: the worker runs another Ferry.
+    const hint =
+      failure?.type === 'InvalidSpec' || failure?.type === 'UnsupportedInput'
+        ? ' (the worker refused a document this client accepts: is the worker an older Ferry than the client?)'
+        : '';
+    super(
+      `the workflow of ${describeRef(ref)} ended (${executionStatus.toLowerCase()})${why}${hint}: the model is no longer managed`,
+    );
   }
 }
 

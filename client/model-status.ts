@@ -2,13 +2,15 @@
 import {
   isGrpcDeadlineError,
   isGrpcServiceError,
+  QueryNotRegisteredError,
   ServiceError,
+  WorkflowFailedError,
   WorkflowNotFoundError,
   type Client,
   type WorkflowExecutionDescription,
   type WorkflowHandle,
 } from '@temporalio/client';
-import type { QueryDefinition } from '@temporalio/common';
+import { ApplicationFailure, type QueryDefinition } from '@temporalio/common';
 import type { ServeModelWorkflow } from '../workflows/serve-model.js';
 import {
   type FinalStatus,
@@ -104,7 +106,18 @@ async function statusOfExecution(
   execution: WorkflowExecutionDescription,
 ): Promise<ModelStatus> {
   const state = execution.status.name;
-  if (state === 'RUNNING') return await queryStatus(client, ref, { runId: execution.runId });
+  if (state === 'RUNNING') {
+    try {
+      return await queryStatus(client, ref, { runId: execution.runId });
+    } catch (err) {
+      // A run that failed at its start (a spec its worker refuses) has closed since it was described, and registered
+      // no query handler: say why it failed rather than what the query lacked.
+      if (!(err instanceof QueryNotRegisteredError)) throw err;
+      const now = await describeModel(client, ref);
+      if (now.status.name === 'RUNNING') throw err;
+      return await statusOfExecution(client, ref, now);
+    }
+  }
   if (state === 'COMPLETED') {
     const final: FinalStatus = await modelHandle(client, ref, execution.runId).result();
     return final.status;
@@ -114,7 +127,25 @@ async function statusOfExecution(
     return await queryStatus(client, ref, { runId: execution.runId });
   } catch (err) {
     if (err instanceof ModelNotFoundError) throw err;
-    throw new ModelWorkflowClosedError(ref, state);
+    throw new ModelWorkflowClosedError(ref, state, await failureOf(client, ref, execution.runId));
+  }
+}
+
+/** The failure a closed run ended with, in Ferry's words (type and message); undefined for any other ending. */
+async function failureOf(
+  client: Client,
+  ref: ModelRef,
+  runId: string,
+): Promise<{ type?: string; message: string } | undefined> {
+  try {
+    await modelHandle(client, ref, runId).result();
+    return undefined;
+  } catch (err) {
+    if (!(err instanceof WorkflowFailedError)) return undefined;
+    const cause = err.cause;
+    if (cause instanceof ApplicationFailure)
+      return { ...(cause.type ? { type: cause.type } : {}), message: cause.message };
+    return cause ? { message: cause.message } : undefined;
   }
 }
 

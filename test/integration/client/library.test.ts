@@ -13,6 +13,7 @@ import {
   ModelDeletedError,
   ModelFailedError,
   ModelNotFoundError,
+  ModelWorkflowClosedError,
   NoWorkerError,
   serveModel,
   SpecConflictError,
@@ -20,7 +21,7 @@ import {
   waitForPhase,
 } from '../../../client/index.js';
 import { modelHandle, queryStatus } from '../../../client/model-status.js';
-import type { ModelStatus } from '../../../workflows/contract/index.js';
+import { taskQueueFor, workflowIdFor, type ModelStatus } from '../../../workflows/contract/index.js';
 import { eventually } from '../../support/ferry-worker.js';
 import { useFerryWorker } from '../../support/fixtures.js';
 import { readLocalEnv } from '../../support/local-env.js';
@@ -166,6 +167,24 @@ describe('client library', () => {
     // Waiting for Failed itself is a normal wait.
     const status = await waitForPhase(harness.client, refOf(doc), ['Failed'], { timeoutMs: 5_000 });
     expect(status.lastError?.reason).toBe('DeadlineExceeded');
+  });
+
+  it('says why a run failed at its start: the worker refused the document (an older worker than the client)', async () => {
+    // What a worker that does not know a field does with it, played by starting the workflow with a document the
+    // current parser refuses, bypassing the client's own check.
+    const doc = ferry.doc((d) => (d.spec.someFutureField = { on: true }));
+    const ref = refOf(doc);
+    await harness.client.workflow.start('ServeModelWorkflow', {
+      taskQueue: taskQueueFor(ref.cluster),
+      workflowId: workflowIdFor(ref),
+      args: [{ version: 1, spec: doc }],
+    });
+    const err = await waitForPhase(harness.client, ref, ['Ready'], { timeoutMs: 30_000 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ModelWorkflowClosedError);
+    expect(err).toMatchObject({ executionStatus: 'FAILED', failure: { type: 'InvalidSpec' } });
+    expect((err as Error).message).toMatch(/ended \(failed\): InvalidSpec: spec\.someFutureField: unknown field/);
+    expect((err as Error).message).toMatch(/is the worker an older Ferry than the client\?/);
+    await expect(getModelStatus(harness.client, ref)).rejects.toBeInstanceOf(ModelWorkflowClosedError);
   });
 
   it('refuses to serve a model while it is being deleted', async () => {
