@@ -250,6 +250,27 @@ const scenarios: Scenario[] = [
       return handle;
     },
   },
+  {
+    // Admission: writing the measured limit fails both attempts of the activity; the step's retry writes it again
+    // from the measurement it has (patched 'admission-retried-alone'), then Ready; delete.
+    name: 'admission-limit-retried',
+    model: 'replay-admission',
+    stub: () =>
+      new StubActivities()
+        .throwOnce('applyAdmission', transient('KubernetesHttp503'))
+        .throwOnce('applyAdmission', transient('KubernetesHttp503')),
+    async run({ start }, stub) {
+      const doc = modelDoc((d) => (d.spec.slo = { ttft: '2s', itl: '100ms' }), this.model);
+      const handle = await start(doc, { ...FAST, safetyNetIntervalMs: 3_600_000 });
+      await waitForStatus(handle, readyAt(1));
+      if (stub.callsOf('measureBaseline').length !== 1 || stub.callsOf('applyAdmission').length !== 3) {
+        throw new Error('expected one measurement and three writes of the limit');
+      }
+      await handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'recorded' }] });
+      await handle.result();
+      return handle;
+    },
+  },
 ];
 
 async function record(harness: WorkflowHarness, scenario: Scenario): Promise<void> {
