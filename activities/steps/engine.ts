@@ -76,6 +76,7 @@ export async function applyEngine(
   assertOurs(model, existingService);
   // Before anything is written: a pool the cluster cannot hold fails the step with nothing half-applied.
   if (pool && !poolServed) throw inferenceExtensionMissing(model);
+  // Before the Deployment: its pods mount the sidecar's configuration, and would not start without it.
   if (hasAdmission(model)) await applyAdmission(deps, { model, rootUid, maxConcurrency: admissionLimit });
   await cluster.apply(buildService(model, { rootUid }), FIELD_MANAGER);
   const applied = await cluster.apply(buildDeployment(model, { rootUid, replicas }), FIELD_MANAGER);
