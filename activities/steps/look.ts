@@ -16,7 +16,6 @@ import { FAILURE, failure, type LookInput, type LookResult, type ServedModel } f
 import { webUiLinkOf, type ActivityDeps } from '../deps.js';
 import {
   admissionConfigMap,
-  admissionConfigMapName,
   buildDeployment,
   buildInferencePool,
   buildRoot,
@@ -26,7 +25,6 @@ import {
   hasAdmission,
   INFERENCE_POOL_API_VERSION,
   INFERENCE_POOL_KIND,
-  inferencePoolName,
   type InferencePool,
   pvcName,
   rootName,
@@ -89,42 +87,30 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
     await deps.cluster.apply(desiredService, FIELD_MANAGER);
     repaired.push(`Service/${desiredService.metadata!.name} ${serviceDrift}; re-applied`);
   }
+  /** Re-applies `desired` when `live` is gone, `edited` says how its content drifted, or Ferry's metadata did. */
+  const putBack = async <T extends KubernetesObject>(
+    live: T | undefined,
+    desired: T,
+    edited: (live: T) => string | undefined,
+  ): Promise<void> => {
+    const meta = live ? metadataDrift(live, desired) : [];
+    const drift = !live ? 'deleted' : (edited(live) ?? (meta.length ? `edited (${meta.join(', ')})` : undefined));
+    if (!drift) return;
+    await deps.cluster.apply(desired, FIELD_MANAGER);
+    repaired.push(`${desired.kind}/${desired.metadata!.name} ${drift}; re-applied`);
+  };
   // The sidecar's configuration and the pool: what the Deployment's pods mount, and what routes to them.
   if (hasAdmission(model)) {
-    const live = await read<V1ConfigMap>(ref('v1', 'ConfigMap', admissionConfigMapName(model.metadata.name))).then(
-      ours,
-    );
     const desired = admissionConfigMap(model, input.admissionLimit, { rootUid: input.rootUid });
-    const meta = live ? metadataDrift(live, desired) : [];
-    const drift = !live
-      ? 'deleted'
-      : dataDiffers(live.data, desired.data)
-        ? 'edited (data)'
-        : meta.length
-          ? `edited (${meta.join(', ')})`
-          : undefined;
-    if (drift) {
-      await deps.cluster.apply(desired, FIELD_MANAGER);
-      repaired.push(`ConfigMap/${desired.metadata!.name} ${drift}; re-applied`);
-    }
+    const live = await read<V1ConfigMap>(ref('v1', 'ConfigMap', desired.metadata!.name!)).then(ours);
+    await putBack(live, desired, (l) => (dataDiffers(l.data, desired.data) ? 'edited (data)' : undefined));
   }
   const desiredPool = buildInferencePool(model, { rootUid: input.rootUid });
   if (desiredPool) {
     const live = await read<InferencePool>(
-      ref(INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND, inferencePoolName(model.metadata.name)),
+      ref(INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND, desiredPool.metadata.name!),
     ).then(ours);
-    const meta = live ? metadataDrift(live, desiredPool) : [];
-    const drift = !live
-      ? 'deleted'
-      : poolDrifted(live, desiredPool)
-        ? 'edited (spec)'
-        : meta.length
-          ? `edited (${meta.join(', ')})`
-          : undefined;
-    if (drift) {
-      await deps.cluster.apply(desiredPool, FIELD_MANAGER);
-      repaired.push(`InferencePool/${desiredPool.metadata.name} ${drift}; re-applied`);
-    }
+    await putBack(live, desiredPool, (l) => (poolDrifted(l, desiredPool) ? 'edited (spec)' : undefined));
   }
   let engineGeneration = deployment?.metadata?.generation;
   const desiredDeployment = buildDeployment(model, { rootUid: input.rootUid });

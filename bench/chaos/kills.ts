@@ -44,10 +44,13 @@ export interface KillTrial {
  * Replays the latest run of every model's workflow with the code the worker ran (dist/). A trial can converge with a
  * history that does not replay: the SDK split the signal and the update of a lost workflow task into two activations
  * live and merges them in replay (docs/resilience.md, "Known"). Nothing notices until a worker replays that history
- * — after its next restart, or once the cache evicts it — and then the workflow is stuck. Returns the models whose
- * history fails, with the error.
+ * — after its next restart, or once the cache evicts it — and then the workflow is stuck. Returns how many histories
+ * were replayed and the models whose history fails, with the error.
  */
-async function replayFailures(client: Client, refs: ModelRef[]): Promise<{ model: string; error: string }[]> {
+async function replayAll(
+  client: Client,
+  refs: ModelRef[],
+): Promise<{ replayed: number; failures: { model: string; error: string }[] }> {
   const quiet = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
   // The replayer's own worker logs each state change; only its warnings are worth a line here.
   try {
@@ -60,6 +63,7 @@ async function replayFailures(client: Client, refs: ModelRef[]): Promise<{ model
     logger: quiet,
   });
   const failures: { model: string; error: string }[] = [];
+  let replayed = 0;
   for (const ref of refs) {
     const workflowId = workflowIdFor(ref);
     const history = await client.workflow
@@ -67,6 +71,7 @@ async function replayFailures(client: Client, refs: ModelRef[]): Promise<{ model
       .fetchHistory()
       .catch(() => undefined);
     if (!history) continue;
+    replayed++;
     try {
       await Worker.runReplayHistory(
         { workflowBundle, sinks: modelEventsSinks({ logger: quiet }) },
@@ -77,7 +82,7 @@ async function replayFailures(client: Client, refs: ModelRef[]): Promise<{ model
       failures.push({ model: ref.name, error: (err as Error).message.split('\n')[0]!.slice(0, 300) });
     }
   }
-  return failures;
+  return { replayed, failures };
 }
 
 export async function runKills(h: Harness, options: KillOptions) {
@@ -176,7 +181,7 @@ export async function runKills(h: Harness, options: KillOptions) {
     delete: baselineMs.delete ?? 2_000,
   });
 
-  const latent = await replayFailures(h.client, h.models);
+  const { replayed, failures: latent } = await replayAll(h.client, h.models);
   for (const f of latent) log(`${f.model}: its history does not replay: ${f.error}`);
 
   const restarts = trials.filter((t) => t.restartToConvergedMs !== undefined).map((t) => t.restartToConvergedMs!);
@@ -190,7 +195,7 @@ export async function runKills(h: Harness, options: KillOptions) {
     falseReadySamples: trials.reduce((n, t) => n + t.falseReady, 0) + baseline.reduce((n, t) => n + t.falseReady, 0),
     spuriousExits: trials.filter((t) => t.cliExit !== 0).length,
     stuckOnNondeterminism: trials.filter((t) => t.nondeterminism).length,
-    historiesReplayed: h.models.length,
+    historiesReplayed: replayed,
     historiesNotReplaying: latent.length,
     killsMidOperation: restarts.length,
     restartToConvergedP50Ms: median(restarts),
