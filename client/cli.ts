@@ -1,6 +1,7 @@
 // The `ferry` command line: parse, answer --help and --version, hand every other command to `cli/run.ts`.
 // Only the parser, the help texts and the exit codes load up front, so `ferry --version` and `--help` start in a
-// fraction of a second (docs/performance.md#cli-start); zod, YAML and the Temporal client load when a command runs.
+// fraction of a second (docs/performance.md#cli-start); zod, YAML and the Temporal client load when a command runs,
+// from the build's one-file bundle with a code cache (`cli/load-commands.ts`).
 import { readFileSync } from 'node:fs';
 import { parseCommand, UsageError, type Command } from './cli/args.js';
 import { EXIT } from './cli/exit-codes.js';
@@ -25,7 +26,8 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
     io.stdout.write(`ferry ${ferryVersion()}\n`);
     return EXIT.ok;
   }
-  const { runCommand } = await import('./cli/run.js');
+  const { loadCommands } = await import('./cli/load-commands.js');
+  const { runCommand } = await loadCommands(io.env);
   return runCommand(command, io);
 }
 

@@ -5,8 +5,19 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Env } from './temporal-env.js';
 
-/** The repository this file belongs to (where `npm run local:up` writes its env file). */
-const packageRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+/**
+ * The repository this file belongs to (where `npm run local:up` writes its env file): the nearest folder above it
+ * with a package.json. This file is in client/ in the sources, dist/client/ in the build, and in the CLI's bundle
+ * (dist/client/cli/) too.
+ */
+const packageRoot = packageRootAbove(dirname(fileURLToPath(import.meta.url)));
+
+function packageRootAbove(dir: string): string {
+  for (let d = dir; ; d = dirname(d)) {
+    if (existsSync(join(d, 'package.json'))) return d;
+    if (dirname(d) === d) return resolve(dir, '..');
+  }
+}
 
 export interface LocalStackEnv {
   /** The file read, if any. */

@@ -1,29 +1,47 @@
 // The compiled CLI as people run it (`node bin/ferry.js`, dist/ from `npm run build`, which `npm test` runs first):
-// --version and --help answer, and load nothing from node_modules (no Temporal client, no zod, no YAML) to do it.
+// --version and --help answer, and load nothing from node_modules (no Temporal client, no zod, no YAML), nor the
+// bundle of them that the build writes, to do it.
 // How fast they start is bench/cli-start.sh's business, not a test's.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { MAIN_HELP, COMMAND_HELP } from '../../client/cli/help.js';
+import { BUNDLE_FILE } from '../../client/cli/load-commands.js';
 import { repoRoot } from '../support/local-env.js';
 
 const built = existsSync(join(repoRoot, 'dist/client/cli.js'));
 const { version } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string };
 
-// A module loader hook that fails the run when anything under node_modules/ loads.
+// Fails the run when anything under node_modules/ loads as a module, or when the CLI reads the build's bundle of
+// its commands (client/cli/load-commands.ts), which holds the same packages.
 const NO_PACKAGES = `data:text/javascript,${encodeURIComponent(`
-import { register } from 'node:module';
+import { register, syncBuiltinESMExports } from 'node:module';
+import fs from 'node:fs';
 register('data:text/javascript,' + encodeURIComponent(
   'export async function load(url, context, next) {' +
   '  if (url.includes("/node_modules/")) throw new Error("ferry loaded " + url);' +
   '  return next(url, context);' +
   '}'));
+const readFileSync = fs.readFileSync;
+fs.readFileSync = function (path, ...rest) {
+  if (String(path).endsWith('${BUNDLE_FILE}')) throw new Error('ferry loaded ' + path);
+  return readFileSync.call(this, path, ...rest);
+};
+syncBuiltinESMExports();
 `)}`;
 
 function ferry(...args: string[]): { status: number | null; stdout: string; stderr: string } {
+  return ferryWith({}, ...args);
+}
+
+function ferryWith(
+  env: NodeJS.ProcessEnv,
+  ...args: string[]
+): { status: number | null; stdout: string; stderr: string } {
   const result = spawnSync(process.execPath, ['--import', NO_PACKAGES, 'bin/ferry.js', ...args], {
     cwd: repoRoot,
+    env: { ...process.env, ...env },
     encoding: 'utf8',
     timeout: 20_000,
   });
@@ -48,9 +66,17 @@ describe.skipIf(!built)('bin/ferry.js (compiled)', () => {
     expect(stderr).toMatch(/^error: a command comes first .*got --bogus\n\nferry: serve LLMs/);
   });
 
-  it('fails, in this harness, as soon as a command loads a package (the hook works)', () => {
+  it('fails, in this harness, as soon as a command loads its packages (the hook works)', () => {
     const { status, stderr } = ferry('status', 'qwen', '--temporal-address', '127.0.0.1:9');
     expect(status).not.toBe(0);
-    expect(stderr).toMatch(/ferry loaded file:\/\/.*\/node_modules\//);
+    // The build's bundle when it is there (`npm run build`), else the packages themselves.
+    expect(stderr).toMatch(
+      existsSync(join(repoRoot, 'dist/client/cli', BUNDLE_FILE))
+        ? /ferry loaded \/.*\/dist\/client\/cli\/run\.bundle\.cjs/
+        : /ferry loaded file:\/\/.*\/node_modules\//,
+    );
+    // FERRY_CLI_BUNDLE=0 loads the modules themselves.
+    const modules = ferryWith({ FERRY_CLI_BUNDLE: '0' }, 'status', 'qwen', '--temporal-address', '127.0.0.1:9');
+    expect(modules.stderr).toMatch(/ferry loaded file:\/\/.*\/node_modules\//);
   });
 });

@@ -2,7 +2,7 @@
 // from there with plain Node — the client library, the worker process, and a workflow of that team's own that
 // imports the workflow-safe entry point and serves a model as a child on Ferry's worker.
 import { execFile, spawn } from 'node:child_process';
-import { cpSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -87,7 +87,20 @@ it('packs compiled JavaScript with type declarations, and no TypeScript sources'
   );
   expect(files.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))).toEqual([]);
   expect(files.filter((f) => /^package\/(test|deploy)\//.test(f))).toEqual([]);
-  expect(statSync(tarball).size).toBeLessThan(512 * 1024);
+  // Small, but for the CLI's bundle of its commands with their packages (client/cli/load-commands.ts).
+  const { stdout: listing } = await run('tar', ['tvzf', tarball]);
+  const sizes = new Map(
+    listing
+      .trim()
+      .split('\n')
+      .map((line) => line.trim().split(/\s+/))
+      .map((fields) => [fields.at(-1)!, Number(fields[2])] as const),
+  );
+  const bundle = sizes.get('package/dist/client/cli/run.bundle.cjs');
+  expect(bundle).toBeGreaterThan(0);
+  expect(bundle).toBeLessThan(4 * 1024 * 1024);
+  expect([...sizes.values()].reduce((a, b) => a + b, 0) - bundle!).toBeLessThan(1024 * 1024);
+  expect(statSync(tarball).size).toBeLessThan(1024 * 1024);
 });
 
 it('exposes the client, the workflow-safe helpers and the worker as entry points, and the bins', async () => {
@@ -110,6 +123,14 @@ it('exposes the client, the workflow-safe helpers and the worker as entry points
     cwd: project,
   });
   expect(help.stdout).toMatch(/^ferry: serve LLMs on Kubernetes/);
+  // A command that talks to Temporal, from the package's bundle: its first run writes the bundle's code cache.
+  const cache = join(project, 'cache');
+  const list = await run(process.execPath, [join(project, 'node_modules', '.bin', 'ferry'), 'list', '-n', kube.ns], {
+    cwd: project,
+    env: { PATH: process.env.PATH, XDG_CACHE_HOME: cache, TEMPORAL_ADDRESS: readLocalEnv().TEMPORAL_ADDRESS },
+  });
+  expect(list.stdout).toBe(`no models in namespace ${kube.ns}\n`);
+  expect(readdirSync(join(cache, 'ferry', 'cli')).filter((f) => f.endsWith('.v8cache'))).toHaveLength(1);
 });
 
 it('serves and deletes a model from plain Node with the installed client library', async () => {
