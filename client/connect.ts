@@ -34,10 +34,36 @@ export async function connectWith(settings: TemporalSettings, connectTimeoutMs =
   try {
     connection = await Connection.connect({ ...connectOptionsOf(settings), connectTimeout: connectTimeoutMs });
   } catch (err) {
-    const hint = refusedCredentials(err) ? CREDENTIALS_HINT : connectHint(settings);
-    throw new ConnectError(settings.address, hint, { cause: err });
+    throw connectError(settings, err);
   }
   return new Client({ connection, namespace: settings.namespace });
+}
+
+/**
+ * A client whose calls go out as soon as the connection is up, and `verified`, the check `connectWith` waits for
+ * (the channel up and the server answering, within `connectTimeoutMs`), running beside them: it rejects with the
+ * same `ConnectError`. For a caller that makes one call and exits (the CLI), which then does not wait a round trip
+ * before its call; it should prefer `verified`'s error to its call's, which says less.
+ */
+export function openWith(
+  settings: TemporalSettings,
+  connectTimeoutMs = 10_000,
+): { client: Client; verified: Promise<void> } {
+  let connection: Connection;
+  try {
+    connection = Connection.lazy({ ...connectOptionsOf(settings), connectTimeout: connectTimeoutMs });
+  } catch (err) {
+    throw connectError(settings, err);
+  }
+  const verified = connection.ensureConnected().catch((err: unknown) => {
+    throw connectError(settings, err);
+  });
+  return { client: new Client({ connection, namespace: settings.namespace }), verified };
+}
+
+function connectError(settings: TemporalSettings, err: unknown): ConnectError {
+  const hint = refusedCredentials(err) ? CREDENTIALS_HINT : connectHint(settings);
+  return new ConnectError(settings.address, hint, { cause: err });
 }
 
 const CREDENTIALS_HINT =
