@@ -1,5 +1,5 @@
 // Delete a model: a Workflow Update that cancels whatever runs, tears everything down, and completes the workflow.
-import type { Client } from '@temporalio/client';
+import type { Client, WorkflowUpdateHandle } from '@temporalio/client';
 import {
   deleteModelUpdate,
   type DeleteResult,
@@ -7,7 +7,7 @@ import {
   type ModelRef,
   type ModelStatus,
 } from '../workflows/contract/index.js';
-import { ModelWorkflowClosedError, WaitTimeoutError } from './errors.js';
+import { ModelNotFoundError, ModelWorkflowClosedError, WaitTimeoutError } from './errors.js';
 import { describeModel, modelHandle } from './model-status.js';
 import { isTimeout, sendUpdate, updateOutcome } from './send-update.js';
 
@@ -44,15 +44,25 @@ export async function deleteModel(
   ref: ModelRef,
   options: DeleteOptions = {},
 ): Promise<DeleteModelResult> {
-  const execution = await describeModel(client, ref);
-  const state = execution.status.name;
-  if (state === 'COMPLETED') {
-    const final: FinalStatus = await modelHandle(client, ref, execution.runId).result();
-    return { ref, alreadyDeleted: true, teardown: final.teardown, status: final.status };
+  // The update first: a running model is the usual case, and one call less is a teardown that starts sooner. Only
+  // when no workflow runs does a describe tell a model never served from one already deleted (or, in a race, one
+  // served again since: then the update goes once more).
+  let update: WorkflowUpdateHandle<DeleteResult> | undefined;
+  for (let attempt = 0; !update; attempt++) {
+    try {
+      update = await sendUpdate(client, ref, deleteModelUpdate, options.reason ? { reason: options.reason } : {});
+    } catch (err) {
+      if (!(err instanceof ModelNotFoundError)) throw err;
+      const execution = await describeModel(client, ref);
+      const state = execution.status.name;
+      if (state === 'COMPLETED') {
+        const final: FinalStatus = await modelHandle(client, ref, execution.runId).result();
+        return { ref, alreadyDeleted: true, teardown: final.teardown, status: final.status };
+      }
+      if (state !== 'RUNNING') throw new ModelWorkflowClosedError(ref, state);
+      if (attempt > 0) throw err;
+    }
   }
-  if (state !== 'RUNNING') throw new ModelWorkflowClosedError(ref, state);
-
-  const update = await sendUpdate(client, ref, deleteModelUpdate, options.reason ? { reason: options.reason } : {});
   if (!options.wait) return { ref, alreadyDeleted: false };
 
   const timeoutMs = options.timeoutMs ?? DEFAULT_DELETE_TIMEOUT_MS;
