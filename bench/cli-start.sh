@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
-# How long `ferry --version` and `ferry --help` take to start, next to Node's own start (`node -e 0`), in wall
-# seconds: median and max of N runs each (default 10). Builds dist/ first if it is missing. Results: docs/performance.md.
+# How long `ferry` takes to start, in wall seconds: median and max of N runs each (default 10), the commands taking
+# turns run by run so that the machine's noise falls on all of them alike. Builds dist/ first if it is missing.
+#   - `node -e 0` (Node's own start), `ferry --version`, `ferry --help`;
+#   - when Temporal answers (the local stack, or TEMPORAL_ADDRESS): `ferry delete` of a model that does not exist
+#     (connect, one call, exit 3), which loads everything `ferry update` and `ferry delete` load before their
+#     request leaves: from the build's bundle with its code cache as people run it (warm), the same with an empty
+#     cache each run (cold: the first run of a build), and from the modules themselves (FERRY_CLI_BUNDLE=0).
+# Results: docs/performance.md.
 #   bash bench/cli-start.sh [N]
 set -euo pipefail
 
@@ -10,17 +16,24 @@ if ! [[ "$runs" =~ ^[1-9][0-9]*$ ]]; then
   echo "usage: bash bench/cli-start.sh [RUNS]  (a positive number, default 10)" >&2
   exit 2
 fi
-if [[ ! -f dist/client/cli.js ]]; then
+if [[ ! -f dist/client/cli/run.bundle.cjs ]]; then
   echo "dist/ is missing: npm run build" >&2
   npm run --silent build
 fi
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
 
-# Wall seconds of one run of "$@" (output discarded; a failing command fails the benchmark).
+# Wall seconds of one run of "$@" (output discarded). Exit codes other than 0, and 3 for the absent model, fail the
+# benchmark.
 wall() {
-  local start end
+  local start end code=0
   start=$(date +%s%N)
-  "$@" >/dev/null
+  "$@" >/dev/null 2>&1 || code=$?
   end=$(date +%s%N)
+  if [[ $code -ne 0 && $code -ne 3 ]]; then
+    echo "failed (exit $code): $*" >&2
+    exit 1
+  fi
   awk -v ns=$((end - start)) 'BEGIN { printf "%.3f\n", ns / 1e9 }'
 }
 
@@ -29,14 +42,40 @@ stats() {
   sort -n | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.3f %.3f\n", m, v[NR] }'
 }
 
+absent=(node bin/ferry.js delete ferry-bench-absent -n ferry-bench --cluster ferry-bench-absent)
+labels=('node -e 0' 'ferry --version' 'ferry --help')
+commands=('node -e 0' 'node bin/ferry.js --version' 'node bin/ferry.js --help')
+if node bin/ferry.js list -n ferry-bench >/dev/null 2>&1; then
+  labels+=('ferry delete (bundle, warm cache)' 'ferry delete (bundle, cold cache)' 'ferry delete (modules)')
+  commands+=("env XDG_CACHE_HOME=$scratch/warm ${absent[*]}" "COLD ${absent[*]}" "env FERRY_CLI_BUNDLE=0 ${absent[*]}")
+  server=yes
+else
+  server=no
+fi
+
 echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "machine: $(nproc) cores, node $(node --version), $(uname -sm), load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
-echo "runs:    $runs each (wall seconds)"
+echo "runs:    $runs each, in turns (wall seconds)"
+[[ $server == no ]] && echo "server:  Temporal does not answer (npm run local:up): only the commands that need none"
 echo
-printf '%-28s %8s %8s\n' command median max
-for cmd in 'node -e 0' 'node bin/ferry.js --version' 'node bin/ferry.js --help'; do
-  read -r -a argv <<<"$cmd"
-  wall "${argv[@]}" >/dev/null # warm the file cache; not counted
-  read -r median max < <(for ((i = 0; i < runs; i++)); do wall "${argv[@]}"; done | stats)
-  printf '%-28s %8s %8s\n' "$cmd" "$median" "$max"
+
+# One run of command $1 (an index); the cold variant gets a cache folder of its own each time.
+run_one() {
+  local -a argv
+  read -r -a argv <<<"${commands[$1]}"
+  if [[ ${argv[0]} == COLD ]]; then
+    wall env XDG_CACHE_HOME="$(mktemp -d -p "$scratch")" "${argv[@]:1}"
+  else
+    wall "${argv[@]}"
+  fi
+}
+
+for i in "${!commands[@]}"; do run_one "$i" >/dev/null; done # warm the file cache and the warm code cache
+for ((r = 0; r < runs; r++)); do
+  for i in "${!commands[@]}"; do echo "$(run_one "$i")" >>"$scratch/times-$i"; done
+done
+printf '%-36s %8s %8s\n' command median max
+for i in "${!commands[@]}"; do
+  read -r median max < <(stats <"$scratch/times-$i")
+  printf '%-36s %8s %8s\n' "${labels[$i]}" "$median" "$max"
 done
