@@ -1,5 +1,5 @@
 // The workflow's knobs with their defaults, and the activities with the timeouts of each kind of step.
-import { proxyActivities, type ActivityOptions, type RetryPolicy } from '@temporalio/workflow';
+import { isCancellation, proxyActivities, type ActivityOptions, type RetryPolicy } from '@temporalio/workflow';
 import {
   NON_RETRYABLE,
   parseDuration,
@@ -49,8 +49,71 @@ export function backoffMs(attempt: number, options: ResolvedOptions): number {
 
 export type Activities = ReturnType<typeof activitiesFor>;
 
+/**
+ * Names each activity a run schedules after what it is for: `<activity>/<generation>/<n>`, where n counts the calls of
+ * that activity for that generation that came back with a result or a failure (a cancelled one is not counted).
+ *
+ * Why not the SDK's default (a sequence number per scheduled activity): a query that reaches a worker without the
+ * workflow in its cache is answered by replaying the history, and that replay runs the handlers of signals recorded
+ * after the last workflow task — a watch's wake, say — so the workflow may schedule a look there. If the next task
+ * then brings an update, the update cancels that look before it was ever sent, and the activity the update needs takes
+ * the next number. A later replay sees the signal and the update in one activation, never schedules the look, and
+ * numbers the update's activity one lower: `[TMPRL1100] Nondeterminism error: Activity id of scheduled event '10' does
+ * not match activity id of activity command '9'`, and the model's workflow is stuck on every worker (found by the
+ * chaos suite; test/integration/workflow/split-activations.test.ts replays it). An activity cancelled before it was
+ * sent leaves no trace in these names, so both ways of running the same events name the same activities the same.
+ * Within a generation a cancelled call is never followed by another of the same activity (an update or a delete
+ * cancels, and either moves to the next generation or ends the looks), so no two are pending under one name.
+ */
+export class ActivityIds {
+  private readonly answered = new Map<string, number>();
+
+  /** `enabled` false: the SDK's numbers, for runs from before these names (their histories hold the numbers). */
+  constructor(private readonly enabled: boolean) {}
+
+  /** Runs one call of `activity` for `generation` under its name, and counts it once it is answered. */
+  async call<T>(activity: string, generation: number, run: (activityId?: string) => Promise<T>): Promise<T> {
+    if (!this.enabled) return await run();
+    const key = `${activity}/${generation}`;
+    try {
+      const result = await run(`${key}/${(this.answered.get(key) ?? 0) + 1}`);
+      this.count(key);
+      return result;
+    } catch (err) {
+      if (!isCancellation(err)) this.count(key);
+      throw err;
+    }
+  }
+
+  private count(key: string): void {
+    this.answered.set(key, (this.answered.get(key) ?? 0) + 1);
+  }
+}
+
+/** How the activities of one piece of work are named: the run's names, and the generation the work is for. */
+export interface Naming {
+  ids: ActivityIds;
+  generation: number;
+}
+
+/** `proxyActivities`, each call named by `naming` (the SDK's sequence numbers without it). */
+function proxy(options: ActivityOptions, naming: Naming | undefined): FerryActivities {
+  if (!naming) return proxyActivities<FerryActivities>(options);
+  const { ids, generation } = naming;
+  return new Proxy({} as FerryActivities, {
+    get(_, activity) {
+      if (typeof activity !== 'string') return undefined;
+      return (input: never) =>
+        ids.call(activity, generation, (activityId) => {
+          const acts = proxyActivities<FerryActivities>({ ...options, activityId });
+          return (acts[activity as keyof FerryActivities] as (input: never) => Promise<unknown>)(input);
+        });
+    },
+  });
+}
+
 /** The activities with the timeouts of each kind of step; long waits get their budget from the spec. */
-export function activitiesFor(spec: ServedModel, options: ResolvedOptions) {
+export function activitiesFor(spec: ServedModel, options: ResolvedOptions, naming?: Naming) {
   const retry: RetryPolicy = {
     initialInterval: options.initialIntervalMs,
     backoffCoefficient: 2,
@@ -67,27 +130,24 @@ export function activitiesFor(spec: ServedModel, options: ResolvedOptions) {
     retry: unbounded,
   });
   return {
-    short: proxyActivities<FerryActivities>({
-      startToCloseTimeout: SHORT_STEP_TIMEOUT_MS,
-      heartbeatTimeout: options.heartbeatTimeoutMs,
-      retry,
-    }),
-    puller: proxyActivities<FerryActivities>(
-      longWait(parseDuration(spec.spec.puller.deadline) + options.timeoutMarginMs),
+    short: proxy(
+      { startToCloseTimeout: SHORT_STEP_TIMEOUT_MS, heartbeatTimeout: options.heartbeatTimeoutMs, retry },
+      naming,
     ),
-    startup: proxyActivities<FerryActivities>(
-      longWait(parseDuration(spec.spec.engine.startupTimeout) + options.timeoutMarginMs),
+    puller: proxy(longWait(parseDuration(spec.spec.puller.deadline) + options.timeoutMarginMs), naming),
+    startup: proxy(longWait(parseDuration(spec.spec.engine.startupTimeout) + options.timeoutMarginMs), naming),
+    measure: proxy(
+      { startToCloseTimeout: MEASURE_TIMEOUT_MS, heartbeatTimeout: options.heartbeatTimeoutMs, retry },
+      naming,
     ),
-    measure: proxyActivities<FerryActivities>({
-      startToCloseTimeout: MEASURE_TIMEOUT_MS,
-      heartbeatTimeout: options.heartbeatTimeoutMs,
-      retry,
-    }),
     // One attempt per call: the workflow retries teardown itself, so each failure shows in status.
-    teardown: proxyActivities<FerryActivities>({
-      startToCloseTimeout: TEARDOWN_TIMEOUT_MS,
-      heartbeatTimeout: options.heartbeatTimeoutMs,
-      retry: { ...retry, maximumAttempts: 1 },
-    }),
+    teardown: proxy(
+      {
+        startToCloseTimeout: TEARDOWN_TIMEOUT_MS,
+        heartbeatTimeout: options.heartbeatTimeoutMs,
+        retry: { ...retry, maximumAttempts: 1 },
+      },
+      naming,
+    ),
   };
 }

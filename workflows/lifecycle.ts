@@ -15,7 +15,14 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import { activitiesFor, backoffMs, type Activities, type ResolvedOptions } from './activity-options.js';
+import {
+  ActivityIds,
+  activitiesFor,
+  backoffMs,
+  type Activities,
+  type Naming,
+  type ResolvedOptions,
+} from './activity-options.js';
 import {
   describeSource,
   failure,
@@ -122,6 +129,14 @@ const ADMISSION_RETRIED_ALONE = 'admission-retried-alone';
 function admissionLimitOf(baseline: { maxConcurrency: number; capped: boolean }): { maxConcurrency?: number } {
   return baseline.maxConcurrency > 0 && !baseline.capped ? { maxConcurrency: baseline.maxConcurrency } : {};
 }
+/**
+ * Runs with this patch name their activities after what they are for (`ActivityIds`, activity-options.ts), space
+ * looks woken back to back inside the look (`LookInput.delayMs`) rather than with a timer, and keep a Degraded
+ * model's backoff timer across wakes: so a run's commands are the same whether a wake and an update after it are run
+ * in one activation or in two (docs/resilience.md, "A wake and an update split by a query").
+ */
+const SPLIT_SAFE = 'split-activation-safe';
+
 /** Two looks woken back to back are at least this far apart (another controller fighting over a field). */
 const MIN_LOOK_SPACING_MS = 1_000;
 /** A Degraded model's first look without a wake comes this soon; later ones back off to the watch interval. */
@@ -151,10 +166,16 @@ export class ModelLifecycle {
   private safetyNetDue = false;
   /** Looks since the model became Degraded: the next one waits longer. */
   private degradedLooks = 0;
+  /** The Degraded backoff's timer (runs with SPLIT_SAFE), and whether it has fired. */
+  private degradedTimer: Promise<unknown> | undefined;
+  private degradedDue = false;
   /** `awaitPhase` updates in flight. */
   private waiters = 0;
   /** The run is about to close or continue as new: waits in flight return what they have. */
   private closing = false;
+  /** How this run names its activities (the SDK's numbers in runs from before `SPLIT_SAFE`). */
+  private readonly ids: ActivityIds;
+  private readonly splitSafe: boolean;
 
   constructor(
     spec: ServedModel,
@@ -165,6 +186,8 @@ export class ModelLifecycle {
     this.status = input.state?.status ?? initialStatus(spec, now());
     this.attempted = input.state?.attemptedGeneration ?? 0;
     this.world = worldOf(input.state);
+    this.splitSafe = patched(SPLIT_SAFE);
+    this.ids = new ActivityIds(this.splitSafe);
   }
 
   // --- what the handlers call ---------------------------------------------------------------------------------
@@ -299,9 +322,23 @@ export class ModelLifecycle {
         FIRST_DEGRADED_LOOK_MS * 2 ** Math.min(this.degradedLooks, 10),
         this.options.watchIntervalMs,
       );
-      this.degradedLooks++;
-      await condition(woken, backoff);
+      if (!this.splitSafe) {
+        this.degradedLooks++;
+        await condition(woken, backoff);
+      } else {
+        // One backoff timer at a time, kept across wakes like the safety net: a wake cancels no timer (SPLIT_SAFE).
+        if (!this.degradedTimer) {
+          this.degradedLooks++;
+          this.degradedTimer = sleep(backoff).then(
+            () => (this.degradedDue = true),
+            () => undefined,
+          );
+        }
+        await condition(() => woken() || this.degradedDue);
+        this.clearDegradedTimer();
+      }
     } else {
+      this.clearDegradedTimer();
       this.degradedLooks = 0;
       // One safety-net timer at a time, kept across wakes: a wake costs no timer of its own.
       this.safetyNet ??= sleep(this.options.safetyNetIntervalMs).then(
@@ -311,17 +348,28 @@ export class ModelLifecycle {
       await condition(() => woken() || this.safetyNetDue);
     }
     if (due()) return;
-    if (this.woken) {
-      // Woken right after a look: the next one waits a moment, so a fight with another controller stays slow.
-      const wait = this.lastLookAt + MIN_LOOK_SPACING_MS - Date.now();
-      if (wait > 0 && (await condition(due, wait))) return;
-    }
+    // Woken right after a look: the next one waits a moment, so a fight with another controller stays slow. The look
+    // itself waits (no timer that an update could cancel before it is sent: SPLIT_SAFE).
+    const wait = this.woken ? this.lastLookAt + MIN_LOOK_SPACING_MS - Date.now() : 0;
+    if (wait > 0 && !this.splitSafe && (await condition(due, wait))) return;
     if (this.safetyNetDue) {
       this.safetyNet = undefined;
       this.safetyNetDue = false;
     }
     this.woken = undefined;
-    await this.look();
+    await this.look(this.splitSafe && wait > 0 ? Math.ceil(wait) : 0);
+  }
+
+  /** Forgets a Degraded backoff timer that has fired (one still running is kept for the next idle round). */
+  private clearDegradedTimer(): void {
+    if (!this.degradedDue) return;
+    this.degradedTimer = undefined;
+    this.degradedDue = false;
+  }
+
+  /** Names the activities of work on `generation` (see `ActivityIds`). */
+  private naming(generation: number): Naming {
+    return { ids: this.ids, generation };
   }
 
   /** Reconciles the latest generation; an update or a delete that arrives meanwhile supersedes it. */
@@ -349,7 +397,7 @@ export class ModelLifecycle {
     if (this.deleted) return this.deleted;
     const reason = this.deletion?.reason;
     this.set(beginTeardown(this.status, reason, now()));
-    const acts = activitiesFor(this.desired, this.options);
+    const acts = activitiesFor(this.desired, this.options, this.naming(this.status.generation));
     const budgets = budgetsOf(this.desired);
     for (let attempt = 1; ; attempt++) {
       try {
@@ -430,7 +478,7 @@ export class ModelLifecycle {
   /** Brings the cluster to `spec`: the whole sequence for new weights, the engine alone for anything else. */
   private async reconcile(spec: ServedModel, generation: number): Promise<void> {
     this.reconciling = spec;
-    const acts = activitiesFor(spec, this.options);
+    const acts = activitiesFor(spec, this.options, this.naming(generation));
     const { world } = this;
     const lost = this.lost;
     if (lost) {
@@ -719,8 +767,8 @@ export class ModelLifecycle {
    * One look that reconciles: by reference (the activity reads the spec), repairs recorded in the timeline, a lost
    * root object or volume turned into a whole reconcile. A failed look changes nothing: the model may be fine.
    */
-  private async look(): Promise<void> {
-    const acts = activitiesFor(this.desired, this.options);
+  private async look(delayMs: number): Promise<void> {
+    const acts = activitiesFor(this.desired, this.options, this.naming(this.status.generation));
     const { rootUid, sourceHash, engineGeneration } = this.world;
     await this.interruptible(async () => {
       try {
@@ -731,6 +779,7 @@ export class ModelLifecycle {
           sourceHash: sourceHash!,
           ...(engineGeneration !== undefined ? { engineGeneration } : {}),
           ...this.admissionLimit(this.desired),
+          ...(delayMs > 0 ? { delayMs } : {}),
         });
         if (result.engineGeneration !== undefined) this.world.engineGeneration = result.engineGeneration;
         const at = now();
@@ -780,7 +829,7 @@ export class ModelLifecycle {
 
   /** One look at a Ready or Degraded model (runs from before WATCH_RECONCILES). A failed look changes nothing. */
   private async watch(): Promise<void> {
-    const acts = activitiesFor(this.desired, this.options);
+    const acts = activitiesFor(this.desired, this.options, this.naming(this.status.generation));
     await this.interruptible(async () => {
       try {
         this.set(observe(this.status, await acts.short.readStatus({ model: this.desired }), now()));

@@ -12,6 +12,7 @@ import type {
   V1PersistentVolumeClaim,
   V1Service,
 } from '@kubernetes/client-node';
+import { Context } from '@temporalio/activity';
 import { FAILURE, failure, type LookInput, type LookResult, type ServedModel } from '../../workflows/contract/index.js';
 import { webUiLinkOf, type ActivityDeps } from '../deps.js';
 import {
@@ -39,10 +40,16 @@ import { incarnation } from './adapters.js';
 import { observeEngine } from './read-status.js';
 import { SCALE_FIELD_MANAGER } from './engine.js';
 
+/** The longest wait a look accepts before it looks (the workflow asks for about a second). */
+const MAX_DELAY_MS = 60_000;
+
 export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?: ApiKeyResolver): Promise<LookResult> {
   if (!deps.specs) {
     throw failure(FAILURE.InvalidInput, 'this worker cannot read specs: lookAtModel needs a Temporal client');
   }
+  // A look woken right after another keeps its distance here, in the activity, so the workflow needs no timer for it
+  // (a cancellation ends the wait: the look is not needed any more).
+  if (input.delayMs && input.delayMs > 0) await Context.current().sleep(Math.min(input.delayMs, MAX_DELAY_MS));
   const model = await deps.specs(input.ref, input.generation);
   const ns = model.metadata.namespace;
   deps.watcher?.watchNamespace(ns);

@@ -80,6 +80,8 @@ export interface LookInput {
   engineGeneration?: number;
   /** The admission limit in force (from the baseline kept); unset: none. What a drifted admission ConfigMap gets back. */
   admissionLimit?: number;
+  /** Wait this long before looking: a look woken right after another keeps its distance (set by the workflow). */
+  delayMs?: number;
 }
 
 /** What a look found and did: the engine as it is, and what it put back. */

@@ -15,7 +15,7 @@ import {
 } from '../../../activities/builders/index.js';
 import { createActivities } from '../../../activities/create-activities.js';
 import type { LookInput, ServedModel, ServedModelInput } from '../../../workflows/contract/index.js';
-import { activity, testModel } from '../../support/activity-env.js';
+import { activity, rejectionOf, runActivity, testModel } from '../../support/activity-env.js';
 import { prepareModel } from '../../support/engine-env.js';
 import { useActivityEnv } from '../../support/fixtures.js';
 import { adminKubeConfig } from '../../support/kube.js';
@@ -107,6 +107,21 @@ describe('lookAtModel', () => {
       engineGeneration: input.engineGeneration,
     });
     expect((await deploymentOf('calm'))!.metadata!.resourceVersion).toBe(before!.metadata!.resourceVersion);
+  });
+
+  it('waits delayMs before it looks, and a cancellation ends the wait without a look', async () => {
+    const { input } = await served('spaced');
+    const started = Date.now();
+    expect(await activity(look, { ...input, delayMs: 600 })).toMatchObject({ readyReplicas: 1, repaired: [] });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(600);
+
+    const run = runActivity(look, { ...input, delayMs: 30_000 });
+    await new Promise((r) => setTimeout(r, 200));
+    const cancelledAt = Date.now();
+    run.env.cancel();
+    const err = await rejectionOf(run.result);
+    expect(err.name).toBe('CancelledFailure');
+    expect(Date.now() - cancelledAt).toBeLessThan(1_000);
   });
 
   it('re-creates a deleted Service and a deleted Deployment', async () => {

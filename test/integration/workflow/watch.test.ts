@@ -54,6 +54,32 @@ describe('ServeModelWorkflow watch', () => {
     });
   });
 
+  it('spaces a look woken right after another inside the look, not with a timer, and names each look', async () => {
+    const stub = new StubActivities();
+    await withWorker(harness, stub, async ({ start }) => {
+      const doc = modelDoc();
+      const handle = await start(doc, QUIET);
+      await waitForStatus(handle, readyAt(1));
+      await handle.signal(modelChangedSignal, { objects: [`Pod/${doc.metadata.name}-a`] });
+      await until(() => stub.callsOf('lookAtModel').some((c) => c.outcome === 'returned'));
+      await handle.signal(modelChangedSignal, { objects: [`Pod/${doc.metadata.name}-b`] });
+      await until(() => stub.callsOf('lookAtModel').filter((c) => c.outcome === 'returned').length === 2);
+      const [first, second] = stub.callsOf('lookAtModel');
+      expect(first!.input.delayMs).toBeUndefined();
+      // Woken well within a second of the first look: the second waits out the rest of that second itself.
+      expect(second!.input.delayMs).toBeGreaterThan(0);
+      expect(second!.input.delayMs).toBeLessThanOrEqual(1_000);
+      const events = (await handle.fetchHistory()).events!;
+      // One timer in the run: the safety net's.
+      expect(events.filter((e) => e.timerStartedEventAttributes)).toHaveLength(1);
+      const looks = events
+        .map((e) => e.activityTaskScheduledEventAttributes)
+        .filter((a) => a?.activityType?.name === 'lookAtModel')
+        .map((a) => a!.activityId);
+      expect(looks).toEqual(['lookAtModel/1/1', 'lookAtModel/1/2']);
+    });
+  });
+
   it('records what a look repaired in the timeline and stays Ready', async () => {
     const stub = new StubActivities().once('lookAtModel', async () => ({
       replicas: 1,
@@ -124,6 +150,31 @@ describe('ServeModelWorkflow watch', () => {
       expect(ready.lastError).toBeUndefined();
       const update = ready.timeline.filter((e) => e.step === 'update').at(-1);
       expect(update).toMatchObject({ outcome: 'Succeeded', detail: expect.stringContaining('rebuild') });
+    });
+  });
+
+  it("keeps a Degraded model's backoff timer across a wake, cancelling no timer", async () => {
+    const stub = new StubActivities().on('lookAtModel', async () => ({
+      replicas: 1,
+      readyReplicas: 0,
+      repaired: [],
+      problem: { reason: 'Unhealthy', message: 'HTTP 503 from /health' },
+    }));
+    await withWorker(harness, stub, async ({ start }) => {
+      const handle = await start(modelDoc(), { ...QUIET, watchIntervalMs: 30_000 });
+      await waitForStatus(handle, readyAt(1));
+      await handle.signal(modelChangedSignal, { objects: ['Pod/qwen-abc'] });
+      await waitForStatus(handle, phaseIs('Degraded'));
+      // Woken while the backoff's timer runs: a look, and the timer goes on (a wake that cancelled it would make the
+      // run's commands depend on how the SDK splits a wake and an update into activations; docs/resilience.md).
+      const looks = stub.callsOf('lookAtModel').length;
+      await handle.signal(modelChangedSignal, { objects: ['Pod/qwen-def'] });
+      await until(() => stub.callsOf('lookAtModel').length > looks);
+      // The backoff's own looks go on: 1 s, 2 s, … after the first.
+      await until(() => stub.callsOf('lookAtModel').length >= looks + 2, 10_000);
+      const events = (await handle.fetchHistory()).events!;
+      expect(events.filter((e) => e.timerCanceledEventAttributes)).toEqual([]);
+      expect(events.filter((e) => e.timerFiredEventAttributes).length).toBeGreaterThanOrEqual(1);
     });
   });
 
