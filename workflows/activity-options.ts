@@ -96,10 +96,8 @@ export interface Naming {
   generation: number;
 }
 
-/** `proxyActivities`, each call named by `naming` (the SDK's sequence numbers without it). */
-function proxy(options: ActivityOptions, naming: Naming | undefined): FerryActivities {
-  if (!naming) return proxyActivities<FerryActivities>(options);
-  const { ids, generation } = naming;
+/** `proxyActivities`, each call named by `naming` (the SDK's sequence numbers in runs from before the names). */
+function proxy(options: ActivityOptions, { ids, generation }: Naming): FerryActivities {
   return new Proxy({} as FerryActivities, {
     get(_, activity) {
       if (typeof activity !== 'string') return undefined;
@@ -113,7 +111,7 @@ function proxy(options: ActivityOptions, naming: Naming | undefined): FerryActiv
 }
 
 /** The activities with the timeouts of each kind of step; long waits get their budget from the spec. */
-export function activitiesFor(spec: ServedModel, options: ResolvedOptions, naming?: Naming) {
+export function activitiesFor(spec: ServedModel, options: ResolvedOptions, naming: Naming) {
   const retry: RetryPolicy = {
     initialInterval: options.initialIntervalMs,
     backoffCoefficient: 2,

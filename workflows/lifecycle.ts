@@ -142,6 +142,30 @@ const MIN_LOOK_SPACING_MS = 1_000;
 /** A Degraded model's first look without a wake comes this soon; later ones back off to the watch interval. */
 const FIRST_DEGRADED_LOOK_MS = 1_000;
 
+/** A timer that a wake does not cancel: one at a time, `due` once it fired, until that is taken (`forgetFired`). */
+class KeptTimer {
+  private running = false;
+  due = false;
+
+  /** Starts the timer unless one runs; true when it started one. */
+  start(ms: number): boolean {
+    if (this.running) return false;
+    this.running = true;
+    void sleep(ms).then(
+      () => (this.due = true),
+      () => undefined,
+    );
+    return true;
+  }
+
+  /** Forgets a timer that has fired, so the next `start` starts another; one still running is kept. */
+  forgetFired(): void {
+    if (!this.due) return;
+    this.running = false;
+    this.due = false;
+  }
+}
+
 export class ModelLifecycle {
   /** The latest accepted spec. */
   desired: ServedModel;
@@ -162,13 +186,12 @@ export class ModelLifecycle {
   private lost: LookResult['lost'];
   private watchReconciles: boolean | undefined;
   private lastLookAt = 0;
-  private safetyNet: Promise<unknown> | undefined;
-  private safetyNetDue = false;
+  /** The safety net's look: one timer at a time, kept across wakes (a wake costs no timer of its own). */
+  private readonly safetyNet = new KeptTimer();
   /** Looks since the model became Degraded: the next one waits longer. */
   private degradedLooks = 0;
-  /** The Degraded backoff's timer (runs with SPLIT_SAFE), and whether it has fired. */
-  private degradedTimer: Promise<unknown> | undefined;
-  private degradedDue = false;
+  /** The Degraded backoff's timer in runs with SPLIT_SAFE, kept across wakes like the safety net's. */
+  private readonly degradedTimer = new KeptTimer();
   /** `awaitPhase` updates in flight. */
   private waiters = 0;
   /** The run is about to close or continue as new: waits in flight return what they have. */
@@ -326,45 +349,25 @@ export class ModelLifecycle {
         this.degradedLooks++;
         await condition(woken, backoff);
       } else {
-        // One backoff timer at a time, kept across wakes like the safety net: a wake cancels no timer (SPLIT_SAFE).
-        if (!this.degradedTimer) {
-          this.degradedLooks++;
-          this.degradedTimer = sleep(backoff).then(
-            () => (this.degradedDue = true),
-            () => undefined,
-          );
-        }
-        await condition(() => woken() || this.degradedDue);
-        this.clearDegradedTimer();
+        // A wake cancels no timer (SPLIT_SAFE): the backoff's goes on, and the next idle round waits for it again.
+        if (this.degradedTimer.start(backoff)) this.degradedLooks++;
+        await condition(() => woken() || this.degradedTimer.due);
+        this.degradedTimer.forgetFired();
       }
     } else {
-      this.clearDegradedTimer();
+      this.degradedTimer.forgetFired();
       this.degradedLooks = 0;
-      // One safety-net timer at a time, kept across wakes: a wake costs no timer of its own.
-      this.safetyNet ??= sleep(this.options.safetyNetIntervalMs).then(
-        () => (this.safetyNetDue = true),
-        () => undefined,
-      );
-      await condition(() => woken() || this.safetyNetDue);
+      this.safetyNet.start(this.options.safetyNetIntervalMs);
+      await condition(() => woken() || this.safetyNet.due);
     }
     if (due()) return;
     // Woken right after a look: the next one waits a moment, so a fight with another controller stays slow. The look
     // itself waits (no timer that an update could cancel before it is sent: SPLIT_SAFE).
     const wait = this.woken ? this.lastLookAt + MIN_LOOK_SPACING_MS - Date.now() : 0;
     if (wait > 0 && !this.splitSafe && (await condition(due, wait))) return;
-    if (this.safetyNetDue) {
-      this.safetyNet = undefined;
-      this.safetyNetDue = false;
-    }
+    this.safetyNet.forgetFired();
     this.woken = undefined;
     await this.look(this.splitSafe && wait > 0 ? Math.ceil(wait) : 0);
-  }
-
-  /** Forgets a Degraded backoff timer that has fired (one still running is kept for the next idle round). */
-  private clearDegradedTimer(): void {
-    if (!this.degradedDue) return;
-    this.degradedTimer = undefined;
-    this.degradedDue = false;
   }
 
   /** Names the activities of work on `generation` (see `ActivityIds`). */
