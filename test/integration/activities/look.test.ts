@@ -23,6 +23,7 @@ import { adminKubeConfig } from '../../support/kube.js';
 const overrides: Record<string, string> = {};
 const specs = new Map<string, ServedModel>();
 const changes: ModelChange[] = [];
+const COALESCE_MS = 1_000;
 let watcher: ModelWatcher;
 const env = useActivityEnv('act-look', {
   timing: { pollMs: 250 },
@@ -42,6 +43,8 @@ beforeAll(async () => {
     wake: async (change) => {
       changes.push(change);
     },
+    // Wider than the worker's 250 ms so that the burst below is one burst on a loaded 2-core CI machine too.
+    coalesceMs: COALESCE_MS,
   });
 });
 afterAll(async () => {
@@ -283,21 +286,31 @@ describe('the worker watch', () => {
       () => watcher.isSynced(env.ns),
       (v) => v,
     );
-    // Let the serve's own changes settle into their wakes, then start counting.
-    await new Promise((r) => setTimeout(r, 1_000));
-    changes.length = 0;
-    await env.cluster.delete({ apiVersion: 'v1', kind: 'Service', name: 'woken', namespace: env.ns });
-    await env.cluster.mergePatch(
-      { apiVersion: 'apps/v1', kind: 'Deployment', name: 'woken', namespace: env.ns },
-      {
-        metadata: { annotations: { touched: 'yes' } },
+    // Let the serve's own changes (pods and ReplicaSets coming Ready) settle into their wakes: wait until no wake for
+    // this model has come for two windows, then start counting.
+    await until(
+      async () => {
+        const before = changes.length;
+        await new Promise((r) => setTimeout(r, 2 * COALESCE_MS));
+        return changes.length === before;
       },
+      (quiet) => quiet,
+      30_000,
     );
+    changes.length = 0;
+    await Promise.all([
+      env.cluster.delete({ apiVersion: 'v1', kind: 'Service', name: 'woken', namespace: env.ns }),
+      env.cluster.mergePatch(
+        { apiVersion: 'apps/v1', kind: 'Deployment', name: 'woken', namespace: env.ns },
+        { metadata: { annotations: { touched: 'yes' } } },
+      ),
+    ]);
     const woken = await until(
       () => changes.filter((c) => c.name === 'woken'),
       (c) => c.length > 0,
     );
-    await new Promise((r) => setTimeout(r, 600));
+    // A second wake, if the burst were split, would come one window after its first event.
+    await new Promise((r) => setTimeout(r, COALESCE_MS + 500));
     const all = changes.filter((c) => c.name === 'woken');
     expect(all).toHaveLength(1);
     expect(woken[0]).toMatchObject({ namespace: env.ns, name: 'woken' });
