@@ -1,9 +1,9 @@
 // The `ferry` command line: parse, answer --help and --version, hand every other command to `cli/run.ts`.
 // Only the parser, the help texts and the exit codes load up front, so `ferry --version` and `--help` start in a
 // fraction of a second (docs/performance.md#cli-start); zod, YAML and the Temporal client load when a command runs,
-// from the build's one-file bundle with a code cache (`cli/load-commands.ts`).
+// from the build's one-file bundles with a code cache (`cli/load-commands.ts`).
 import { readFileSync } from 'node:fs';
-import { parseCommand, UsageError, type Command } from './cli/args.js';
+import { parseCommand, sendsEarly, UsageError, type Command } from './cli/args.js';
 import { EXIT } from './cli/exit-codes.js';
 import { COMMAND_HELP, MAIN_HELP } from './cli/help.js';
 import { processIO, type CliIO } from './cli/io.js';
@@ -26,9 +26,27 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
     io.stdout.write(`ferry ${ferryVersion()}\n`);
     return EXIT.ok;
   }
-  const { loadCommands } = await import('./cli/load-commands.js');
+  const { loadCommands, loadPrelude } = await import('./cli/load-commands.js');
+  // `ferry update` and `ferry delete --cluster` send their update from the small prelude, before the commands and
+  // the Temporal SDK load (client/early-update.ts). FERRY_CLI_EARLY=0 leaves it to the SDK (for comparison).
+  const early = sendsEarly(command) && io.env.FERRY_CLI_EARLY !== '0';
+  const prepared = early ? await (await loadPrelude(io.env)).prepareCommand(command, io) : undefined;
+  // The SDK is needed only once the workflow has answered (to follow the update); loading it meanwhile would take
+  // the CPU from a server and worker on the same machine while they act on it (the local stack on a laptop). So it
+  // loads after the answer, or after LOAD_SDK_AFTER_MS when the answer is slow (no worker yet, a busy server).
+  if (prepared?.early) await within(prepared.early.answer, LOAD_SDK_AFTER_MS);
   const { runCommand } = await loadCommands(io.env);
-  return runCommand(command, io);
+  return runCommand(command, io, prepared);
+}
+
+/** How long the update sent early may keep the SDK from loading. */
+const LOAD_SDK_AFTER_MS = 1_000;
+
+/** Resolves when `promise` settles or after `ms`, whichever comes first. */
+async function within(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([promise, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
 }
 
 /**

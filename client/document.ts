@@ -18,7 +18,7 @@ import {
   safeParseServedModel,
   type ServedModel,
   type SpecIssue,
-} from '../workflows/contract/index.js';
+} from '../workflows/contract/spec/index.js';
 import { InvalidSpecError } from './errors.js';
 
 /** Validates a document and fills its defaults; `InvalidSpecError` lists every problem with its field path. */

@@ -1,13 +1,8 @@
 // What can go wrong when talking to a model, as typed errors: programs branch on the class, the CLI maps each to an
 // exit code, and every message says what to do next.
-import {
-  formatSpecIssues,
-  type ModelError,
-  type ModelRef,
-  type ModelStatus,
-  type Phase,
-  type SpecIssue,
-} from '../workflows/contract/index.js';
+import type { ModelError, ModelRef, ModelStatus, Phase, SpecIssue } from '../workflows/contract/index.js';
+// From the spec alone (zod), not the whole contract (the Temporal SDK): the CLI's prelude loads this module.
+import { formatSpecIssues } from '../workflows/contract/spec/index.js';
 
 /** `qwen (namespace models, cluster default)`. */
 export function describeRef(ref: ModelRef): string {

@@ -284,3 +284,11 @@ function editDistance(a: string, b: string): number {
   }
   return d[a.length]![b.length]!;
 }
+
+/**
+ * Whether the command's update is sent before the Temporal SDK loads (cli/prepare.ts): `ferry update`, and `ferry
+ * delete` when `--cluster` names the model whole (without it, Temporal is first asked which cluster serves it).
+ */
+export function sendsEarly(command: Command): boolean {
+  return command.kind === 'update' || (command.kind === 'delete' && command.ref.cluster !== undefined);
+}

@@ -1,10 +1,7 @@
-// What every command has: the connected client, the I/O, and helpers to name a model and read a document.
-import { readFile } from 'node:fs/promises';
-import { resolve } from 'node:path';
+// What every command has: the connected client, the I/O, the update already sent if any, and a helper to name a model.
 import type { Client } from '@temporalio/client';
+import type { EarlyUpdate } from '../early-update.js';
 import { DEFAULT_CLUSTER, type ModelRef, webUiLinkFor, workflowIdFor } from '../../workflows/contract/index.js';
-import { parseModelYaml } from '../document.js';
-import { InvalidSpecError } from '../errors.js';
 import { listModels } from '../list-models.js';
 import { type RefArgs, UsageError } from './args.js';
 import type { CliIO } from './io.js';
@@ -14,6 +11,8 @@ export interface CliContext {
   io: CliIO;
   /** The Temporal Web UI's base URL (TEMPORAL_UI_URL, or the local stack's), for links to a model's workflow. */
   webUiUrl?: string;
+  /** The command's update, sent before the SDK loaded (`cli/prepare.ts`): the command goes on under its ID. */
+  early?: EarlyUpdate;
 }
 
 /** The model's workflow in the Web UI, when its URL is known. */
@@ -36,29 +35,6 @@ export async function resolveRef(ctx: CliContext, args: RefArgs): Promise<ModelR
   }
   const cluster = running[0] ?? found[0]?.cluster ?? ctx.io.env.FERRY_CLUSTER ?? DEFAULT_CLUSTER;
   return { name, namespace, cluster };
-}
-
-/** The document in `file` (`-` is stdin) as data; unreadable or malformed input is an `InvalidSpecError`/`UsageError`. */
-export async function readDocument(ctx: CliContext | { io: CliIO }, file: string): Promise<unknown> {
-  let text: string;
-  if (file === '-') {
-    text = '';
-    for await (const chunk of ctx.io.stdin) text += chunk.toString();
-  } else {
-    try {
-      text = await readFile(resolve(ctx.io.cwd, file), 'utf8');
-    } catch (err) {
-      throw new UsageError(
-        `cannot read ${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`,
-      );
-    }
-  }
-  try {
-    return parseModelYaml(text);
-  } catch (err) {
-    if (err instanceof InvalidSpecError) throw err;
-    throw new UsageError(`cannot parse ${file}: ${(err as Error).message}`);
-  }
 }
 
 export function printJson(ctx: { io: CliIO }, value: unknown): void {

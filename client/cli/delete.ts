@@ -1,5 +1,5 @@
 // `ferry delete`.
-import { deleteModel } from '../delete-model.js';
+import { deleteModelAfter } from '../delete-model.js';
 import { describeRef } from '../errors.js';
 import type { Command } from './args.js';
 import { printJson, resolveRef, type CliContext } from './context.js';
@@ -8,7 +8,7 @@ import { EXIT } from './exit-codes.js';
 export async function deleteCommand(ctx: CliContext, cmd: Extract<Command, { kind: 'delete' }>): Promise<number> {
   const ref = await resolveRef(ctx, cmd.ref);
   if (cmd.wait && cmd.output === 'text') ctx.io.stderr.write(`deleting ${describeRef(ref)}…\n`);
-  const result = await deleteModel(ctx.client, ref, {
+  const result = await deleteModelAfter(ctx.early, ctx.client, ref, {
     wait: cmd.wait,
     ...(cmd.timeoutMs !== undefined ? { timeoutMs: cmd.timeoutMs } : {}),
     ...(cmd.reason ? { reason: cmd.reason } : {}),

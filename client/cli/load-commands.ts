@@ -1,7 +1,8 @@
 // Loads the commands that talk to Temporal (`run.ts` and everything under it: zod, YAML, the Temporal client, gRPC,
-// protobuf) as fast as Node 20 allows, because every `ferry update` or `ferry delete` pays this before its request
-// leaves. `npm run build` writes them as one CommonJS file next to `run.js` (deploy/build/bundle-cli.mjs): one file
-// instead of several hundred modules to resolve. That file is compiled with a V8 code cache kept in the user's
+// protobuf) as fast as Node 20 allows, because every command pays this before its first request leaves (except the
+// update of `ferry update` and `ferry delete`, which the smaller prelude, `prepare.ts`, sends before). `npm run
+// build` writes each as one CommonJS file next to `run.js` (deploy/build/bundle-cli.mjs): one file instead of
+// several hundred modules to resolve. That file is compiled with a V8 code cache kept in the user's
 // cache directory, so a run after the first parses and compiles almost nothing (Node 20 has no compile cache of
 // its own; `module.enableCompileCache` came in Node 22). Measured: docs/performance.md#update-and-delete-from-the-cli.
 //
@@ -14,21 +15,37 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Script } from 'node:vm';
 import type { Env } from '../temporal-env.js';
+import type * as Prepare from './prepare.js';
 import type * as Run from './run.js';
 
 type Commands = typeof Run;
+type Prelude = typeof Prepare;
 
-/** The bundle's file name, next to `run.js` in dist/client/cli/. */
+/** The commands' bundle's file name, next to `run.js` in dist/client/cli/. */
 export const BUNDLE_FILE = 'run.bundle.cjs';
+/**
+ * The prelude's bundle (`prepare.js`: the settings, the document, the update sent without the SDK), next to it: what
+ * `ferry update` and `ferry delete` load before the commands' bundle, so that their update leaves sooner.
+ */
+export const PRELUDE_FILE = 'prepare.bundle.cjs';
 
 /**
  * Loads `run.js`'s exports: from the bundle when there is a current one, else from the modules themselves, as also
  * with `FERRY_CLI_BUNDLE=0` (stack traces then name the modules; `npm run bench:cli` compares the two).
  */
 export async function loadCommands(env: Env): Promise<Commands> {
-  const bundle = fileURLToPath(new URL(`./${BUNDLE_FILE}`, import.meta.url));
-  if (env.FERRY_CLI_BUNDLE === '0' || !current(bundle)) return import('./run.js');
-  const loaded = loadBundle<Commands>(bundle, codeCacheDir(env));
+  return loadFrom<Commands>(env, BUNDLE_FILE, () => import('./run.js'));
+}
+
+/** Loads `prepare.js`'s exports, as `loadCommands` loads `run.js`'s. */
+export async function loadPrelude(env: Env): Promise<Prelude> {
+  return loadFrom<Prelude>(env, PRELUDE_FILE, () => import('./prepare.js'));
+}
+
+async function loadFrom<T extends object>(env: Env, file: string, modules: () => Promise<T>): Promise<T> {
+  const bundle = fileURLToPath(new URL(`./${file}`, import.meta.url));
+  if (env.FERRY_CLI_BUNDLE === '0' || !current(bundle)) return modules();
+  const loaded = loadBundle<T>(bundle, codeCacheDir(env));
   // At exit, so the cache also holds the functions this command compiled on its way, not only the top level.
   if (loaded.cache === 'none' || loaded.cache === 'rejected') process.once('exit', loaded.saveCache);
   return loaded.exports;
@@ -122,8 +139,8 @@ function readIfThere(file: string): Buffer | undefined {
   }
 }
 
-/** How many caches a write keeps (the newest): one per build or Node, about 2 MB each. */
-export const CACHES_KEPT = 4;
+/** How many caches a write keeps (the newest): two per build or Node (the commands', about 2 MB, and the prelude's). */
+export const CACHES_KEPT = 6;
 
 function writeCodeCache(file: string, script: Script): void {
   try {

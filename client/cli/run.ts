@@ -2,7 +2,6 @@
 // `client/cli.ts` imports this module only when such a command runs: it loads zod, YAML and the Temporal client.
 import { NamespaceNotFoundError, type Client } from '@temporalio/client';
 import { openWith } from '../connect.js';
-import { parseModelDocument } from '../document.js';
 import {
   ConnectError,
   InvalidSpecError,
@@ -12,54 +11,52 @@ import {
   SpecConflictError,
   WaitTimeoutError,
 } from '../errors.js';
-import { readLocalStackEnv } from '../local-stack.js';
 import { isUnavailable } from '../model-status.js';
-import { temporalSettingsFromEnv, type TemporalSettings } from '../temporal-env.js';
-import { type Command, UsageError } from './args.js';
-import { type CliContext, readDocument } from './context.js';
+import type { TemporalSettings } from '../temporal-env.js';
+import { UsageError } from './args.js';
+import type { CliContext } from './context.js';
 import { EXIT } from './exit-codes.js';
 import { errorLines } from './format.js';
 import type { CliIO } from './io.js';
+import { inputOf, type Prepared, type ServerCommand, targetOf } from './prepare.js';
 
 /** How long to wait for Temporal to answer before exit code 5. */
 const CONNECT_TIMEOUT_MS = 5_000;
 
-type ServerCommand = Exclude<Command, { kind: 'help' | 'version' }>;
-
-/** Runs a parsed command; resolves with the exit code. */
-export async function runCommand(command: ServerCommand, io: CliIO): Promise<number> {
+/**
+ * Runs a parsed command; resolves with the exit code. `prepared` is what `prepareCommand` read (and sent) before
+ * this bundle loaded; without it, the settings are read here, and the document while the connection opens.
+ */
+export async function runCommand(command: ServerCommand, io: CliIO, prepared?: Prepared): Promise<number> {
   // Everything that needs no server is checked before anything waits on one: a bad document or Temporal profile is
-  // reported (exit 2) whatever the server does. The connection is opened meanwhile, so that reading and checking a
-  // document overlaps the connection's handshake instead of coming before it.
-  const target = temporalTarget(command, io);
+  // reported (exit 2) whatever the server does.
+  const target = prepared?.target ?? targetOf(command, io);
+  const connection = 'settings' in target ? open(target.settings) : undefined;
+  const input = prepared?.input ?? (await inputOf(command, io));
   const badInput = (err: unknown) => {
-    if ('client' in target) void target.client.connection.close().catch(() => undefined);
+    prepared?.early?.close();
+    if (connection && 'client' in connection) void connection.client.connection.close().catch(() => undefined);
     // An unreadable or invalid document, or a broken Temporal profile: all bad input.
     io.stderr.write(
       `${errorLines(err, 'file' in command ? (command.file === '-' ? 'stdin' : command.file) : undefined)}\n`,
     );
     return EXIT.usage;
   };
-  let doc: unknown;
-  try {
-    if (command.kind === 'serve' || command.kind === 'update' || command.kind === 'apply') {
-      doc = await readDocument({ io }, command.file);
-      parseModelDocument(doc);
-    }
-  } catch (err) {
-    return badInput(err);
-  }
+  if ('error' in input) return badInput(input.error);
   if ('error' in target) return badInput(target.error);
-  if ('connectError' in target) {
-    io.stderr.write(`${errorLines(target.connectError)}\n`);
-    return exitCodeOf(target.connectError);
+  if (!connection || 'connectError' in connection) {
+    prepared?.early?.close();
+    io.stderr.write(`${errorLines(connection?.connectError)}\n`);
+    return exitCodeOf(connection?.connectError);
   }
-  const { settings, webUiUrl, client, verified } = target;
-  const ctx: CliContext = { client, io, ...(webUiUrl ? { webUiUrl } : {}) };
+  const { settings, webUiUrl } = target;
+  const { client, verified } = connection;
+  const early = prepared?.early;
+  const ctx: CliContext = { client, io, ...(webUiUrl ? { webUiUrl } : {}), ...(early ? { early } : {}) };
   try {
     // The command's first call goes out beside the connection's check; a failed check ends the command (a server
     // that never answers would hold a call without a deadline), and explains a failed call better than the call.
-    const outcome = run(ctx, command, doc);
+    const outcome = run(ctx, command, input.doc);
     outcome.catch(() => undefined);
     return await Promise.race([outcome, verified.then(() => outcome)]);
   } catch (failure) {
@@ -88,37 +85,23 @@ export async function runCommand(command: ServerCommand, io: CliIO): Promise<num
     io.stderr.write(`${errorLines(err)}\n`);
     return exitCodeOf(err);
   } finally {
+    early?.close();
     await client.connection.close();
   }
 }
 
 const noError = (): undefined => undefined;
 
-/** The Temporal settings of the command line and the environment, with the connection to them under way. */
-function temporalTarget(
-  command: ServerCommand,
-  io: CliIO,
-):
-  | { settings: TemporalSettings; webUiUrl?: string; client: Client; verified: Promise<void> }
-  | { settings: TemporalSettings; connectError: unknown }
-  | { error: unknown } {
-  let settings: TemporalSettings;
-  let webUiUrl: string | undefined;
-  try {
-    const local = readLocalStackEnv(io.env, io.cwd).vars;
-    settings = temporalSettingsFromEnv(io.env, command.temporal, local);
-    webUiUrl = io.env.TEMPORAL_UI_URL || (io.env.TEMPORAL_ADDRESS ? undefined : local.TEMPORAL_UI_URL) || undefined;
-  } catch (error) {
-    return { error };
-  }
+/** The connection to Temporal, under way (its check running beside the command's first call). */
+function open(settings: TemporalSettings): { client: Client; verified: Promise<void> } | { connectError: unknown } {
   let opened: ReturnType<typeof openWith>;
   try {
     opened = openWith(settings, CONNECT_TIMEOUT_MS);
   } catch (connectError) {
-    return { settings, connectError };
+    return { connectError };
   }
   opened.verified.catch(() => undefined); // awaited once the input is known to be good
-  return { settings, ...(webUiUrl ? { webUiUrl } : {}), ...opened };
+  return opened;
 }
 
 /** Each command's module is loaded when it runs. */

@@ -2,7 +2,7 @@
 import { applyModel } from '../apply-model.js';
 import { defaultReadyTimeoutMs, serveModel } from '../serve-model.js';
 import { parseModelDocument } from '../document.js';
-import { updateModel } from '../update-model.js';
+import { updateModelAfter } from '../update-model.js';
 import { waitForPhase } from '../wait-for-phase.js';
 import type { ModelRef, ModelStatus, UpdateResult } from '../../workflows/contract/index.js';
 import type { Command } from './args.js';
@@ -30,7 +30,7 @@ export async function serveCommand(ctx: CliContext, cmd: ServeCommand, doc: unkn
 }
 
 export async function updateCommand(ctx: CliContext, cmd: UpdateCommand, doc: unknown): Promise<number> {
-  const result = await updateModel(ctx.client, doc);
+  const result = await updateModelAfter(ctx.early, ctx.client, doc);
   if (cmd.output === 'text') ctx.io.stdout.write(`updated ${shortRef(result.ref)}: ${changeLine(result)}\n`);
   return finishChange(ctx, cmd, doc, result);
 }

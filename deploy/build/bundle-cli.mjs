@@ -1,6 +1,7 @@
 // `npm run build`'s second step, after tsc: the CLI's commands (dist/client/cli/run.js and everything it imports,
-// packages included) as one CommonJS file, dist/client/cli/run.bundle.cjs, which client/cli/load-commands.ts loads
-// with a V8 code cache. One file: Node 20 resolves and links each of the several hundred ES modules on its own, and
+// packages included) as one CommonJS file, dist/client/cli/run.bundle.cjs, and its prelude (prepare.js: settings,
+// document, the update sent without the SDK) as another, prepare.bundle.cjs, which client/cli/load-commands.ts
+// loads with a V8 code cache. One file: Node 20 resolves and links each of the several hundred ES modules on its own, and
 // only CommonJS code can be compiled with a cache. Whitespace and syntax are minified, names are kept (errors are
 // told apart by name). Prints one JSON line.
 import { build } from 'esbuild';
@@ -9,8 +10,10 @@ import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 
 const dist = fileURLToPath(new URL('../../dist/', import.meta.url));
-const entry = `${dist}client/cli/run.js`;
-const outfile = `${dist}client/cli/run.bundle.cjs`;
+const outdir = `${dist}client/cli`;
+const entries = { 'run.bundle': `${outdir}/run.js`, 'prepare.bundle': `${outdir}/prepare.js` };
+/** What the prelude must not hold: it is there to send the update before these load. */
+const NOT_IN_PRELUDE = /node_modules[\\/](@temporalio[\\/](proto|client|workflow)|@grpc|protobufjs)[\\/]/;
 
 // What the CLI's Temporal client never uses of the protobuf definitions that @temporalio/proto builds at load (about
 // a third of them): the Core SDK's, which only a worker speaks, and the Cloud Operations API's (@temporalio/cloud's
@@ -42,8 +45,10 @@ const pruneProtos = {
 
 const result = await build({
   plugins: [pruneProtos],
-  entryPoints: [entry],
-  outfile,
+  entryPoints: Object.entries(entries).map(([out, path]) => ({ in: path, out })),
+  outdir,
+  outExtension: { '.js': '.cjs' },
+  metafile: true,
   bundle: true,
   platform: 'node',
   format: 'cjs',
@@ -59,9 +64,17 @@ const result = await build({
   banner: { js: 'var __ferryBundleUrl = require("node:url").pathToFileURL(__filename).href;' },
 });
 if (result.errors.length > 0 || result.warnings.length > 0) process.exit(1);
-// esbuild escapes every other character (its default charset), and the loader reads the file as Latin-1.
-const nonAscii = (await readFile(outfile)).findIndex((byte) => byte > 0x7f);
-if (nonAscii >= 0) throw new Error(`${outfile}: a byte above ASCII at offset ${nonAscii}`);
-process.stdout.write(
-  `${JSON.stringify({ msg: 'CLI bundle written', path: outfile, bytes: statSync(outfile).size })}\n`,
-);
+for (const [output, { inputs }] of Object.entries(result.metafile.outputs)) {
+  if (!output.endsWith('prepare.bundle.cjs')) continue;
+  const heavy = Object.keys(inputs).find((input) => NOT_IN_PRELUDE.test(input));
+  if (heavy) throw new Error(`${output}: the prelude imports ${heavy}`);
+}
+for (const out of Object.keys(entries)) {
+  const outfile = `${outdir}/${out}.cjs`;
+  // esbuild escapes every other character (its default charset), and the loader reads the file as Latin-1.
+  const nonAscii = (await readFile(outfile)).findIndex((byte) => byte > 0x7f);
+  if (nonAscii >= 0) throw new Error(`${outfile}: a byte above ASCII at offset ${nonAscii}`);
+  process.stdout.write(
+    `${JSON.stringify({ msg: 'CLI bundle written', path: outfile, bytes: statSync(outfile).size })}\n`,
+  );
+}

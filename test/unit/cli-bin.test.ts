@@ -7,14 +7,14 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { MAIN_HELP, COMMAND_HELP } from '../../client/cli/help.js';
-import { BUNDLE_FILE } from '../../client/cli/load-commands.js';
+import { BUNDLE_FILE, PRELUDE_FILE } from '../../client/cli/load-commands.js';
 import { repoRoot } from '../support/local-env.js';
 
 const built = existsSync(join(repoRoot, 'dist/client/cli.js'));
 const { version } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string };
 
-// Fails the run when anything under node_modules/ loads as a module, or when the CLI reads the build's bundle of
-// its commands (client/cli/load-commands.ts), which holds the same packages.
+// Fails the run when anything under node_modules/ loads as a module, or when the CLI reads the build's bundles of
+// its commands or of their prelude (client/cli/load-commands.ts), which hold the same packages.
 const NO_PACKAGES = `data:text/javascript,${encodeURIComponent(`
 import { register, syncBuiltinESMExports } from 'node:module';
 import fs from 'node:fs';
@@ -25,7 +25,9 @@ register('data:text/javascript,' + encodeURIComponent(
   '}'));
 const readFileSync = fs.readFileSync;
 fs.readFileSync = function (path, ...rest) {
-  if (String(path).endsWith('${BUNDLE_FILE}')) throw new Error('ferry loaded ' + path);
+  if (String(path).endsWith('${BUNDLE_FILE}') || String(path).endsWith('${PRELUDE_FILE}')) {
+    throw new Error('ferry loaded ' + path);
+  }
   return readFileSync.call(this, path, ...rest);
 };
 syncBuiltinESMExports();
@@ -75,6 +77,11 @@ describe.skipIf(!built)('bin/ferry.js (compiled)', () => {
         ? /ferry loaded \/.*\/dist\/client\/cli\/run\.bundle\.cjs/
         : /ferry loaded file:\/\/.*\/node_modules\//,
     );
+    // `ferry delete --cluster` loads the prelude first, to send its update before the commands load.
+    if (existsSync(join(repoRoot, 'dist/client/cli', PRELUDE_FILE))) {
+      const prelude = ferry('delete', 'qwen', '--cluster', 'c', '--temporal-address', '127.0.0.1:9');
+      expect(prelude.stderr).toMatch(/ferry loaded \/.*\/dist\/client\/cli\/prepare\.bundle\.cjs/);
+    }
     // FERRY_CLI_BUNDLE=0 loads the modules themselves.
     const modules = ferryWith({ FERRY_CLI_BUNDLE: '0' }, 'status', 'qwen', '--temporal-address', '127.0.0.1:9');
     expect(modules.stderr).toMatch(/ferry loaded file:\/\/.*\/node_modules\//);

@@ -1,7 +1,6 @@
-// What names a served model in Temporal: its workflow ID, its cluster's task queue, its search attributes. Pure.
-import { defineSearchAttributeKey, SearchAttributeType, type SearchAttributePair } from '@temporalio/common';
+// What names a served model in Temporal: its workflow ID, its cluster's task queue, the names of its updates. Pure,
+// and free of the Temporal SDK: the CLI's first request (client/early-update.ts) is built from it before the SDK loads.
 import type { ServedModel } from './spec/index.js';
-import type { Phase } from './status.js';
 
 /** The cluster a model is served by when its spec names none. */
 export const DEFAULT_CLUSTER = 'default';
@@ -34,19 +33,8 @@ export function modelRefOf(spec: ServedModel): ModelRef {
   return { cluster: spec.spec.cluster, namespace: spec.metadata.namespace, name: spec.metadata.name };
 }
 
-// Search attributes (Keyword, registered on the namespace by deploy/local/up.sh)
-
-export const ferryPhaseKey = defineSearchAttributeKey('FerryPhase', SearchAttributeType.KEYWORD);
-export const ferryModelKey = defineSearchAttributeKey('FerryModel', SearchAttributeType.KEYWORD);
-export const ferryNamespaceKey = defineSearchAttributeKey('FerryNamespace', SearchAttributeType.KEYWORD);
-export const ferryClusterKey = defineSearchAttributeKey('FerryCluster', SearchAttributeType.KEYWORD);
-
-/** The search attributes of a model in `phase`; the client may pass them at start, the workflow upserts them. */
-export function searchAttributesFor(ref: ModelRef, phase: Phase): SearchAttributePair[] {
-  return [
-    { key: ferryPhaseKey, value: phase },
-    { key: ferryModelKey, value: ref.name },
-    { key: ferryNamespaceKey, value: ref.namespace },
-    { key: ferryClusterKey, value: ref.cluster },
-  ];
-}
+/**
+ * The names of the workflow's updates (`messages.ts` defines them with their types): what a request names when it is
+ * built without the SDK.
+ */
+export const UPDATE_NAMES = { update: 'update', delete: 'delete' } as const;

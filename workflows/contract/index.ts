@@ -2,6 +2,7 @@ export * from './activities.js';
 export * from './failures.js';
 export * from './format.js';
 export * from './identity.js';
+export * from './search-attributes.js';
 export * from './messages.js';
 export * from './nexus.js';
 export * from './serving.js';

@@ -3,6 +3,7 @@
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { StepProgress, TeardownResult } from './activities.js';
 import { FAILURE } from './failures.js';
+import { UPDATE_NAMES } from './identity.js';
 import type { ServedModel, SourceSpec } from './spec/index.js';
 import type { ModelStatus, Phase } from './status.js';
 
@@ -120,10 +121,10 @@ export interface DeleteResult extends TeardownResult {
 
 /** Change the spec. Rejected before it reaches history on an invalid document (failure type `InvalidSpec`, the
  * issues as details) or a change of an immutable field; returns at once, the workflow reconciles afterwards. */
-export const updateModelUpdate = defineUpdate<UpdateResult, [UpdateModelInput]>('update');
+export const updateModelUpdate = defineUpdate<UpdateResult, [UpdateModelInput]>(UPDATE_NAMES.update);
 
 /** Tear the model down; returns once everything is deleted (or retained), then the workflow completes. */
-export const deleteModelUpdate = defineUpdate<DeleteResult, [DeleteModelInput]>('delete');
+export const deleteModelUpdate = defineUpdate<DeleteResult, [DeleteModelInput]>(UPDATE_NAMES.delete);
 
 /** A wait for a phase, held inside the workflow: see `awaitPhaseUpdate`. */
 export interface AwaitPhaseInput {

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { modelHandle } from '../../../client/model-status.js';
 import type { ModelStatus } from '../../../workflows/contract/index.js';
 import { eventually, runFerry, spawnFerry, writeDoc } from '../../support/ferry-worker.js';
+import { startGrpcRelay } from '../../support/grpc-relay.js';
 import { useFerryWorker } from '../../support/fixtures.js';
 import { failure, reportProgress, StubActivities } from '../../support/stub-activities.js';
 
@@ -109,6 +110,77 @@ describe('ferry CLI', () => {
     const gone = await runFerry(['status', name, '-n', 'models', '--cluster', ferry.cluster, '-o', 'json']);
     expect(json<ModelStatus>(gone.stdout).phase).toBe('Deleted');
   }, 180_000);
+
+  it('update and delete --cluster send their update first and once; the SDK goes on under its ID', async () => {
+    const doc = ferry.doc();
+    const name = doc.metadata.name as string;
+    const ref = { cluster: ferry.cluster, namespace: 'models', name };
+    expect((await runFerry(['serve', '-f', writeDoc(doc), '--wait', '--timeout', '1m'])).code).toBe(0);
+    // Every call of the processes below goes through a relay that writes it down.
+    const relay = await startGrpcRelay();
+    const env = { TEMPORAL_ADDRESS: relay.address };
+    const updatesSince = (mark: number) =>
+      relay.calls.slice(mark).filter((c) => c.method === 'UpdateWorkflowExecution');
+    try {
+      // The update is the process's first call (client/early-update.ts), on a connection of its own, with the headers
+      // the SDK sends; the SDK, loaded meanwhile, takes its acceptance over and asks for the outcome on its own
+      // connection without sending it again.
+      let mark = relay.calls.length;
+      const updated = await runFerry(
+        ['update', '-f', writeDoc(ferry.doc((d) => (d.spec.replicas = 2), name)), '-o', 'json'],
+        env,
+      );
+      expect(updated.code, updated.stderr).toBe(0);
+      expect(json(updated.stdout)).toMatchObject({ generation: 2, changed: true, changes: ['spec.replicas'] });
+      expect(relay.calls[mark]).toMatchObject({
+        method: 'UpdateWorkflowExecution',
+        headers: {
+          'content-type': 'application/grpc',
+          'temporal-namespace': 'default',
+          'client-name': 'temporal-typescript',
+        },
+      });
+      expect(updatesSince(mark)).toHaveLength(1);
+      const sdkCalls = relay.calls.slice(mark + 1);
+      expect(sdkCalls.map((c) => c.method)).toContain('PollWorkflowExecutionUpdate');
+      expect(sdkCalls.every((c) => c.connection !== relay.calls[mark]!.connection)).toBe(true);
+      // With FERRY_CLI_EARLY=0 the SDK sends it, on its one connection.
+      mark = relay.calls.length;
+      const bySdk = await runFerry(['update', '-f', writeDoc(ferry.doc((d) => (d.spec.replicas = 3), name))], {
+        ...env,
+        FERRY_CLI_EARLY: '0',
+      });
+      expect(bySdk.code, bySdk.stderr).toBe(0);
+      expect(new Set(relay.calls.slice(mark).map((c) => c.connection)).size).toBe(1);
+
+      // A rejection comes back in the SDK's words: it sends the update again under the same ID (a rejected update
+      // leaves no trace, so the workflow's validator answers again), and nothing changed.
+      mark = relay.calls.length;
+      const rwx = writeDoc(ferry.doc((d) => (d.spec.storage = { accessMode: 'ReadWriteMany' }), name));
+      const rejected = await runFerry(['update', '-f', rwx], env);
+      expect(rejected.code).toBe(2);
+      expect(rejected.stderr).toMatch(
+        /spec\.storage\.accessMode: cannot change from "ReadWriteOnce" to "ReadWriteMany"/,
+      );
+      const twice = updatesSince(mark);
+      expect(twice).toHaveLength(2);
+
+      mark = relay.calls.length;
+      const deleted = await runFerry(['delete', name, '-n', 'models', '--cluster', ferry.cluster, '--wait'], env);
+      expect(deleted.code, deleted.stderr).toBe(0);
+      expect(deleted.stdout).toMatch(new RegExp(`^deleted ${name} `));
+      expect(relay.calls[mark]!.method).toBe('UpdateWorkflowExecution');
+      expect(updatesSince(mark)).toHaveLength(1);
+    } finally {
+      await relay.close();
+    }
+    // The history holds the three changes that were accepted, each once (beside `serve --wait`'s own update).
+    const { events } = await modelHandle(harness.client, ref).fetchHistory();
+    const accepted = (events ?? []).flatMap(
+      (e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name ?? [],
+    );
+    expect(accepted.filter((n) => n === 'update' || n === 'delete')).toEqual(['update', 'update', 'delete']);
+  }, 120_000);
 
   it('list shows the default namespace without -n, NS with -n, every one with -A, deleted ones with --include-deleted', async () => {
     // One model in the default namespace and two in a namespace of this test's own, one of which is deleted.

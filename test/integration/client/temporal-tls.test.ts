@@ -7,13 +7,6 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import {
-  connect as connectHttp2,
-  constants as h2,
-  createSecureServer,
-  type Http2SecureServer,
-  type OutgoingHttpHeaders,
-} from 'node:http2';
 import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,17 +16,25 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hasWorker } from '../../../client/model-status.js';
 import { startWorkerProcess, uniqueCluster } from '../../support/e2e.js';
 import { eventually, runFerry } from '../../support/ferry-worker.js';
+import { startGrpcRelay, type GrpcRelay } from '../../support/grpc-relay.js';
 import { readLocalEnv } from '../../support/local-env.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'ferry-tls-'));
 const file = (name: string) => join(dir, name);
 let server: Server;
 let address: string;
-let keyGate: Http2SecureServer;
+let keyGate: GrpcRelay;
 let keyAddress: string;
 const apiKey = `ferry-test-key-${randomBytes(12).toString('hex')}`;
 /** Calls the API-key proxy let through, and calls it refused. */
-const calls = { allowed: 0, refused: 0 };
+const calls = {
+  get allowed() {
+    return keyGate.calls.filter((c) => c.admitted).length;
+  },
+  get refused() {
+    return keyGate.calls.filter((c) => !c.admitted).length;
+  },
+};
 /** Common names of the client certificates of accepted connections, and the errors of refused handshakes. */
 const accepted: string[] = [];
 const refused: string[] = [];
@@ -130,65 +131,16 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   address = `127.0.0.1:${(server.address() as AddressInfo).port}`;
 
-  keyGate = apiKeyGate(`http://${upstreamHost}:${upstreamPort}`);
-  await new Promise<void>((resolve) => keyGate.listen(0, '127.0.0.1', resolve));
-  keyAddress = `127.0.0.1:${(keyGate.address() as AddressInfo).port}`;
+  // An HTTP/2 proxy over TLS that relays gRPC calls carrying `authorization: Bearer <apiKey>` and refuses others.
+  keyGate = await startGrpcRelay({
+    tls: { key: readFileSync(file('temporal.ferry.test.key')), cert: readFileSync(file('temporal.ferry.test.crt')) },
+    admit: (headers) => headers.authorization === `Bearer ${apiKey}`,
+  });
+  keyAddress = keyGate.address;
 }, 60_000);
 
-/** An HTTP/2 proxy over TLS that relays gRPC calls carrying `authorization: Bearer <apiKey>` and refuses others. */
-function apiKeyGate(upstreamUrl: string): Http2SecureServer {
-  const upstream = connectHttp2(upstreamUrl);
-  upstream.on('error', () => undefined);
-  const gate = createSecureServer({
-    key: readFileSync(file('temporal.ferry.test.key')),
-    cert: readFileSync(file('temporal.ferry.test.crt')),
-  });
-  gate.on('session', (session) => track(session));
-  gate.on('stream', (stream, headers) => {
-    stream.on('error', () => undefined);
-    if (headers.authorization !== `Bearer ${apiKey}`) {
-      calls.refused++;
-      stream.respond(
-        {
-          ':status': 200,
-          'content-type': 'application/grpc',
-          'grpc-status': '16',
-          'grpc-message': 'Request unauthorized.',
-        },
-        { endStream: true },
-      );
-      return;
-    }
-    calls.allowed++;
-    const forwarded: OutgoingHttpHeaders = {};
-    for (const [name, value] of Object.entries(headers)) {
-      if (!name.startsWith(':') || name === ':method' || name === ':path') forwarded[name] = value;
-    }
-    const call = upstream.request(forwarded);
-    call.on('error', () => stream.close(h2.NGHTTP2_INTERNAL_ERROR));
-    stream.on('close', () => call.close(h2.NGHTTP2_CANCEL));
-    stream.pipe(call);
-    let trailers: OutgoingHttpHeaders = {};
-    call.on('trailers', (t) => (trailers = t));
-    call.on('response', (responseHeaders, flags) => {
-      if (flags & h2.NGHTTP2_FLAG_END_STREAM) {
-        stream.respond(responseHeaders, { endStream: true }); // a trailers-only response: a gRPC error
-        return;
-      }
-      stream.respond(responseHeaders, { waitForTrailers: true });
-      stream.on('wantTrailers', () => stream.sendTrailers(trailers));
-      call.pipe(stream);
-    });
-  });
-  gate.on('close', () => upstream.close());
-  return gate;
-}
-
 afterAll(async () => {
-  const closed = Promise.all([
-    new Promise((resolve) => server?.close(resolve)),
-    new Promise((resolve) => keyGate?.close(resolve)),
-  ]);
+  const closed = Promise.all([new Promise((resolve) => server?.close(resolve)), keyGate?.close()]);
   for (const c of open) c.destroy();
   await closed;
   rmSync(dir, { recursive: true, force: true });
@@ -223,6 +175,19 @@ describe('Temporal over mutual TLS', () => {
     const run = await runFerry(['list', '--cluster', 'tls-nobody', '-o', 'json'], tlsEnv('ferry-worker-client'));
     expect(run, run.stderr).toMatchObject({ code: 0, stdout: '[]\n' });
     expect(accepted.slice(before)).toContain('ferry-worker-client');
+  });
+
+  it('`ferry delete --cluster` sends its update, before the SDK loads, with the same certificate', async () => {
+    const before = { accepted: accepted.length, refused: refused.length };
+    const run = await runFerry(
+      ['delete', 'absent', '-n', 'models', '--cluster', 'tls-nobody'],
+      tlsEnv('ferry-worker-client'),
+    );
+    expect(run.code, run.stderr).toBe(3);
+    // Two connections, both with the client certificate and the server's name checked: the update's own
+    // (client/early-update.ts) and the SDK's. None refused.
+    expect(accepted.slice(before.accepted)).toEqual(['ferry-worker-client', 'ferry-worker-client']);
+    expect(refused.length).toBe(before.refused);
   });
 
   it('exits 5 naming the address when the server refuses the certificate, or is not the one trusted', async () => {
@@ -276,6 +241,29 @@ describe('Temporal with an API key over TLS', () => {
     );
     expect(wrong.stderr).not.toContain('not-the-key');
     expect(calls.refused).toBeGreaterThan(before.refused);
+  });
+
+  it('`ferry delete --cluster` sends its update first, with the key, on a connection of its own', async () => {
+    const mark = keyGate.calls.length;
+    const run = await runFerry(['delete', 'absent', '-n', 'models', '--cluster', 'key-nobody'], keyEnv(apiKey));
+    expect(run.code, run.stderr).toBe(3);
+    const [first, ...sdk] = keyGate.calls.slice(mark);
+    expect(first).toMatchObject({
+      method: 'UpdateWorkflowExecution',
+      admitted: true,
+      headers: { ':authority': 'temporal.ferry.test', 'temporal-namespace': 'default' },
+    });
+    expect(sdk.length).toBeGreaterThan(0);
+    expect(sdk.every((c) => c.admitted && c.connection !== first!.connection)).toBe(true);
+
+    // A wrong key: the update is refused, and the SDK, asking again, reports it as for any command.
+    const wrong = await runFerry(
+      ['delete', 'absent', '-n', 'models', '--cluster', 'key-nobody'],
+      keyEnv('not-the-key'),
+    );
+    expect(wrong.code).toBe(5);
+    expect(wrong.stderr).toMatch(/the server refused the credentials: check TEMPORAL_API_KEY/);
+    expect(wrong.stderr).not.toContain('not-the-key');
   });
 
   it('the worker process polls with the key, and never logs it', async () => {

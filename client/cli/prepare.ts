@@ -1,0 +1,75 @@
+// What a command that talks to Temporal does before it needs the Temporal SDK: read the Temporal settings and the
+// document, validate it, and for `ferry update` and `ferry delete --cluster` send the update itself
+// (client/early-update.ts). `client/cli.ts` runs this from the small prelude bundle before the commands' bundle
+// loads, so that the update is on its way while the SDK loads; `run.ts` runs it for every other command.
+import { type EarlyUpdate, sendEarlyUpdate } from '../early-update.js';
+import { readLocalStackEnv } from '../local-stack.js';
+import { temporalSettingsFromEnv, type TemporalSettings } from '../temporal-env.js';
+import { modelRefOf, UPDATE_NAMES, workflowIdFor } from '../../workflows/contract/identity.js';
+import type { ServedModel } from '../../workflows/contract/spec/index.js';
+import { type Command, sendsEarly } from './args.js';
+import type { CliIO } from './io.js';
+
+export type ServerCommand = Exclude<Command, { kind: 'help' | 'version' }>;
+
+/** Where Temporal is (or why that cannot be read: bad input). */
+export type Target = { settings: TemporalSettings; webUiUrl?: string } | { error: unknown };
+
+/** The command's document, when it has one (or why it cannot be used: bad input). */
+export type Input = { doc?: unknown; spec?: ServedModel } | { error: unknown };
+
+export interface Prepared {
+  target: Target;
+  input: Input;
+  /** The command's update, already sent (`ferry update`, and `ferry delete` with `--cluster`). */
+  early?: EarlyUpdate;
+}
+
+/** Reads the settings and the document; sends the update of a command that `sendsEarly` when both are good. */
+export async function prepareCommand(command: ServerCommand, io: CliIO): Promise<Prepared> {
+  const target = targetOf(command, io);
+  const input = await inputOf(command, io);
+  if (!('settings' in target) || 'error' in input || !sendsEarly(command)) return { target, input };
+  const request =
+    command.kind === 'update' && input.spec
+      ? {
+          workflowId: workflowIdFor(modelRefOf(input.spec)),
+          updateName: UPDATE_NAMES.update,
+          arg: { spec: input.doc },
+        }
+      : command.kind === 'delete' && command.ref.cluster !== undefined
+        ? {
+            workflowId: workflowIdFor({ ...command.ref, cluster: command.ref.cluster }),
+            updateName: UPDATE_NAMES.delete,
+            arg: command.reason ? { reason: command.reason } : {},
+          }
+        : undefined;
+  if (!request) return { target, input };
+  const early = sendEarlyUpdate(target.settings, request, io.env);
+  return { target, input, ...(early ? { early } : {}) };
+}
+
+/** The Temporal settings of the command line and the environment. */
+export function targetOf(command: ServerCommand, io: CliIO): Target {
+  try {
+    const local = readLocalStackEnv(io.env, io.cwd).vars;
+    const settings = temporalSettingsFromEnv(io.env, command.temporal, local);
+    const webUiUrl =
+      io.env.TEMPORAL_UI_URL || (io.env.TEMPORAL_ADDRESS ? undefined : local.TEMPORAL_UI_URL) || undefined;
+    return { settings, ...(webUiUrl ? { webUiUrl } : {}) };
+  } catch (error) {
+    return { error };
+  }
+}
+
+/** The document of `serve`, `update` and `apply`, read and validated. */
+export async function inputOf(command: ServerCommand, io: CliIO): Promise<Input> {
+  if (command.kind !== 'serve' && command.kind !== 'update' && command.kind !== 'apply') return {};
+  try {
+    // Loaded here, not up front: `ferry delete` needs neither YAML nor the schema (zod) to send its update.
+    const { readModelDocument } = await import('./read-document.js');
+    return await readModelDocument(io, command.file);
+  } catch (error) {
+    return { error };
+  }
+}
