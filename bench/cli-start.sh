@@ -2,10 +2,12 @@
 # How long `ferry` takes to start, in wall seconds: median and max of N runs each (default 10), the commands taking
 # turns run by run so that the machine's noise falls on all of them alike. Builds dist/ first if it is missing.
 #   - `node -e 0` (Node's own start), `ferry --version`, `ferry --help`;
-#   - when Temporal answers (the local stack, or TEMPORAL_ADDRESS): `ferry delete` of a model that does not exist
-#     (connect, one call, exit 3), which loads everything `ferry update` and `ferry delete` load before their
-#     request leaves: from the build's bundle with its code cache as people run it (warm), the same with an empty
-#     cache each run (cold: the first run of a build), and from the modules themselves (FERRY_CLI_BUNDLE=0).
+#   - when Temporal answers (the local stack, or TEMPORAL_ADDRESS): `ferry delete --cluster` of a model that does
+#     not exist (exit 3), which loads everything `ferry update` and `ferry delete` load: the prelude sends the update
+#     (answered: not found), then the commands load and the SDK asks again and describes. From the build's bundles
+#     with their code cache as people run it (warm), the same with an empty cache each run (cold: the first run of a
+#     build), the same with the update sent by the SDK alone (FERRY_CLI_EARLY=0), and from the modules themselves
+#     (FERRY_CLI_BUNDLE=0).
 # Results: docs/performance.md.
 #   bash bench/cli-start.sh [N]
 set -euo pipefail
@@ -46,8 +48,10 @@ absent=(node bin/ferry.js delete ferry-bench-absent -n ferry-bench --cluster fer
 labels=('node -e 0' 'ferry --version' 'ferry --help')
 commands=('node -e 0' 'node bin/ferry.js --version' 'node bin/ferry.js --help')
 if node bin/ferry.js list -n ferry-bench >/dev/null 2>&1; then
-  labels+=('ferry delete (bundle, warm cache)' 'ferry delete (bundle, cold cache)' 'ferry delete (modules)')
-  commands+=("env XDG_CACHE_HOME=$scratch/warm ${absent[*]}" "COLD ${absent[*]}" "env FERRY_CLI_BUNDLE=0 ${absent[*]}")
+  labels+=('ferry delete (bundle, warm cache)' 'ferry delete (bundle, cold cache)'
+    'ferry delete (bundle, sent by the SDK)' 'ferry delete (modules)')
+  commands+=("env XDG_CACHE_HOME=$scratch/warm ${absent[*]}" "COLD ${absent[*]}"
+    "env XDG_CACHE_HOME=$scratch/warm FERRY_CLI_EARLY=0 ${absent[*]}" "env FERRY_CLI_BUNDLE=0 ${absent[*]}")
   server=yes
 else
   server=no
@@ -74,8 +78,8 @@ for i in "${!commands[@]}"; do run_one "$i" >/dev/null; done # warm the file cac
 for ((r = 0; r < runs; r++)); do
   for i in "${!commands[@]}"; do echo "$(run_one "$i")" >>"$scratch/times-$i"; done
 done
-printf '%-36s %8s %8s\n' command median max
+printf '%-40s %8s %8s\n' command median max
 for i in "${!commands[@]}"; do
   read -r median max < <(stats <"$scratch/times-$i")
-  printf '%-36s %8s %8s\n' "${labels[$i]}" "$median" "$max"
+  printf '%-40s %8s %8s\n' "${labels[$i]}" "$median" "$max"
 done
