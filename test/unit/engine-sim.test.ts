@@ -69,7 +69,8 @@ function metricValue(text: string, series: string, labelFragment = ''): number {
 
 describe('engine-sim lifecycle', () => {
   it('answers /health 503 while loading, then 200 with an empty body', async () => {
-    const { base } = await startSim({ loadDelaySeconds: 0.4 });
+    // Long enough that the two requests below land inside it on a loaded CI machine too.
+    const { base } = await startSim({ loadDelaySeconds: 2 });
     const loading = await fetch(`${base}/health`);
     expect(loading.status).toBe(503);
     await loading.arrayBuffer();
