@@ -63,7 +63,6 @@ export function sendEarlyUpdate(
   settings: TemporalSettings,
   request: EarlyUpdateRequest,
   env: Env,
-  options: { identity?: string } = {},
 ): EarlyUpdate | undefined {
   if (PROXY_VARIABLES.some((name) => env[name] || env[name.toUpperCase()])) return undefined;
   let target: { authority: string; url: string; tls?: SecureClientSessionOptions; headers: OutgoingHttpHeaders };
@@ -77,7 +76,7 @@ export function sendEarlyUpdate(
     namespace: settings.namespace,
     workflowId: request.workflowId,
     updateId,
-    identity: options.identity ?? `${process.pid}@${hostname()}`,
+    identity: `${process.pid}@${hostname()}`, // the SDK's default identity
     updateName: request.updateName,
     json: JSON.stringify(request.arg),
   });
