@@ -3,8 +3,9 @@
 // crash-looping → Degraded; its Service or Deployment deleted → back; its weights PVC deleted → Degraded → Ready
 // again; an update → Deployment patched; a delete → the Deployment going. Update and delete are timed twice: from
 // the library call, and from starting a `ferry` process (the compiled CLI from the build's bundles: Node's start,
-// reading the settings and the document, sending the update), which in turn sends its update before the Temporal
-// SDK loads (as people run it) and leaves it to the SDK (`FERRY_CLI_EARLY=0`), side by side. Times are from the
+// reading the settings and the document, sending the update; `ferry update -f` and `ferry delete --cluster`, without
+// --wait), which in turn sends its update before the Temporal SDK loads and prints the answer without it (as people
+// run it), and leaves it to the SDK (`FERRY_CLI_EARLY=0`), side by side. Times are from the
 // benchmark's call to the moment it sees the effect (a status query every 25 ms, or a watch event), so each
 // includes up to ~25 ms of observation delay.
 //
@@ -115,6 +116,9 @@ const LOADS = [
   { label: 'bundle', env: {} },
   { label: 'bundle, sent by the SDK', env: { FERRY_CLI_EARLY: '0' } },
 ] as const;
+
+/** Who deletes, taking turns: the library, then a `ferry delete` process with each of LOADS. */
+const DELETES = ['library', ...LOADS] as const;
 
 /** Runs `ferry <args>` (the compiled CLI) against the local stack's Temporal; resolves with its exit code. */
 function ferry(args: string[], env: Record<string, string> = {}): Promise<number | null> {
@@ -259,6 +263,27 @@ try {
     record(`ferry update (process start, ${load.label}) → Deployment patched`, performance.now() - spawned);
     if ((await exited) !== 0) throw new Error(`ferry update exited non-zero for ${ref.name}`);
     await ready(ref);
+
+    // A delete → the Deployment going (its DELETED event, or a deletionTimestamp): by the library call and by a
+    // `ferry delete` process (its update sent early and by the SDK) in turn. The model is served again for the next
+    // trial once the teardown is done.
+    const deleteBy = DELETES[i % DELETES.length]!;
+    const mark5 = seen.length;
+    const t5 = performance.now();
+    const deleting =
+      deleteBy === 'library'
+        ? deleteModel(client, ref).then(() => 0)
+        : ferry(['delete', ref.name, '-n', namespace, '--cluster', cluster], deleteBy.env);
+    await until('the Deployment going', async () => (deploymentGoing(mark5, ref.name) ? true : undefined));
+    record(
+      deleteBy === 'library'
+        ? 'delete call → Deployment deleted'
+        : `ferry delete (process start, ${deleteBy.label}) → Deployment deleted`,
+      performance.now() - t5,
+    );
+    if ((await deleting) !== 0) throw new Error(`ferry delete exited non-zero for ${ref.name}`);
+    await deleteModel(client, ref, { wait: true, timeoutMs: 120_000 });
+    await serveModel(client, instantModel(ref.name, namespace, cluster), { wait: true });
     log(`trial ${i + 1}/${trials} done`);
   }
 
@@ -272,24 +297,6 @@ try {
     record('PVC deleted → not Ready (Degraded, then rebuilding)', performance.now() - t0);
     await ready(ref);
     record('PVC deleted → Ready again on a new volume', performance.now() - t0);
-  }
-
-  // A delete → the Deployment going (its DELETED event, or a deletionTimestamp): by the library for every other
-  // model, by a `ferry delete` process for the rest (its update sent early and by the SDK in turn).
-  for (const [i, ref] of refs.entries()) {
-    const mark = seen.length;
-    const t0 = performance.now();
-    const byCli = i % 2 === 1;
-    const load = LOADS[Math.floor(i / 2) % LOADS.length]!;
-    const deleting = byCli
-      ? ferry(['delete', ref.name, '-n', namespace, '--cluster', cluster, '--wait'], load.env)
-      : deleteModel(client, ref, { wait: true });
-    await until('the Deployment going', async () => (deploymentGoing(mark, ref.name) ? true : undefined));
-    record(
-      byCli ? `ferry delete (process start, ${load.label}) → Deployment deleted` : 'delete call → Deployment deleted',
-      performance.now() - t0,
-    );
-    await deleting;
   }
 
   const summary = Object.fromEntries(

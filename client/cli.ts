@@ -30,11 +30,17 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
   // `ferry update` and `ferry delete --cluster` send their update from the small prelude, before the commands and
   // the Temporal SDK load (client/early-update.ts). FERRY_CLI_EARLY=0 leaves it to the SDK (for comparison).
   const early = sendsEarly(command) && io.env.FERRY_CLI_EARLY !== '0';
-  const prepared = early ? await (await loadPrelude(io.env)).prepareCommand(command, io) : undefined;
-  // The SDK is needed only once the workflow has answered (to follow the update); loading it meanwhile would take
-  // the CPU from a server and worker on the same machine while they act on it (the local stack on a laptop). So it
-  // loads after the answer, or after LOAD_SDK_AFTER_MS when the answer is slow (no worker yet, a busy server).
-  if (prepared?.early) await within(prepared.early.answer, LOAD_SDK_AFTER_MS);
+  const prelude = early ? await loadPrelude(io.env) : undefined;
+  const prepared = prelude ? await prelude.prepareCommand(command, io) : undefined;
+  // The SDK is needed only once the workflow has answered, and only to follow the update (a wait, an error);
+  // loading it meanwhile would take the CPU from a server and worker on the same machine while they act on it (the
+  // local stack on a laptop). So it loads after the answer, or after LOAD_SDK_AFTER_MS when the answer is slow (no
+  // worker yet, a busy server), and not at all when the answer is all the command prints.
+  if (prelude && prepared?.early) {
+    const accepted = await within(prepared.early.answer, LOAD_SDK_AFTER_MS);
+    const code = accepted && prelude.finishEarly(command, io, prepared, accepted);
+    if (code !== undefined) return code;
+  }
   const { runCommand } = await loadCommands(io.env);
   return runCommand(command, io, prepared);
 }
@@ -42,11 +48,17 @@ export async function runCli(argv: readonly string[], io: CliIO): Promise<number
 /** How long the update sent early may keep the SDK from loading. */
 const LOAD_SDK_AFTER_MS = 1_000;
 
-/** Resolves when `promise` settles or after `ms`, whichever comes first. */
-async function within(promise: Promise<unknown>, ms: number): Promise<void> {
+/** What `promise` resolves with, or `undefined` when that takes longer than `ms`. */
+async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
   let timer: NodeJS.Timeout | undefined;
-  await Promise.race([promise, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
-  clearTimeout(timer);
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms))),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**

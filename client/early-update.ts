@@ -29,13 +29,23 @@ export interface EarlyUpdate {
   /** When it was sent (`Date.now()`): the SDK's path waits for acceptance until ACCEPT_TIMEOUT_MS after it. */
   sentAt: number;
   /**
-   * The run ID of the workflow once it has accepted the update, with no outcome yet or a successful one; `undefined`
-   * for every other answer (an error, a rejection, a stage short of accepted, no connection), and when `close()` came
-   * first. Never rejects.
+   * The workflow's acceptance, with no outcome yet or a successful one; `undefined` for every other answer (an error,
+   * a rejection, a stage short of accepted, no connection), and when `close()` came first. Never rejects.
    */
-  answer: Promise<string | undefined>;
+  answer: Promise<Accepted | undefined>;
   /** Ends the request and its connection (the update itself goes on once sent). */
   close(): void;
+}
+
+/** An update the workflow accepted. */
+export interface Accepted {
+  runId: string;
+  /**
+   * Its result, when the answer came with it: an update whose handler returns at once (`updateModel`) completes in
+   * the workflow task that accepts it. Only a result sent as the SDK's default converter sends it (`json/plain`, or
+   * `binary/null` for none): another encoding is left to the SDK.
+   */
+  completed?: { result: unknown };
 }
 
 export interface EarlyUpdateRequest {
@@ -52,6 +62,8 @@ const DEFAULT_PORT = 7233;
 const METHOD = '/temporal.api.workflowservice.v1.WorkflowService/UpdateWorkflowExecution';
 /** `UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_ACCEPTED`. */
 export const STAGE_ACCEPTED = 2;
+/** `UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_COMPLETED`. */
+const STAGE_COMPLETED = 3;
 /** The proxy variables gRPC honours: with one set, the request would not go the way the SDK's goes. */
 const PROXY_VARIABLES = ['grpc_proxy', 'https_proxy', 'http_proxy'];
 
@@ -82,10 +94,10 @@ export function sendEarlyUpdate(
   });
   const sentAt = Date.now();
   let session: ClientHttp2Session | undefined;
-  let settle: (runId: string | undefined) => void = () => undefined;
-  const answer = new Promise<string | undefined>((resolve) => {
-    settle = (runId) => {
-      resolve(runId);
+  let settle: (accepted: Accepted | undefined) => void = () => undefined;
+  const answer = new Promise<Accepted | undefined>((resolve) => {
+    settle = (accepted) => {
+      resolve(accepted);
       session?.close();
     };
   });
@@ -117,7 +129,7 @@ export function sendEarlyUpdate(
       if (status !== '0') return settle(undefined);
       const message = grpcMessage(Buffer.concat(chunks));
       const answered = message && readUpdateResponse(message);
-      settle(answered && answered.stage >= STAGE_ACCEPTED && !answered.failed ? answered.runId : undefined);
+      settle(answered ? acceptedOf(answered) : undefined);
     });
     stream.end(frame(body));
   } catch {
@@ -174,6 +186,15 @@ function targetOf(settings: TemporalSettings): {
       ...(serverName ? { servername: serverName } : {}),
     },
     headers,
+  };
+}
+
+/** The answer as `EarlyUpdate.answer` tells it: accepted (with a result, if complete), or `undefined`. */
+function acceptedOf(answer: UpdateAnswer): Accepted | undefined {
+  if (answer.stage < STAGE_ACCEPTED || answer.failed || !answer.runId) return undefined;
+  return {
+    runId: answer.runId,
+    ...(answer.stage >= STAGE_COMPLETED && answer.result ? { completed: { result: answer.result.value } } : {}),
   };
 }
 
@@ -268,9 +289,14 @@ export interface UpdateAnswer {
   stage: number;
   /** The outcome is a failure (a rejection, or an update that failed). */
   failed: boolean;
+  /** The outcome is a success whose one payload this module can read (`json/plain`, `binary/null`): its value. */
+  result?: { value: unknown };
 }
 
-/** Reads `UpdateWorkflowExecutionResponse`'s update ref's run ID, its stage and whether its outcome is a failure. */
+/**
+ * Reads `UpdateWorkflowExecutionResponse`'s update ref's run ID, its stage, and its outcome: a failure, or a success
+ * with its value.
+ */
 export function readUpdateResponse(bytes: Uint8Array): UpdateAnswer | undefined {
   try {
     const answer: UpdateAnswer = { stage: 0, failed: false };
@@ -283,7 +309,13 @@ export function readUpdateResponse(bytes: Uint8Array): UpdateAnswer | undefined 
           }
         }
       } else if (field === 2 && value instanceof Uint8Array) {
-        for (const [f] of fields(value)) if (f === 2) answer.failed = true;
+        for (const [f, outcome] of fields(value)) {
+          if (f === 2) answer.failed = true;
+          else if (f === 1 && outcome instanceof Uint8Array) {
+            const result = readPayloads(outcome);
+            if (result) answer.result = result;
+          }
+        }
       } else if (field === 3 && typeof value === 'number') {
         answer.stage = value;
       }
@@ -292,6 +324,33 @@ export function readUpdateResponse(bytes: Uint8Array): UpdateAnswer | undefined 
   } catch {
     return undefined;
   }
+}
+
+/** The value of `Payloads` holding one payload this module can decode; `undefined` for anything else. */
+function readPayloads(bytes: Uint8Array): { value: unknown } | undefined {
+  const payloads = [...fields(bytes)].filter(([f]) => f === 1);
+  if (payloads.length !== 1 || !(payloads[0]![1] instanceof Uint8Array)) return undefined;
+  let encoding: string | undefined;
+  let data: Uint8Array = new Uint8Array();
+  for (const [f, value] of fields(payloads[0]![1])) {
+    if (!(value instanceof Uint8Array)) continue;
+    if (f === 2) data = value;
+    else if (f === 1) {
+      // A map entry: key (1), value (2). Only the encoding matters here; other metadata (a codec's) means the
+      // payload is not plain data.
+      let key: string | undefined;
+      let entry: Uint8Array | undefined;
+      for (const [g, part] of fields(value)) {
+        if (g === 1 && part instanceof Uint8Array) key = Buffer.from(part).toString('utf8');
+        if (g === 2 && part instanceof Uint8Array) entry = part;
+      }
+      if (key !== 'encoding') return undefined;
+      encoding = entry ? Buffer.from(entry).toString('utf8') : undefined;
+    } else return undefined; // a payload stored elsewhere (external_payloads): the SDK's to fetch
+  }
+  if (encoding === 'binary/null') return { value: undefined };
+  if (encoding === 'json/plain') return { value: JSON.parse(Buffer.from(data).toString('utf8')) as unknown };
+  return undefined;
 }
 
 /** The fields of a message: varints as numbers (up to 2^53), length-delimited ones as bytes; others skipped. */

@@ -1,13 +1,12 @@
 // What can go wrong when talking to a model, as typed errors: programs branch on the class, the CLI maps each to an
 // exit code, and every message says what to do next.
 import type { ModelError, ModelRef, ModelStatus, Phase, SpecIssue } from '../workflows/contract/index.js';
-// From the spec alone (zod), not the whole contract (the Temporal SDK): the CLI's prelude loads this module.
+// From the identity and the spec alone (zod), not the whole contract (the Temporal SDK): the CLI's prelude loads this
+// module when it reads a document.
+import { describeRef } from '../workflows/contract/identity.js';
 import { formatSpecIssues } from '../workflows/contract/spec/index.js';
 
-/** `qwen (namespace models, cluster default)`. */
-export function describeRef(ref: ModelRef): string {
-  return `${ref.name} (namespace ${ref.namespace}, cluster ${ref.cluster})`;
-}
+export { describeRef };
 
 /** Base class of every error the client library throws on purpose. */
 export class FerryClientError extends Error {

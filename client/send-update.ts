@@ -126,16 +126,16 @@ export async function accepted<Ret>(
   }
 }
 
-/** The early update's answer, or `undefined` (the request ended) when it has not come within `ms`. */
+/** The run that accepted the early update, or `undefined` (the request ended) when no acceptance came within `ms`. */
 async function answerWithin(early: EarlyUpdate, ms: number): Promise<string | undefined> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<undefined>((resolve) => {
     timer = setTimeout(() => resolve(undefined), Math.max(0, ms));
   });
   try {
-    const runId = await Promise.race([early.answer, late]);
-    if (runId === undefined) early.close();
-    return runId;
+    const accepted = await Promise.race([early.answer, late]);
+    if (accepted === undefined) early.close();
+    return accepted?.runId;
   } finally {
     clearTimeout(timer);
   }

@@ -36,7 +36,3 @@ export async function resolveRef(ctx: CliContext, args: RefArgs): Promise<ModelR
   const cluster = running[0] ?? found[0]?.cluster ?? ctx.io.env.FERRY_CLUSTER ?? DEFAULT_CLUSTER;
   return { name, namespace, cluster };
 }
-
-export function printJson(ctx: { io: CliIO }, value: unknown): void {
-  ctx.io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
-}

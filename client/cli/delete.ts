@@ -2,8 +2,10 @@
 import { deleteModelAfter } from '../delete-model.js';
 import { describeRef } from '../errors.js';
 import type { Command } from './args.js';
-import { printJson, resolveRef, type CliContext } from './context.js';
+import { resolveRef, type CliContext } from './context.js';
+import { printJson } from './io.js';
 import { EXIT } from './exit-codes.js';
+import { deletingLine } from './lines.js';
 
 export async function deleteCommand(ctx: CliContext, cmd: Extract<Command, { kind: 'delete' }>): Promise<number> {
   const ref = await resolveRef(ctx, cmd.ref);
@@ -26,7 +28,7 @@ export async function deleteCommand(ctx: CliContext, cmd: Extract<Command, { kin
     ? `${describeRef(ref)} was already deleted${objects}`
     : cmd.wait
       ? `deleted ${describeRef(ref)}${objects}`
-      : `deleting ${describeRef(ref)} (follow it with \`ferry watch ${ref.name} -n ${ref.namespace}\`)`;
+      : deletingLine(ref);
   ctx.io.stdout.write(`${line}\n`);
   return EXIT.ok;
 }

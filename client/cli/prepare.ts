@@ -1,14 +1,18 @@
 // What a command that talks to Temporal does before it needs the Temporal SDK: read the Temporal settings and the
 // document, validate it, and for `ferry update` and `ferry delete --cluster` send the update itself
 // (client/early-update.ts). `client/cli.ts` runs this from the small prelude bundle before the commands' bundle
-// loads, so that the update is on its way while the SDK loads; `run.ts` runs it for every other command.
-import { type EarlyUpdate, sendEarlyUpdate } from '../early-update.js';
+// loads, so that the update is on its way while the SDK loads; `run.ts` runs it for every other command. When the
+// workflow's answer is all the command prints (no `--wait`), the prelude prints it and the SDK never loads.
+import { type Accepted, type EarlyUpdate, sendEarlyUpdate } from '../early-update.js';
 import { readLocalStackEnv } from '../local-stack.js';
 import { temporalSettingsFromEnv, type TemporalSettings } from '../temporal-env.js';
 import { modelRefOf, UPDATE_NAMES, workflowIdFor } from '../../workflows/contract/identity.js';
+import type { UpdateResult } from '../../workflows/contract/messages.js';
 import type { ServedModel } from '../../workflows/contract/spec/index.js';
 import { type Command, sendsEarly } from './args.js';
-import type { CliIO } from './io.js';
+import { EXIT } from './exit-codes.js';
+import { type CliIO, printJson } from './io.js';
+import { deletingLine, updatedLine } from './lines.js';
 
 export type ServerCommand = Exclude<Command, { kind: 'help' | 'version' }>;
 
@@ -47,6 +51,50 @@ export async function prepareCommand(command: ServerCommand, io: CliIO): Promise
   if (!request) return { target, input };
   const early = sendEarlyUpdate(target.settings, request, io.env);
   return { target, input, ...(early ? { early } : {}) };
+}
+
+/**
+ * Ends a command whose early update the workflow has accepted, when that answer is all the command prints: `ferry
+ * update` (its result comes with the acceptance) and `ferry delete`, without `--wait`. They print what the commands'
+ * bundle would print, and exit without loading it and the Temporal SDK, which would take the CPU from a worker on the
+ * same machine while it acts on the update. `undefined` for anything else: the commands' bundle goes on under the
+ * same update ID (a wait, a result that is not there or not a change's).
+ */
+export function finishEarly(
+  command: ServerCommand,
+  io: CliIO,
+  prepared: Prepared,
+  accepted: Accepted,
+): number | undefined {
+  if (command.kind === 'update' && !command.wait && 'spec' in prepared.input && prepared.input.spec) {
+    const result = accepted.completed?.result;
+    if (!isUpdateResult(result)) return undefined;
+    if (command.output === 'json') printJson({ io }, result);
+    else io.stdout.write(`${updatedLine(modelRefOf(prepared.input.spec), result)}\n`);
+    return EXIT.ok;
+  }
+  if (command.kind === 'delete' && !command.wait && command.ref.cluster !== undefined) {
+    const ref = { name: command.ref.name, namespace: command.ref.namespace, cluster: command.ref.cluster };
+    if (command.output === 'json') printJson({ io }, { ref, alreadyDeleted: false });
+    else io.stdout.write(`${deletingLine(ref)}\n`);
+    return EXIT.ok;
+  }
+  return undefined;
+}
+
+/** Whether an update's result is `updateModel`'s (from a worker of this version or one that answers alike). */
+function isUpdateResult(value: unknown): value is UpdateResult {
+  const r = value as Partial<UpdateResult> | null | undefined;
+  return (
+    typeof r === 'object' &&
+    r !== null &&
+    r.accepted === true &&
+    Number.isInteger(r.generation) &&
+    typeof r.changed === 'boolean' &&
+    typeof r.sourceChanged === 'boolean' &&
+    Array.isArray(r.changes) &&
+    r.changes.every((c) => typeof c === 'string')
+  );
 }
 
 /** The Temporal settings of the command line and the environment. */

@@ -6,9 +6,11 @@ import { updateModelAfter } from '../update-model.js';
 import { waitForPhase } from '../wait-for-phase.js';
 import type { ModelRef, ModelStatus, UpdateResult } from '../../workflows/contract/index.js';
 import type { Command } from './args.js';
-import { printJson, type CliContext } from './context.js';
+import type { CliContext } from './context.js';
+import { printJson } from './io.js';
 import { EXIT } from './exit-codes.js';
 import { formatStatus, serveLine } from './format.js';
+import { changeLine, shortRef, updatedLine } from './lines.js';
 import { StatusPrinter } from './status-printer.js';
 
 type ServeCommand = Extract<Command, { kind: 'serve' }>;
@@ -31,7 +33,7 @@ export async function serveCommand(ctx: CliContext, cmd: ServeCommand, doc: unkn
 
 export async function updateCommand(ctx: CliContext, cmd: UpdateCommand, doc: unknown): Promise<number> {
   const result = await updateModelAfter(ctx.early, ctx.client, doc);
-  if (cmd.output === 'text') ctx.io.stdout.write(`updated ${shortRef(result.ref)}: ${changeLine(result)}\n`);
+  if (cmd.output === 'text') ctx.io.stdout.write(`${updatedLine(result.ref, result)}\n`);
   return finishChange(ctx, cmd, doc, result);
 }
 
@@ -43,14 +45,6 @@ export async function applyCommand(ctx: CliContext, cmd: ApplyCommand, doc: unkn
     );
   }
   return finishChange(ctx, cmd, doc, result);
-}
-
-const shortRef = (ref: ModelRef) => `${ref.namespace}/${ref.name}`;
-
-function changeLine(result: UpdateResult): string {
-  if (!result.changed) return `generation ${result.generation}: no change`;
-  const weights = result.sourceChanged ? ' (new weights: the engine stops while they download)' : '';
-  return `generation ${result.generation}: ${result.changes.join(', ')} changed${weights}`;
 }
 
 /** After an update or apply: `--wait` for Ready at its generation, then print the result. */

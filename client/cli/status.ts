@@ -2,7 +2,8 @@
 import { listModels } from '../list-models.js';
 import { getModelStatus } from '../model-status.js';
 import type { Command } from './args.js';
-import { printJson, resolveRef, webUiLink, type CliContext } from './context.js';
+import { resolveRef, webUiLink, type CliContext } from './context.js';
+import { printJson } from './io.js';
 import { EXIT } from './exit-codes.js';
 import { formatList, formatStatus } from './format.js';
 

@@ -14,6 +14,11 @@ const outdir = `${dist}client/cli`;
 const entries = { 'run.bundle': `${outdir}/run.js`, 'prepare.bundle': `${outdir}/prepare.js` };
 /** What the prelude must not hold: it is there to send the update before these load. */
 const NOT_IN_PRELUDE = /node_modules[\\/](@temporalio[\\/](proto|client|workflow)|@grpc|protobufjs)[\\/]/;
+/**
+ * What the prelude may hold but must not run when it loads: the document's parser and schema, which only commands
+ * that read a document load (`import()`), so `ferry delete` sends its update without them.
+ */
+const NOT_AT_PRELUDE_LOAD = /node_modules[\\/](zod|yaml)[\\/]/;
 
 // What the CLI's Temporal client never uses of the protobuf definitions that @temporalio/proto builds at load (about
 // a third of them): the Core SDK's, which only a worker speaks, and the Cloud Operations API's (@temporalio/cloud's
@@ -64,10 +69,23 @@ const result = await build({
   banner: { js: 'var __ferryBundleUrl = require("node:url").pathToFileURL(__filename).href;' },
 });
 if (result.errors.length > 0 || result.warnings.length > 0) process.exit(1);
-for (const [output, { inputs }] of Object.entries(result.metafile.outputs)) {
+for (const [output, { inputs, entryPoint }] of Object.entries(result.metafile.outputs)) {
   if (!output.endsWith('prepare.bundle.cjs')) continue;
   const heavy = Object.keys(inputs).find((input) => NOT_IN_PRELUDE.test(input));
   if (heavy) throw new Error(`${output}: the prelude imports ${heavy}`);
+  const eager = staticallyReached(entryPoint).find((input) => NOT_AT_PRELUDE_LOAD.test(input));
+  if (eager) throw new Error(`${output}: the prelude runs ${eager} when it loads (import it with import())`);
+}
+
+/** The bundle's inputs that `entry` reaches by static imports and requires alone: what runs when the bundle loads. */
+function staticallyReached(entry) {
+  const seen = new Set([entry]);
+  for (const input of seen) {
+    for (const { path, kind } of result.metafile.inputs[input]?.imports ?? []) {
+      if ((kind === 'import-statement' || kind === 'require-call') && result.metafile.inputs[path]) seen.add(path);
+    }
+  }
+  return [...seen];
 }
 for (const out of Object.keys(entries)) {
   const outfile = `${outdir}/${out}.cjs`;

@@ -2,6 +2,7 @@
 // builds for `startUpdate(…, { waitForStage: 'ACCEPTED' })`, as the SDK's own protobuf definitions read it; its reading
 // of the answer agrees with them on every answer the server gives, and refuses what is not one. The request on the
 // wire against a real server: test/integration/client/cli.test.ts and temporal-tls.test.ts.
+import { defaultPayloadConverter } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -94,6 +95,49 @@ describe('reading the answer', () => {
         link: { workflowEvent: { namespace: 'default', workflowId: 'w', runId: 'run-1' } },
       }),
     ).toEqual({ runId: 'run-1', stage: 3, failed: false });
+  });
+
+  it("a completed update: its result, read as the SDK's default converter wrote it", () => {
+    const completed = (value: unknown) =>
+      answer({
+        updateRef: ref,
+        stage: Stage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_COMPLETED,
+        outcome: { success: { payloads: [defaultPayloadConverter.toPayload(value)] } },
+      });
+    const result = { accepted: true, generation: 2, changed: true, sourceChanged: false, changes: ['spec.replicas'] };
+    expect(completed(result)).toEqual({ runId: 'run-1', stage: 3, failed: false, result: { value: result } });
+    expect(completed(undefined)).toEqual({ runId: 'run-1', stage: 3, failed: false, result: { value: undefined } });
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        // What JSON carries of the value (-0 is 0), as the SDK's converter reads it back.
+        expect(completed(value)?.result).toEqual({
+          value: defaultPayloadConverter.fromPayload(defaultPayloadConverter.toPayload(value)),
+        });
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('a result this module cannot read is left to the SDK', () => {
+    const withPayloads = (payloads: temporal.api.common.v1.IPayload[]) =>
+      answer({
+        updateRef: ref,
+        stage: Stage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_COMPLETED,
+        outcome: { success: { payloads } },
+      });
+    const json = { metadata: { encoding: utf8('json/plain') }, data: utf8('{"a":1}') };
+    expect(withPayloads([json])?.result).toEqual({ value: { a: 1 } });
+    // Encoded by a codec (its own metadata), in another encoding, without one, or more than one payload.
+    for (const payloads of [
+      [{ metadata: { encoding: utf8('binary/encrypted'), 'encryption-key-id': utf8('k') }, data: utf8('x') }],
+      [{ metadata: { encoding: utf8('json/plain'), 'encryption-key-id': utf8('k') }, data: utf8('{}') }],
+      [{ metadata: { encoding: utf8('json/protobuf'), messageType: utf8('T') }, data: utf8('{}') }],
+      [{ data: utf8('{}') }],
+      [json, json],
+      [],
+    ]) {
+      expect(withPayloads(payloads)).toEqual({ runId: 'run-1', stage: 3, failed: false });
+    }
   });
 
   it('a rejection, and a stage short of accepted, are told apart', () => {

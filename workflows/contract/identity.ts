@@ -12,6 +12,11 @@ export interface ModelRef {
   name: string;
 }
 
+/** A model as messages name it to people: `qwen (namespace models, cluster default)`. */
+export function describeRef(ref: ModelRef): string {
+  return `${ref.name} (namespace ${ref.namespace}, cluster ${ref.cluster})`;
+}
+
 /** `servedmodel/<cluster>/<namespace>/<name>`: one workflow per model, so Temporal keeps the name unique. */
 export function workflowIdFor({ cluster, namespace, name }: ModelRef): string {
   return `servedmodel/${cluster}/${namespace}/${name}`;

@@ -2,6 +2,7 @@
 // Ferry worker (createWorker) with stub activities on a cluster of its own.
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
+import { deleteModel } from '../../../client/delete-model.js';
 import { modelHandle } from '../../../client/model-status.js';
 import type { ModelStatus } from '../../../workflows/contract/index.js';
 import { eventually, runFerry, spawnFerry, writeDoc } from '../../support/ferry-worker.js';
@@ -111,27 +112,37 @@ describe('ferry CLI', () => {
     expect(json<ModelStatus>(gone.stdout).phase).toBe('Deleted');
   }, 180_000);
 
-  it('update and delete --cluster send their update first and once; the SDK goes on under its ID', async () => {
+  it('update and delete --cluster send their update first and once; the SDK goes on under its ID only to follow it', async () => {
     const doc = ferry.doc();
     const name = doc.metadata.name as string;
     const ref = { cluster: ferry.cluster, namespace: 'models', name };
-    expect((await runFerry(['serve', '-f', writeDoc(doc), '--wait', '--timeout', '1m'])).code).toBe(0);
+    // A second model, for a delete without --wait.
+    const other = ferry.doc();
+    const otherName = other.metadata.name as string;
+    const served = await Promise.all(
+      [doc, other].map((d) => runFerry(['serve', '-f', writeDoc(d), '--wait', '--timeout', '1m'])),
+    );
+    expect(served.map((r) => r.code)).toEqual([0, 0]);
     // Every call of the processes below goes through a relay that writes it down.
     const relay = await startGrpcRelay();
     const env = { TEMPORAL_ADDRESS: relay.address };
-    const updatesSince = (mark: number) =>
-      relay.calls.slice(mark).filter((c) => c.method === 'UpdateWorkflowExecution');
+    const since = (mark: number) => relay.calls.slice(mark);
+    const updatesSince = (mark: number) => since(mark).filter((c) => c.method === 'UpdateWorkflowExecution');
+    const replicas = (n: number) => writeDoc(ferry.doc((d) => (d.spec.replicas = n), name));
     try {
-      // The update is the process's first call (client/early-update.ts), on a connection of its own, with the headers
-      // the SDK sends; the SDK, loaded meanwhile, takes its acceptance over and asks for the outcome on its own
-      // connection without sending it again.
+      // The update is the process's first call (client/early-update.ts), with the headers the SDK sends. Its answer
+      // (accepted, with the result) is all `ferry update` prints: the SDK never loads and makes no call.
       let mark = relay.calls.length;
-      const updated = await runFerry(
-        ['update', '-f', writeDoc(ferry.doc((d) => (d.spec.replicas = 2), name)), '-o', 'json'],
-        env,
-      );
+      const updated = await runFerry(['update', '-f', replicas(2), '-o', 'json'], env);
       expect(updated.code, updated.stderr).toBe(0);
-      expect(json(updated.stdout)).toMatchObject({ generation: 2, changed: true, changes: ['spec.replicas'] });
+      expect(json(updated.stdout)).toEqual({
+        accepted: true,
+        generation: 2,
+        changed: true,
+        sourceChanged: false,
+        changes: ['spec.replicas'],
+      });
+      expect(since(mark)).toHaveLength(1);
       expect(relay.calls[mark]).toMatchObject({
         method: 'UpdateWorkflowExecution',
         headers: {
@@ -140,18 +151,28 @@ describe('ferry CLI', () => {
           'client-name': 'temporal-typescript',
         },
       });
+      // The same words as when the SDK sends it (FERRY_CLI_EARLY=0), which it does on its one connection.
+      mark = relay.calls.length;
+      const early = await runFerry(['update', '-f', replicas(3)], env);
+      expect(early.code, early.stderr).toBe(0);
+      expect(early.stdout).toBe(`updated models/${name}: generation 3: spec.replicas changed\n`);
+      mark = relay.calls.length;
+      const bySdk = await runFerry(['update', '-f', replicas(4)], { ...env, FERRY_CLI_EARLY: '0' });
+      expect(bySdk.code, bySdk.stderr).toBe(0);
+      expect(bySdk.stdout).toBe(`updated models/${name}: generation 4: spec.replicas changed\n`);
       expect(updatesSince(mark)).toHaveLength(1);
-      const sdkCalls = relay.calls.slice(mark + 1);
+      expect(new Set(since(mark).map((c) => c.connection)).size).toBe(1);
+
+      // With --wait, the SDK takes the acceptance over and follows the model on its own connection, without sending
+      // the update again.
+      mark = relay.calls.length;
+      const waited = await runFerry(['update', '-f', replicas(1), '--wait', '--timeout', '1m'], env);
+      expect(waited.code, waited.stderr).toBe(0);
+      expect(waited.stdout).toMatch(new RegExp(`^updated models/${name}: generation 5: spec.replicas changed\n`));
+      expect(updatesSince(mark)).toHaveLength(1);
+      const sdkCalls = since(mark + 1);
       expect(sdkCalls.map((c) => c.method)).toContain('PollWorkflowExecutionUpdate');
       expect(sdkCalls.every((c) => c.connection !== relay.calls[mark]!.connection)).toBe(true);
-      // With FERRY_CLI_EARLY=0 the SDK sends it, on its one connection.
-      mark = relay.calls.length;
-      const bySdk = await runFerry(['update', '-f', writeDoc(ferry.doc((d) => (d.spec.replicas = 3), name))], {
-        ...env,
-        FERRY_CLI_EARLY: '0',
-      });
-      expect(bySdk.code, bySdk.stderr).toBe(0);
-      expect(new Set(relay.calls.slice(mark).map((c) => c.connection)).size).toBe(1);
 
       // A rejection comes back in the SDK's words: it sends the update again under the same ID (a rejected update
       // leaves no trace, so the workflow's validator answers again), and nothing changed.
@@ -165,6 +186,23 @@ describe('ferry CLI', () => {
       const twice = updatesSince(mark);
       expect(twice).toHaveLength(2);
 
+      // `ferry delete` prints once the workflow has taken the request: one call. With --wait it follows the teardown
+      // through the SDK.
+      mark = relay.calls.length;
+      const deleting = await runFerry(
+        ['delete', otherName, '-n', 'models', '--cluster', ferry.cluster, '-o', 'json'],
+        env,
+      );
+      expect(deleting.code, deleting.stderr).toBe(0);
+      expect(json(deleting.stdout)).toEqual({
+        ref: { name: otherName, namespace: 'models', cluster: ferry.cluster },
+        alreadyDeleted: false,
+      });
+      expect(since(mark).map((c) => c.method)).toEqual(['UpdateWorkflowExecution']);
+      const otherRef = { ...ref, name: otherName };
+      expect((await deleteModel(harness.client, otherRef, { wait: true, timeoutMs: 60_000 })).status?.phase).toBe(
+        'Deleted',
+      );
       mark = relay.calls.length;
       const deleted = await runFerry(['delete', name, '-n', 'models', '--cluster', ferry.cluster, '--wait'], env);
       expect(deleted.code, deleted.stderr).toBe(0);
@@ -179,7 +217,13 @@ describe('ferry CLI', () => {
     const accepted = (events ?? []).flatMap(
       (e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name ?? [],
     );
-    expect(accepted.filter((n) => n === 'update' || n === 'delete')).toEqual(['update', 'update', 'delete']);
+    expect(accepted.filter((n) => n === 'update' || n === 'delete')).toEqual([
+      'update',
+      'update',
+      'update',
+      'update',
+      'delete',
+    ]);
   }, 120_000);
 
   it('list shows the default namespace without -n, NS with -n, every one with -A, deleted ones with --include-deleted', async () => {
