@@ -256,12 +256,14 @@ try {
     const load = LOADS[i % LOADS.length]!;
     const mark4 = seen.length;
     const spawned = performance.now();
-    const exited = ferry(['update', '-f', file], load.env);
+    const exited = ferry(['update', '-f', file], load.env).then((code) => ({ code, at: performance.now() }));
     await until('the Deployment patched', async () =>
       patchedWith(mark4, `--max-model-len=${8192 + i}`) ? true : undefined,
     );
     record(`ferry update (process start, ${load.label}) → Deployment patched`, performance.now() - spawned);
-    if ((await exited) !== 0) throw new Error(`ferry update exited non-zero for ${ref.name}`);
+    const exit = await exited;
+    if (exit.code !== 0) throw new Error(`ferry update exited non-zero for ${ref.name}`);
+    record(`ferry update (${load.label}): the whole command, start to exit`, exit.at - spawned);
     await ready(ref);
 
     // A delete → the Deployment going (its DELETED event, or a deletionTimestamp): by the library call and by a
@@ -272,8 +274,11 @@ try {
     const t5 = performance.now();
     const deleting =
       deleteBy === 'library'
-        ? deleteModel(client, ref).then(() => 0)
-        : ferry(['delete', ref.name, '-n', namespace, '--cluster', cluster], deleteBy.env);
+        ? deleteModel(client, ref).then(() => ({ code: 0, at: performance.now() }))
+        : ferry(['delete', ref.name, '-n', namespace, '--cluster', cluster], deleteBy.env).then((code) => ({
+            code,
+            at: performance.now(),
+          }));
     await until('the Deployment going', async () => (deploymentGoing(mark5, ref.name) ? true : undefined));
     record(
       deleteBy === 'library'
@@ -281,7 +286,11 @@ try {
         : `ferry delete (process start, ${deleteBy.label}) → Deployment deleted`,
       performance.now() - t5,
     );
-    if ((await deleting) !== 0) throw new Error(`ferry delete exited non-zero for ${ref.name}`);
+    const deleted = await deleting;
+    if (deleted.code !== 0) throw new Error(`ferry delete exited non-zero for ${ref.name}`);
+    if (deleteBy !== 'library') {
+      record(`ferry delete (${deleteBy.label}): the whole command, start to exit`, deleted.at - t5);
+    }
     await deleteModel(client, ref, { wait: true, timeoutMs: 120_000 });
     await serveModel(client, instantModel(ref.name, namespace, cluster), { wait: true });
     log(`trial ${i + 1}/${trials} done`);
