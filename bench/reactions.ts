@@ -117,8 +117,11 @@ const LOADS = [
   { label: 'bundle, sent by the SDK', env: { FERRY_CLI_EARLY: '0' } },
 ] as const;
 
-/** Who deletes, taking turns: the library, then a `ferry delete` process with each of LOADS. */
-const DELETES = ['library', ...LOADS] as const;
+/**
+ * Who deletes, taking turns: a `ferry delete` process as people run it, the library, a `ferry delete` process whose
+ * update the SDK sends (the CLI's path first, so that a one-trial run, the suite's slice, times it).
+ */
+const DELETES = [LOADS[0], 'library', LOADS[1]] as const;
 
 /** Runs `ferry <args>` (the compiled CLI) against the local stack's Temporal; resolves with its exit code. */
 function ferry(args: string[], env: Record<string, string> = {}): Promise<number | null> {
@@ -266,8 +269,8 @@ try {
     record(`ferry update (${load.label}): the whole command, start to exit`, exit.at - spawned);
     await ready(ref);
 
-    // A delete → the Deployment going (its DELETED event, or a deletionTimestamp): by the library call and by a
-    // `ferry delete` process (its update sent early and by the SDK) in turn. The model is served again for the next
+    // A delete → the Deployment going (its DELETED event, or a deletionTimestamp): by a `ferry delete` process (its
+    // update sent early, then by the SDK) and by the library call, in turn. The model is served again for the next
     // trial once the teardown is done.
     const deleteBy = DELETES[i % DELETES.length]!;
     const mark5 = seen.length;
