@@ -24,6 +24,7 @@ import {
   type ResolvedOptions,
 } from './activity-options.js';
 import {
+  asAcceptedBefore,
   describeSource,
   failure,
   FAILURE,
@@ -240,7 +241,7 @@ export class ModelLifecycle {
   }
 
   update(update: UpdateModelInput): UpdateResult {
-    const next = specForUpdate(this.desired, update.spec);
+    const next = this.acceptedSpec(update.spec);
     const changes = specChanges(this.desired, next);
     const sourceChanged = !sameSource(this.desired.spec.source, next.spec.source);
     const { generation } = this.status;
@@ -252,6 +253,22 @@ export class ModelLifecycle {
     this.set(acceptSpec(this.status, next, generation + 1, now()));
     this.active?.cancel();
     return { accepted: true, generation: generation + 1, changed: changes.length > 0, sourceChanged, changes };
+  }
+
+  /**
+   * The update's spec. The validator has accepted it, so a refusal here is a replay of an update accepted before a
+   * rule that now refuses it: it is replayed as it was accepted, or the workflow task would fail on every attempt.
+   */
+  private acceptedSpec(doc: unknown): ServedModel {
+    try {
+      return specForUpdate(this.desired, doc);
+    } catch (err) {
+      if (!(err instanceof SpecError)) throw err;
+      log.warn('the update breaks a rule it was accepted without; applying it as it was accepted', {
+        issues: err.message,
+      });
+      return asAcceptedBefore(() => specForUpdate(this.desired, doc));
+    }
   }
 
   async delete(request: DeleteModelInput | undefined): Promise<DeleteResult> {

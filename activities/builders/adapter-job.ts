@@ -92,9 +92,13 @@ export function buildAdapterJob(model: ServedModel, options: ChildOptions): V1Jo
       image,
       command: ['python3', '-c', PULLER_SCRIPT],
       // Its siblings are the other adapters: the prune container decides what goes.
-      env: pullEnv(adapter.source, `${adapter.name} (${describeSource(adapter.source)})`, adapterDir(adapter.source), [
-        { name: 'FERRY_PRUNE', value: '0' },
-      ]),
+      env: pullEnv(
+        model,
+        adapter.source,
+        `${adapter.name} (${describeSource(adapter.source)})`,
+        adapterDir(adapter.source),
+        [{ name: 'FERRY_PRUNE', value: '0' }],
+      ),
       resources: { requests: { cpu: '100m', memory: '256Mi' }, limits: { memory: '2Gi' } },
       securityContext: containerSecurityContext(),
       // A failed container's last lines (its FERRY_ERROR) become its status message: no log access needed.

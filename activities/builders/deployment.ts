@@ -5,7 +5,7 @@ import { canonicalJson, sha256Hex } from './hash.js';
 import { ANNOTATION_SPEC_HASH, labelsFor, selectorLabels } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
 import { deploymentName, pvcName } from './names.js';
-import { containerSecurityContext, podScheduling, podSecurityContext } from './pod.js';
+import { containerEnvVar, containerSecurityContext, podScheduling, podSecurityContext } from './pod.js';
 import { MODELS_DIR, sourceAnnotations, weightsDir } from './source.js';
 
 export const ENGINE_CONTAINER = 'vllm';
@@ -60,13 +60,7 @@ function engineEnv(model: ServedModel): V1EnvVar[] {
     env.push({ name: 'VLLM_API_KEY', valueFrom: { secretKeyRef: { name, key } } });
   }
   if (engine.lora.enabled) env.push({ name: 'VLLM_ALLOW_RUNTIME_LORA_UPDATING', value: 'True' });
-  for (const variable of engine.env) {
-    env.push(
-      variable.valueFrom
-        ? { name: variable.name, valueFrom: { secretKeyRef: { ...variable.valueFrom.secretKeyRef } } }
-        : { name: variable.name, value: variable.value ?? '' },
-    );
-  }
+  env.push(...engine.env.map(containerEnvVar));
   return env;
 }
 

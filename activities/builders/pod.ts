@@ -1,5 +1,5 @@
-import type { V1PodSecurityContext, V1PodSpec, V1SecurityContext } from '@kubernetes/client-node';
-import type { ServedModel } from '../../workflows/contract/index.js';
+import type { V1EnvVar, V1PodSecurityContext, V1PodSpec, V1SecurityContext } from '@kubernetes/client-node';
+import type { EnvVar, ServedModel } from '../../workflows/contract/index.js';
 
 // The vLLM image's own user: `vllm`, uid 2000, gid 0. An arbitrary uid has no passwd entry and torch crashes at
 // start-up (getpwuid); the puller runs as the same user so the engine can read what it wrote.
@@ -35,4 +35,11 @@ export function podScheduling(model: ServedModel): Pick<V1PodSpec, 'nodeSelector
     ...(tolerations.length > 0 ? { tolerations: tolerations.map((t) => ({ ...t })) } : {}),
     ...(affinity ? { affinity: structuredClone(affinity) } : {}),
   };
+}
+
+/** A variable of the spec as the container's: its value, or a reference to a Secret's key (the value stays there). */
+export function containerEnvVar(variable: EnvVar): V1EnvVar {
+  return variable.valueFrom
+    ? { name: variable.name, valueFrom: { secretKeyRef: { ...variable.valueFrom.secretKeyRef } } }
+    : { name: variable.name, value: variable.value ?? '' };
 }

@@ -3,7 +3,7 @@ import { describeSource, durationSeconds, type ServedModel, type SourceSpec } fr
 import { labelsFor } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
 import { pullerJobName, pvcName } from './names.js';
-import { containerSecurityContext, podScheduling, podSecurityContext } from './pod.js';
+import { containerEnvVar, containerSecurityContext, podScheduling, podSecurityContext } from './pod.js';
 import { PULLER_SCRIPT } from './puller-script.js';
 import { MODELS_DIR, SOURCE_DIR, sourceAnnotations, sourceHash8, weightsDir } from './source.js';
 
@@ -11,9 +11,16 @@ export const PULLER_CONTAINER = 'puller';
 
 /**
  * The environment of the puller's program (puller-script.ts) for one pull: `source` into `dest` on the volume,
- * described as `label` in its completion marker; `extra` comes right after FERRY_DEST.
+ * described as `label` in its completion marker; `extra` comes right after FERRY_DEST, the model's `puller.env` last
+ * (a Hub mirror's HF_ENDPOINT, a proxy; it may override Ferry's HF_HOME and the like, never FERRY_* or HF_TOKEN).
  */
-export function pullEnv(source: SourceSpec, label: string, dest: string, extra: V1EnvVar[] = []): V1EnvVar[] {
+export function pullEnv(
+  model: ServedModel,
+  source: SourceSpec,
+  label: string,
+  dest: string,
+  extra: V1EnvVar[] = [],
+): V1EnvVar[] {
   const env: V1EnvVar[] = [];
   if (source.huggingface) {
     env.push(
@@ -42,6 +49,12 @@ export function pullEnv(source: SourceSpec, label: string, dest: string, extra: 
     { name: 'HF_XET_CHUNK_CACHE_SIZE_BYTES', value: '0' },
     { name: 'PYTHONUNBUFFERED', value: '1' },
   );
+  // Absent in specs accepted before puller.env existed.
+  for (const variable of model.spec.puller.env ?? []) {
+    const i = env.findIndex((e) => e.name === variable.name);
+    if (i >= 0) env.splice(i, 1);
+    env.push(containerEnvVar(variable));
+  }
   return env;
 }
 
@@ -87,7 +100,7 @@ export function buildPullerJob(model: ServedModel, options: ChildOptions): V1Job
               // alone would start a server. The entrypoint is replaced by a complete argv, one token per item (never a
               // shell string), and every parameter travels as an environment variable.
               command: ['python3', '-c', PULLER_SCRIPT],
-              env: pullEnv(model.spec.source, describeSource(model.spec.source), weightsDir(model.spec.source)),
+              env: pullEnv(model, model.spec.source, describeSource(model.spec.source), weightsDir(model.spec.source)),
               resources: { requests: { cpu: '500m', memory: '1Gi' }, limits: { memory: '4Gi' } },
               securityContext: containerSecurityContext(),
               volumeMounts: mounts,

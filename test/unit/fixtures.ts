@@ -76,7 +76,12 @@ export const fullHf = {
       },
     },
     replicas: 2,
-    puller: { image: 'registry.example.com/ml/hf-puller:1.2.0', deadline: '3h', backoffLimit: 4 },
+    puller: {
+      image: 'registry.example.com/ml/hf-puller:1.2.0',
+      deadline: '3h',
+      backoffLimit: 4,
+      env: [{ name: 'HF_ENDPOINT', value: 'https://hub-mirror.example.com' }],
+    },
   },
 } satisfies ServedModelInput;
 

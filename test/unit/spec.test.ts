@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import {
+  asAcceptedBefore,
   describeSource,
   durationSeconds,
   formatSpecIssues,
@@ -56,7 +57,7 @@ describe('parseServedModel', () => {
         storage: { size: '50Gi', storageClassName: null, accessMode: 'ReadWriteOnce', retainOnDelete: false },
         scheduling: { nodeSelector: {}, tolerations: [], affinity: null },
         replicas: 1,
-        puller: { image: null, deadline: '2h', backoffLimit: 2 },
+        puller: { image: null, deadline: '2h', backoffLimit: 2, env: [] },
       },
     } satisfies ServedModel);
   });
@@ -281,6 +282,54 @@ describe('parseServedModel', () => {
       'spec.engine.args[0]',
       'two list items',
     ],
+    [
+      'a value with no flag before it',
+      (d) => (d.spec.engine = { args: ['true'] }),
+      'spec.engine.args[0]',
+      '"true" is not a flag and follows no flag that takes a value: vLLM would refuse it as an unrecognized argument',
+    ],
+    [
+      'a value after a boolean flag',
+      (d) => (d.spec.engine = { args: ['--enforce-eager', 'true'] }),
+      'spec.engine.args[1]',
+      'write --enforce-eager alone (or --no-enforce-eager)',
+    ],
+    [
+      'a flag behind leading whitespace',
+      (d) => (d.spec.engine = { args: [' --api-key=x'] }),
+      'spec.engine.args[0]',
+      '" --api-key=x" has leading whitespace, so it is not a flag: vLLM would refuse it as an unrecognized argument',
+    ],
+    [
+      'a flag with leading whitespace after a flag with its value',
+      (d) => (d.spec.engine = { args: ['--max-num-seqs=8', ' --max-model-len=4096'] }),
+      'spec.engine.args[1]',
+      '" --max-model-len=4096" has leading whitespace, so it is not a flag',
+    ],
+    [
+      'a value after a flag that has its value after "="',
+      (d) => (d.spec.engine = { args: ['--max-num-seqs=8', '8'] }),
+      'spec.engine.args[1]',
+      '"8" follows "--max-num-seqs=8", which already has its value after "="',
+    ],
+    [
+      'a second value of a flag that takes one',
+      (d) => (d.spec.engine = { args: ['--max-num-seqs', '8', '9'] }),
+      'spec.engine.args[2]',
+      '"9" follows --max-num-seqs "8", which takes one value',
+    ],
+    [
+      'a value after "=" of a boolean flag',
+      (d) => (d.spec.engine = { args: ['--enforce-eager=true'] }),
+      'spec.engine.args[0]',
+      '--enforce-eager takes no value',
+    ],
+    [
+      'a negative decimal as a separate item',
+      (d) => (d.spec.engine = { args: ['--seed', '-1.5'] }),
+      'spec.engine.args[1]',
+      'like "--seed=-1.5"',
+    ],
     ['port 0', (d) => (d.spec.engine = { port: 0 }), 'spec.engine.port', 'from 1 to 65535'],
     ['port 70000', (d) => (d.spec.engine = { port: 70000 }), 'spec.engine.port', 'from 1 to 65535'],
     [
@@ -422,6 +471,43 @@ describe('parseServedModel', () => {
     mutate(doc);
     const issues = issuesOf(doc);
     expect(issues).toContainEqual({ path, message: expect.stringContaining(message) });
+  });
+
+  it.each<[string[]]>([
+    [['--max-num-seqs', '8']],
+    [['--max-num-seqs=8']],
+    [['--enforce-eager']],
+    [['--no-enforce-eager']],
+    [['--lora-modules', 'a=/x', 'b=/y']],
+    [['--seed', '-1']],
+    [['--future-flag', '3']],
+    [['--max_model_len', '4096']],
+    [['--hf-token']],
+    [['--hf-token', 'x', '--enforce-eager']],
+    [['-tp', '2', '-O3', '-O', '3', '-q', 'awq']],
+    [['--compilation-config.custom_ops+', '-rms_norm,+silu_and_mul', '-cc.mode=3']],
+  ])('accepts engine.args %j: each item a flag or a value of the flag before it', (args) => {
+    const doc: Doc = clone(minimalHf);
+    doc.spec.engine = { args };
+    expect(parseServedModel(doc).spec.engine.args).toEqual(args);
+  });
+
+  it('says which engine.args item vLLM would refuse, why, and what to write instead', () => {
+    const doc: Doc = clone(minimalHf);
+    doc.spec.engine = { args: ['--max-model-len=4096', '--enforce-eager', 'true', ' --api-key=x'] };
+    expect(issuesOf(doc)).toEqual([
+      {
+        path: 'spec.engine.args[2]',
+        message:
+          '"true" follows --enforce-eager, which takes no value: vLLM would refuse it as an unrecognized argument; write --enforce-eager alone (or --no-enforce-eager)',
+      },
+      {
+        path: 'spec.engine.args[3]',
+        message: expect.stringMatching(
+          /^" --api-key=x" has leading whitespace, so it is not a flag: vLLM would refuse it as an unrecognized argument; write "--api-key=x", though --api-key must not be passed as an argument/,
+        ),
+      },
+    ]);
   });
 
   it('throws a SpecError that lists every problem, one line each', () => {
@@ -571,5 +657,16 @@ describe('source identity', () => {
     expect(sameSource(source, rotated)).toBe(true);
     expect(sameSource(source, moved)).toBe(false);
     expect(sameSource(source, parseServedModel(pvcSource).spec.source)).toBe(false);
+  });
+});
+
+describe('rules added after specs were accepted', () => {
+  it('are relaxed only inside asAcceptedBefore, where a replayed update or child start is parsed again', () => {
+    const doc = structuredClone(minimalHf) as Doc;
+    doc.spec.engine = { args: ['--enforce-eager', 'true'] };
+    expect(safeParseServedModel(doc).ok).toBe(false);
+    const before = asAcceptedBefore(() => safeParseServedModel(doc));
+    expect(before.ok && before.model.spec.engine.args).toEqual(['--enforce-eager', 'true']);
+    expect(safeParseServedModel(doc).ok).toBe(false);
   });
 });

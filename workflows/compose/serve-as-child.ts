@@ -6,10 +6,12 @@ import {
   ChildWorkflowCancellationType,
   condition,
   ParentClosePolicy,
+  patched,
   setHandler,
   startChild,
 } from '@temporalio/workflow';
 import {
+  asAcceptedBefore,
   failure,
   FAILURE,
   modelRefOf,
@@ -54,9 +56,16 @@ export interface ServedModelChild {
  * fail its workflow task, again and again). */
 export function specOf(document: unknown): ServedModel {
   const parsed = safeParseServedModel(document);
-  if (!parsed.ok) throw failure(FAILURE.InvalidSpec, formatSpecIssues(parsed.issues), parsed.issues);
-  return parsed.model;
+  if (parsed.ok) return parsed.model;
+  // A document a newer rule refuses, in a history recorded before that rule (the child was started then), is replayed
+  // as it was accepted; a new start is refused.
+  const before = asAcceptedBefore(() => safeParseServedModel(document));
+  if (before.ok && !patched(NEWER_SPEC_RULES)) return before.model;
+  throw failure(FAILURE.InvalidSpec, formatSpecIssues(parsed.issues), parsed.issues);
 }
+
+/** Marks a parent's history recorded after the rules that `asAcceptedBefore` relaxes. */
+const NEWER_SPEC_RULES = 'ferry-spec-rules-2026-12';
 
 // One handler for every child of this workflow, keyed by the child's workflow ID. Module state is per workflow
 // execution in Temporal's sandbox.

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { DEFAULT_CLUSTER } from '../identity.js';
 import { parseQuantity } from './quantities.js';
+import { VLLM_FLAG_VALUES } from './vllm-flags.js';
 import {
   C_IDENTIFIER,
   dnsLabel,
@@ -123,35 +124,66 @@ const RESERVED_ENV: Record<string, string> = {
   VLLM_ALLOW_RUNTIME_LORA_UPDATING: 'is set by Ferry when engine.lora.enabled is true; set that instead',
 };
 
-const envVarSchema = strict({
-  name: rules(
-    z.string(),
-    (v) =>
-      C_IDENTIFIER.test(v)
-        ? undefined
-        : `must be a variable name of letters, digits and "_", not starting with a digit, got ${quote(v)}`,
-    (v) => (RESERVED_ENV[v] ? `${v} ${RESERVED_ENV[v]}` : undefined),
-  ).describe("The variable's name."),
-  value: z
-    .union([z.string(), z.number(), z.boolean()], { error: 'must be a string (quote numbers and booleans)' })
-    .transform((v) => String(v))
-    .optional()
-    .describe('Its value (a number or boolean becomes a string); give value or valueFrom, not both.'),
-  valueFrom: strict({
-    secretKeyRef: strict({
-      name: objectName('Secret', 'my-secret').describe("The name of a Secret in the model's namespace."),
-      key: z.string().min(1, 'must not be empty').describe('The key of that Secret that holds the value.'),
-    }).describe('The Secret and key that hold the value.'),
-  })
-    .optional()
-    .describe("Where the value comes from instead: a key of a Secret, so it stays out of the pod's spec."),
-}).superRefine((env, ctx) => {
-  if (env.value !== undefined && env.valueFrom !== undefined) {
-    ctx.addIssue({ code: 'custom', message: 'give either value or valueFrom, not both' });
-  }
-});
+// Variables Ferry sets in the puller's container (the weight and adapter downloads).
+function pullerReserved(name: string): string | undefined {
+  if (name.startsWith('FERRY_')) return "is a name of the puller program's own settings, which Ferry sets";
+  if (name === 'HF_TOKEN') return 'comes only from source.huggingface.tokenSecret';
+  if (name === 'HF_HUB_OFFLINE') return 'would stop the download: the puller is the one that reaches the Hub';
+  return undefined;
+}
 
-export type EnvVar = z.output<typeof envVarSchema>;
+function envVarSchema(reserved: (name: string) => string | undefined) {
+  return strict({
+    name: rules(
+      z.string(),
+      (v) =>
+        C_IDENTIFIER.test(v)
+          ? undefined
+          : `must be a variable name of letters, digits and "_", not starting with a digit, got ${quote(v)}`,
+      (v) => {
+        const why = reserved(v);
+        return why ? `${v} ${why}` : undefined;
+      },
+    ).describe("The variable's name."),
+    value: z
+      .union([z.string(), z.number(), z.boolean()], { error: 'must be a string (quote numbers and booleans)' })
+      .transform((v) => String(v))
+      .optional()
+      .describe('Its value (a number or boolean becomes a string); give value or valueFrom, not both.'),
+    valueFrom: strict({
+      secretKeyRef: strict({
+        name: objectName('Secret', 'my-secret').describe("The name of a Secret in the model's namespace."),
+        key: z.string().min(1, 'must not be empty').describe('The key of that Secret that holds the value.'),
+      }).describe('The Secret and key that hold the value.'),
+    })
+      .optional()
+      .describe("Where the value comes from instead: a key of a Secret, so it stays out of the pod's spec."),
+  }).superRefine((env, ctx) => {
+    if (env.value !== undefined && env.valueFrom !== undefined) {
+      ctx.addIssue({ code: 'custom', message: 'give either value or valueFrom, not both' });
+    }
+  });
+}
+
+/** A list of environment variables, each name once. */
+function envListSchema(reserved: (name: string) => string | undefined) {
+  return z
+    .array(envVarSchema(reserved))
+    .superRefine((env, ctx) => {
+      const seen = new Set<string>();
+      env.forEach((variable, index) => {
+        if (seen.has(variable.name)) {
+          ctx.addIssue({ code: 'custom', path: [index, 'name'], message: `${variable.name} is listed twice` });
+        }
+        seen.add(variable.name);
+      });
+    })
+    .default([]);
+}
+
+const engineEnvSchema = envListSchema((name) => RESERVED_ENV[name]);
+
+export type EnvVar = z.output<typeof engineEnvSchema>[number];
 
 // vLLM's accepted --max-lora-rank values (its MaxLoRARanks).
 const MAX_LORA_RANKS = [1, 8, 16, 32, 64, 128, 256, 320, 512] as const;
@@ -195,6 +227,130 @@ function argProblem(arg: string): string | undefined {
     : undefined;
 }
 
+// An item of engine.args that is not a flag is read by vLLM only as a value of the flag before it, as many as that
+// flag takes (VLLM_FLAG_VALUES, read from vLLM's own parser); any other item is a positional argument, which vLLM
+// refuses at start-up ("unrecognized arguments"). Ferry's own flags come first, each with its value.
+interface FlagItem {
+  /** The item as written. */
+  item: string;
+  /** Its name: before "=", underscores read as dashes (as vLLM reads them). */
+  name: string;
+  /**
+   * What may follow: the table's none/one/optional/many; unknown (a flag this vLLM does not know, from a newer or an
+   * older one: anything); inline (its value is after "="); dotted (vLLM's --config.key takes the next item, whatever
+   * it is); rest ("--": vLLM reads every item after it as positional).
+   */
+  takes: 'none' | 'one' | 'optional' | 'many' | 'unknown' | 'inline' | 'dotted' | 'rest';
+  /** The values that followed it. */
+  values: string[];
+}
+
+const NEGATIVE_INTEGER = /^-\d+$/;
+// argparse reads these as negative numbers, but vLLM reads an item with "-" and "." as --config.key first.
+const NEGATIVE_DECIMAL = /^-\d*\.\d+$/;
+const UNRECOGNIZED = 'vLLM would refuse it as an unrecognized argument';
+
+function flagItem(item: string): FlagItem {
+  const written = item.split('=', 1)[0]!;
+  const flag = { item, name: written.startsWith('--') ? written.replace(/_/g, '-') : written, values: [] };
+  if (item === '--') return { ...flag, takes: 'rest' };
+  // -O3 and -O=3 are vLLM's shorthand for --optimization-level=3.
+  if (written !== item || /^-O./.test(item)) return { ...flag, takes: 'inline' };
+  if (flag.name.includes('.')) return { ...flag, takes: 'dotted' };
+  return { ...flag, takes: VLLM_FLAG_VALUES[flag.name] ?? 'unknown' };
+}
+
+function roomAfter(flag: FlagItem): number {
+  switch (flag.takes) {
+    case 'many':
+    case 'unknown':
+      return Infinity;
+    case 'one':
+    case 'optional':
+    case 'dotted':
+      return 1 - flag.values.length;
+    default:
+      return 0;
+  }
+}
+
+/** A flag for a message: its name when vLLM knows it, else the item as written. */
+const shown = (flag: FlagItem): string => (VLLM_FLAG_VALUES[flag.name] ? flag.name : quote(flag.item));
+
+/** " (or --no-x)" after a boolean flag --x, " (or --x)" after --no-x. */
+function otherSpelling(name: string): string {
+  const other = name.startsWith('--no-') ? `--${name.slice(5)}` : `--no-${name.slice(2)}`;
+  return name.startsWith('--') && VLLM_FLAG_VALUES[other] === 'none' ? ` (or ${other})` : '';
+}
+
+function notAValue(arg: string, last: FlagItem | undefined): string {
+  const trimmed = arg.trimStart();
+  if (trimmed !== arg && trimmed.startsWith('-')) {
+    const problem = argProblem(trimmed);
+    return `${quote(arg)} has leading whitespace, so it is not a flag: ${UNRECOGNIZED}; write ${quote(trimmed)}${problem ? `, though ${problem}` : ''}`;
+  }
+  if (!last) {
+    return `${quote(arg)} is not a flag and follows no flag that takes a value: ${UNRECOGNIZED}; write it after its flag, like --max-model-len 4096 or --max-model-len=4096`;
+  }
+  switch (last.takes) {
+    case 'none':
+      return `${quote(arg)} follows ${last.name}, which takes no value: ${UNRECOGNIZED}; write ${last.name} alone${otherSpelling(last.name)}`;
+    case 'inline':
+      return `${quote(arg)} follows ${quote(last.item)}, which already has its value${last.item.includes('=') ? ' after "="' : ''}: ${UNRECOGNIZED}; give the flag one value, after "=" or as the next item`;
+    case 'rest':
+      return `${quote(arg)} follows "--", after which vLLM reads every item as a positional argument: ${UNRECOGNIZED}; remove the "--"`;
+    default:
+      return `${quote(arg)} follows ${shown(last)} ${last.values.map((value) => quote(value)).join(' ')}, which takes ${last.takes === 'optional' ? 'at most ' : ''}one value: ${UNRECOGNIZED}; remove it, or write it after the flag it belongs to`;
+  }
+}
+
+// Rules added after a spec may already have been accepted (the positional-argument rule above, 2026-12): a workflow
+// replaying an update or a child start accepted before the rule existed must accept it again, so the parse that
+// replays it runs with them relaxed. Synchronous, so workflow code stays deterministic.
+let relaxed = false;
+
+/** Runs `parse` with the rules added after specs were accepted without them turned off (replays only). */
+export function asAcceptedBefore<T>(parse: () => T): T {
+  relaxed = true;
+  try {
+    return parse();
+  } finally {
+    relaxed = false;
+  }
+}
+
+/** The items of engine.args that vLLM would refuse as positional arguments (or as a value it cannot take), by index. */
+function positionalProblems(args: readonly string[]): Map<number, string> {
+  const problems = new Map<number, string>();
+  if (relaxed) return problems;
+  let last: FlagItem | undefined;
+  args.forEach((arg, index) => {
+    if (last?.takes === 'dotted' && last.values.length === 0) {
+      last.values.push(arg);
+    } else if (arg.length > 1 && arg.startsWith('-') && !NEGATIVE_INTEGER.test(arg)) {
+      if (NEGATIVE_DECIMAL.test(arg)) {
+        const flag = last && roomAfter(last) > 0 ? last.name : '--flag';
+        problems.set(
+          index,
+          `${quote(arg)} is not read as a negative number: vLLM reads an item that starts with "-" and has a "." as a --config.key setting; write the flag and its value as one item, like ${quote(`${flag}=${arg}`)}`,
+        );
+      }
+      last = flagItem(arg);
+      if (last.takes === 'inline' && VLLM_FLAG_VALUES[last.name] === 'none') {
+        problems.set(
+          index,
+          `${quote(arg)}: ${last.name} takes no value, and vLLM refuses one after "="; write ${last.name} alone${otherSpelling(last.name)}`,
+        );
+      }
+    } else if (last && roomAfter(last) > 0) {
+      last.values.push(arg);
+    } else {
+      problems.set(index, notAValue(arg, last));
+    }
+  });
+  return problems;
+}
+
 const engineSchema = strict({
   image: imageRef.default(DEFAULT_ENGINE_IMAGE).describe('The vLLM container image (its entrypoint is vllm serve).'),
   servedModelName: rules(z.string(), (v) =>
@@ -212,30 +368,19 @@ const engineSchema = strict({
   args: z
     .array(z.string({ error: 'must be a string (quote numbers, e.g. "--max-model-len=4096")' }))
     .superRefine((args, ctx) => {
+      const positional = positionalProblems(args);
       args.forEach((arg, index) => {
-        const message = argProblem(arg);
+        const message = argProblem(arg) ?? positional.get(index);
         if (message) ctx.addIssue({ code: 'custom', path: [index], message });
       });
     })
     .default([])
     .describe(
-      'More vLLM arguments, like --max-model-len=4096; not --model, --served-model-name, --port or --api-key, which Ferry sets.',
+      'More vLLM arguments: flags, each followed by as many values as vLLM lets it take, like --max-model-len=4096 or --max-model-len and 4096 as two items (--enforce-eager takes none; --no-enforce-eager turns it off). Not --model, --served-model-name, --port or --api-key, which Ferry sets.',
     ),
-  env: z
-    .array(envVarSchema)
-    .superRefine((env, ctx) => {
-      const seen = new Set<string>();
-      env.forEach((variable, index) => {
-        if (seen.has(variable.name)) {
-          ctx.addIssue({ code: 'custom', path: [index, 'name'], message: `${variable.name} is listed twice` });
-        }
-        seen.add(variable.name);
-      });
-    })
-    .default([])
-    .describe(
-      "More environment variables of the engine's container; not VLLM_API_KEY, HF_TOKEN, HF_HUB_OFFLINE or VLLM_ALLOW_RUNTIME_LORA_UPDATING, which Ferry sets.",
-    ),
+  env: engineEnvSchema.describe(
+    "More environment variables of the engine's container; not VLLM_API_KEY, HF_TOKEN, HF_HUB_OFFLINE or VLLM_ALLOW_RUNTIME_LORA_UPDATING, which Ferry sets.",
+  ),
   apiKeySecret: describedSecretRef('qwen-api-key')
     .optional()
     .describe(
@@ -475,6 +620,9 @@ const pullerSchema = strict({
     .min(0, 'must be 0 or more')
     .default(2)
     .describe('How often a failed download is retried.'),
+  env: envListSchema(pullerReserved).describe(
+    "More environment variables of the puller's container, which downloads the weights and the adapters: HF_ENDPOINT for a Hub mirror, HTTPS_PROXY, HF_HUB_ETAG_TIMEOUT; not HF_TOKEN (source.huggingface.tokenSecret), HF_HUB_OFFLINE or FERRY_*.",
+  ),
 });
 
 // ---------------------------------------------------------------------------------------------------------------
