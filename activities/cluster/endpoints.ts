@@ -86,8 +86,9 @@ function checkedUrl(url: string, what: string): string {
 }
 
 /**
- * The overrides in `FERRY_ENDPOINT_OVERRIDES`: a JSON object, or the path of a JSON file that is read again on every
- * resolution (the local supervisor rewrites it while the worker runs). A missing file is an empty map.
+ * The overrides in `FERRY_ENDPOINT_OVERRIDES`: a JSON object, or the paths of JSON files separated by commas, read
+ * again on every resolution and merged in order (the local stack's engine stand-in supervisor and node agent each
+ * rewrite their own while the worker runs). A missing file is an empty map.
  */
 function overridesFromSetting(setting: string): () => Record<string, string> {
   const text = setting.trim();
@@ -95,7 +96,15 @@ function overridesFromSetting(setting: string): () => Record<string, string> {
     const map = parseOverrides(text, 'FERRY_ENDPOINT_OVERRIDES');
     return () => map;
   }
-  return () => (existsSync(text) ? parseOverrides(readFileSync(text, 'utf8'), text) : {});
+  const files = text
+    .split(',')
+    .map((f) => f.trim())
+    .filter(Boolean);
+  return () =>
+    Object.assign({}, ...files.map((f) => (existsSync(f) ? parseOverrides(readFileSync(f, 'utf8'), f) : {}))) as Record<
+      string,
+      string
+    >;
 }
 
 function parseOverrides(text: string, where: string): Record<string, string> {

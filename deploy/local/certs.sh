@@ -37,11 +37,21 @@ EXT
   rm -f apiserver.csr apiserver.ext
 fi
 
+# The node agent's serving certificate: the kubelet endpoint the API server reads container logs from.
+if [ ! -f node-agent-serving.crt ]; then
+  openssl req -newkey rsa:2048 -nodes -keyout node-agent-serving.key -out node-agent-serving.csr -subj "/CN=ferry-node-agent" 2>/dev/null
+  printf 'extendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\nsubjectAltName=IP:%s,IP:127.0.0.1\n' "$pod_gateway" > node-agent-serving.ext
+  openssl x509 -req -in node-agent-serving.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out node-agent-serving.crt -days 3650 \
+    -extfile node-agent-serving.ext 2>/dev/null
+  rm -f node-agent-serving.csr node-agent-serving.ext
+fi
+
 client admin ferry-admin system:masters
 client apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
 client kube-controller-manager system:kube-controller-manager
 client kube-scheduler system:kube-scheduler
 client kwok kwok system:masters
+client node-agent ferry-node-agent system:masters
 
 if [ ! -f sa.key ]; then
   openssl genrsa -out sa.key 2048 2>/dev/null
@@ -74,3 +84,4 @@ kubeconfig_for "$run/admin.kubeconfig" admin
 kubeconfig_for "$run/kube-controller-manager.kubeconfig" kube-controller-manager
 kubeconfig_for "$run/kube-scheduler.kubeconfig" kube-scheduler
 kubeconfig_for "$run/kwok.kubeconfig" kwok
+kubeconfig_for "$run/node-agent.kubeconfig" node-agent

