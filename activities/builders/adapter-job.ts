@@ -9,7 +9,7 @@ import { canonicalJson, sha256Hex } from './hash.js';
 import { labelsFor, selectorLabels } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
 import { childName, pvcName } from './names.js';
-import { containerSecurityContext, podScheduling, podSecurityContext } from './pod.js';
+import { containerSecurityContext, onTheEnginesNode, podScheduling, podSecurityContext } from './pod.js';
 import { pullEnv } from './puller-job.js';
 import { PULLER_SCRIPT } from './puller-script.js';
 import { adapterDir, MODELS_DIR, SOURCE_DIR, sourceHash8 } from './source.js';
@@ -46,27 +46,6 @@ for name in sorted(os.listdir(root)):
         removed.append(name)
 print('FERRY_PRUNED ' + json.dumps({'removed': removed}), flush=True)
 `;
-
-/**
- * With a ReadWriteOnce volume the pod must run on the node of the engine's pods, which hold the volume: a second pod
- * on the same node may mount it, one on another node may not. The user's affinity is kept.
- */
-function adapterAffinity(model: ServedModel): V1Affinity | undefined {
-  const { affinity } = podScheduling(model);
-  if (model.spec.storage.accessMode !== 'ReadWriteOnce') return affinity;
-  const withEngine = {
-    labelSelector: { matchLabels: selectorLabels(model.metadata.name) },
-    topologyKey: 'kubernetes.io/hostname',
-  };
-  const required = affinity?.podAffinity?.requiredDuringSchedulingIgnoredDuringExecution ?? [];
-  return {
-    ...affinity,
-    podAffinity: {
-      ...affinity?.podAffinity,
-      requiredDuringSchedulingIgnoredDuringExecution: [...required, withEngine],
-    },
-  };
-}
 
 /**
  * The adapter Job, `<name>-adapters-<hash8>`: `adapter-<i>` fetches `engine.lora.adapters[i]`, `prune` removes what is
@@ -120,7 +99,7 @@ export function buildAdapterJob(model: ServedModel, options: ChildOptions): V1Jo
     volumeMounts: [{ name: 'weights', mountPath: MODELS_DIR }],
   });
   const { affinity: _user, ...scheduling } = podScheduling(model);
-  const affinity = adapterAffinity(model);
+  const affinity = onTheEnginesNode(model);
   return {
     apiVersion: 'batch/v1',
     kind: 'Job',

@@ -5,7 +5,13 @@ import { canonicalJson, sha256Hex } from './hash.js';
 import { ANNOTATION_SPEC_HASH, labelsFor, selectorLabels } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
 import { deploymentName, pvcName } from './names.js';
-import { containerEnvVar, containerSecurityContext, podScheduling, podSecurityContext } from './pod.js';
+import {
+  containerEnvVar,
+  containerSecurityContext,
+  onTheEnginesNode,
+  podScheduling,
+  podSecurityContext,
+} from './pod.js';
 import { MODELS_DIR, sourceAnnotations, weightsDir } from './source.js';
 
 export const ENGINE_CONTAINER = 'vllm';
@@ -73,6 +79,20 @@ function healthProbe(port: string, periodSeconds: number, failureThreshold: numb
   };
 }
 
+/**
+ * The engine's scheduling. Replicas on a ReadWriteOnce volume share one node (`scheduling.colocateReplicas`): on
+ * another node a replica waits with Multi-Attach for as long as the first runs (found when the local stack's node
+ * agent first ran two real replicas). Whatever the replica count, so that scaling rolls out nothing; a spec accepted
+ * before the field existed has none and keeps the template it had (a Ferry upgrade rolls out nothing).
+ */
+function engineScheduling(model: ServedModel): ReturnType<typeof podScheduling> {
+  const scheduling = podScheduling(model);
+  if (model.spec.scheduling.colocateReplicas !== true || model.spec.storage.accessMode !== 'ReadWriteOnce') {
+    return scheduling;
+  }
+  return { ...scheduling, affinity: onTheEnginesNode(model)! };
+}
+
 function podTemplate(model: ServedModel): V1PodTemplateSpec {
   const { engine, resources, source } = model.spec;
   // With admission the Service's port name goes to the sidecar; the engine's probes and the worker reach it directly.
@@ -94,7 +114,7 @@ function podTemplate(model: ServedModel): V1PodTemplateSpec {
       enableServiceLinks: false,
       automountServiceAccountToken: false,
       securityContext: podSecurityContext(),
-      ...podScheduling(model),
+      ...engineScheduling(model),
       containers: [
         {
           name: ENGINE_CONTAINER,

@@ -1,5 +1,6 @@
-import type { V1EnvVar, V1PodSecurityContext, V1PodSpec, V1SecurityContext } from '@kubernetes/client-node';
+import type { V1Affinity, V1EnvVar, V1PodSecurityContext, V1PodSpec, V1SecurityContext } from '@kubernetes/client-node';
 import type { EnvVar, ServedModel } from '../../workflows/contract/index.js';
+import { selectorLabels } from './labels.js';
 
 // The vLLM image's own user: `vllm`, uid 2000, gid 0. An arbitrary uid has no passwd entry and torch crashes at
 // start-up (getpwuid); the puller runs as the same user so the engine can read what it wrote.
@@ -42,4 +43,26 @@ export function containerEnvVar(variable: EnvVar): V1EnvVar {
   return variable.valueFrom
     ? { name: variable.name, valueFrom: { secretKeyRef: { ...variable.valueFrom.secretKeyRef } } }
     : { name: variable.name, value: variable.value ?? '' };
+}
+
+/**
+ * The user's affinity, and, with a ReadWriteOnce volume, the node of the engine's pods, which hold the volume: a pod
+ * on the same node may mount it too, one on another node waits with Multi-Attach for as long as they run. The first
+ * engine pod may go anywhere (a pod that matches its own affinity term and finds no other is schedulable).
+ */
+export function onTheEnginesNode(model: ServedModel): V1Affinity | undefined {
+  const { affinity } = podScheduling(model);
+  if (model.spec.storage.accessMode !== 'ReadWriteOnce') return affinity;
+  const withEngine = {
+    labelSelector: { matchLabels: selectorLabels(model.metadata.name) },
+    topologyKey: 'kubernetes.io/hostname',
+  };
+  const required = affinity?.podAffinity?.requiredDuringSchedulingIgnoredDuringExecution ?? [];
+  return {
+    ...affinity,
+    podAffinity: {
+      ...affinity?.podAffinity,
+      requiredDuringSchedulingIgnoredDuringExecution: [...required, withEngine],
+    },
+  };
 }

@@ -74,6 +74,7 @@ export const fullHf = {
           ],
         },
       },
+      colocateReplicas: false,
     },
     replicas: 2,
     puller: {

@@ -55,7 +55,7 @@ describe('parseServedModel', () => {
         },
         resources: { gpus: 1, gpuResource: 'nvidia.com/gpu', cpu: '2', memory: '12Gi', shmSize: '2Gi' },
         storage: { size: '50Gi', storageClassName: null, accessMode: 'ReadWriteOnce', retainOnDelete: false },
-        scheduling: { nodeSelector: {}, tolerations: [], affinity: null },
+        scheduling: { nodeSelector: {}, tolerations: [], affinity: null, colocateReplicas: true },
         replicas: 1,
         puller: { image: null, deadline: '2h', backoffLimit: 2, env: [] },
       },

@@ -608,6 +608,12 @@ const schedulingSchema = strict({
     .nullable()
     .default(null)
     .describe("Kubernetes' affinity, as in a pod's spec: nodeAffinity, podAffinity, podAntiAffinity. null: none."),
+  colocateReplicas: z
+    .boolean({ error: 'must be true or false' })
+    .default(true)
+    .describe(
+      'With a ReadWriteOnce volume, run every engine replica on the node of the others (a required pod affinity), since a replica on another node cannot mount the volume. false only if your storage attaches such a volume to several nodes.',
+    ),
 });
 
 const pullerSchema = strict({
