@@ -3,10 +3,10 @@
 // that removes the adapter directories the spec no longer lists. One pod, so one schedule and one deadline; one
 // container per adapter, so each adapter's outcome is its own container's exit, and one adapter's failure neither
 // stops nor hides the others'.
-import type { V1Affinity, V1Container, V1Job, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
+import type { V1Container, V1Job, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import { describeSource, durationSeconds, type AdapterSpec, type ServedModel } from '../../workflows/contract/index.js';
 import { canonicalJson, sha256Hex } from './hash.js';
-import { labelsFor, selectorLabels } from './labels.js';
+import { labelsFor } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
 import { childName, pvcName } from './names.js';
 import { containerSecurityContext, onTheEnginesNode, podScheduling, podSecurityContext } from './pod.js';
