@@ -60,6 +60,7 @@ import {
   PHASES,
   waitOutcome,
 } from './contract/index.js';
+import { withAcceptedDefaults } from './accepted-defaults.js';
 import { adapterProblem, adapterStatuses, adaptersForgotten } from './status/adapters.js';
 import { baselineKey, baselineOf, baselineSummary } from './status/baseline.js';
 import { statusEvents } from './status/events.js';
@@ -137,6 +138,9 @@ function admissionLimitOf(baseline: { maxConcurrency: number; capped: boolean })
  * in one activation or in two (docs/resilience.md, "A wake and an update split by a query").
  */
 const SPLIT_SAFE = 'split-activation-safe';
+
+/** Updates this code is the first to see get the defaults added since (accepted-defaults.ts); replayed ones do not. */
+const NEW_DEFAULTS_IN_UPDATE = 'colocate-replicas-default-update';
 
 /** Two looks woken back to back are at least this far apart (another controller fighting over a field). */
 const MIN_LOOK_SPACING_MS = 1_000;
@@ -260,14 +264,19 @@ export class ModelLifecycle {
    * rule that now refuses it: it is replayed as it was accepted, or the workflow task would fail on every attempt.
    */
   private acceptedSpec(doc: unknown): ServedModel {
+    const isNew = () => patched(NEW_DEFAULTS_IN_UPDATE);
     try {
-      return specForUpdate(this.desired, doc);
+      return withAcceptedDefaults(doc, specForUpdate(this.desired, doc), isNew);
     } catch (err) {
       if (!(err instanceof SpecError)) throw err;
       log.warn('the update breaks a rule it was accepted without; applying it as it was accepted', {
         issues: err.message,
       });
-      return asAcceptedBefore(() => specForUpdate(this.desired, doc));
+      return withAcceptedDefaults(
+        doc,
+        asAcceptedBefore(() => specForUpdate(this.desired, doc)),
+        isNew,
+      );
     }
   }
 

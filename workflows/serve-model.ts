@@ -31,6 +31,7 @@ import {
   type ServeModelInput,
   type UpdateModelInput,
 } from './contract/index.js';
+import { withAcceptedDefaults } from './accepted-defaults.js';
 import { ModelLifecycle } from './lifecycle.js';
 
 export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalStatus> {
@@ -101,7 +102,13 @@ function checkedSpec(input: ServeModelInput): ServedModel {
     throw failure(UNSUPPORTED_INPUT, `ServeModelWorkflow takes input version 1, got ${JSON.stringify(input?.version)}`);
   }
   const parsed = safeParseServedModel(input.spec);
-  if (parsed.ok) return keepAcceptedDefaults(input, parsed.model);
+  // A start recorded before a default existed (or a run continued from one) keeps the spec it was accepted with.
+  if (parsed.ok)
+    return withAcceptedDefaults(
+      input.spec,
+      parsed.model,
+      () => input.state === undefined && patched(NEW_DEFAULTS_AT_START),
+    );
   // A spec accepted by the checks of its day (before control characters, flag abbreviations, revision and enum
   // rules were refused) keeps its model running: in a run it continued into, and in a history recorded before.
   // Only a new start is refused.
@@ -114,19 +121,7 @@ function checkedSpec(input: ServeModelInput): ServedModel {
   throw failure(INVALID_SPEC, formatSpecIssues(parsed.issues), parsed.issues);
 }
 
-/**
- * Defaults added after a spec was accepted do not reach it: it keeps the pod template it had, so a Ferry upgrade rolls
- * out nothing. `scheduling.colocateReplicas` (default true since 2026-12) is false in a spec without it that was
- * accepted before: a start recorded before it, or a run continued from one (a run continued since carries the field).
- */
-function keepAcceptedDefaults(input: ServeModelInput, model: ServedModel): ServedModel {
-  const raw = (input.spec as { spec?: { scheduling?: Record<string, unknown> } } | undefined)?.spec?.scheduling;
-  if (raw && 'colocateReplicas' in raw) return model;
-  if (input.state === undefined && patched(COLOCATE_REPLICAS)) return model;
-  return { ...model, spec: { ...model.spec, scheduling: { ...model.spec.scheduling, colocateReplicas: false } } };
-}
-
-const COLOCATE_REPLICAS = 'colocate-replicas-default';
+const NEW_DEFAULTS_AT_START = 'colocate-replicas-default';
 
 /** Starts from before the stricter spec checks are replayed with the spec they were accepted with. */
 const STRICTER_SPEC_CHECKS = 'stricter-spec-checks';
