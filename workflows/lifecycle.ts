@@ -73,6 +73,7 @@ import {
   beginTeardown,
   beginUpdate,
   failStep,
+  downloadWritten,
   finishStep,
   finishTeardown,
   foldProgress,
@@ -626,6 +627,7 @@ export class ModelLifecycle {
       },
       (r) => `${r.jobName} in ${Math.round(r.durationMs / 1000)}s`,
     );
+    if (pulled.bytes !== undefined) this.set(downloadWritten(this.status, pulled.bytes, now()));
     await this.step('release', generation, () =>
       acts.short.releaseVolume({ model: spec, jobName: pulled.jobName, sourceHash }),
     );

@@ -22,6 +22,7 @@ import {
   pvcName,
   PULLER_CONTAINER,
   sha256Hex,
+  summarizePullerLog,
 } from '../builders/index.js';
 import { assertOurs, isTerminating } from '../readers/ownership.js';
 import { classifyPod, type PodProblem } from '../readers/pod-problems.js';
@@ -231,7 +232,18 @@ async function finish(
   last: StepProgress | undefined,
 ): Promise<PullerResult> {
   const jobName = job.metadata!.name!;
-  if (end.kind === 'complete') return { jobName, durationMs: jobDurationMs(job) };
+  if (end.kind === 'complete') {
+    // What the puller wrote, from its last line: a download shorter than its progress interval reported none.
+    const pods = await cluster.list<V1Pod>('v1', 'Pod', model.metadata.namespace, {
+      labelSelector: jobPodSelector(jobName),
+    });
+    const pod = pods.find((p) => p.status?.phase === 'Succeeded');
+    const log = pod
+      ? await cluster.podLogTail(model.metadata.namespace, pod.metadata!.name!, PULLER_CONTAINER, { tailLines: 5 })
+      : undefined;
+    const done = log ? summarizePullerLog(log).done : undefined;
+    return { jobName, durationMs: jobDurationMs(job), ...(done ? { bytes: done.bytes } : {}) };
+  }
   if (end.reason === 'DeadlineExceeded') throw deadlineFailure(job, last);
   const pods = await cluster.list<V1Pod>('v1', 'Pod', model.metadata.namespace, {
     labelSelector: jobPodSelector(jobName),

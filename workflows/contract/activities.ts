@@ -43,6 +43,8 @@ export interface ObjectsInput extends ModelInput {
 export interface PullerResult {
   jobName: string;
   durationMs: number;
+  /** What the puller reported having written (its FERRY_DONE line), when its log could be read. */
+  bytes?: number;
 }
 
 export interface RolloutResult {

@@ -119,8 +119,11 @@ export function finishStep(
   let next = endStep(status, step, 'Succeeded', now, detail);
   next = { ...next, waiting: undefined };
   if (next.lastError?.step === step) next = { ...next, lastError: undefined };
-  if (step === 'download' && next.download)
-    next = { ...next, download: { ...next.download, state: 'Complete', updatedAt: now } };
+  if (step === 'download' && next.download) {
+    // The last waiting message ("pod … is ContainerCreating") is over with the download.
+    const { message: _done, ...download } = next.download;
+    next = { ...next, download: { ...download, state: 'Complete', updatedAt: now } };
+  }
   const done = STEPS[step].condition;
   if (done) {
     next = stepCondition(
@@ -335,6 +338,15 @@ export function foldProgress(
     next.waiting = { reason: progress.state, message: progress.message ?? '', since };
   }
   return next;
+}
+
+/**
+ * The bytes a finished download wrote, as its puller reported them: a download faster than the puller's progress
+ * interval would otherwise show the 0 B it started with.
+ */
+export function downloadWritten(status: ModelStatus, bytes: number, now: string): ModelStatus {
+  if (!status.download) return status;
+  return { ...status, download: { ...status.download, bytes, totalBytes: bytes, updatedAt: now } };
 }
 
 /** Deletion starts: whatever ran is cancelled, phase Deleting. */

@@ -3,7 +3,7 @@
 //   KUBECONFIG, FERRY_AGENT_STATE (its directory), FERRY_AGENT_OVERRIDES (the endpoint file it writes),
 //   FERRY_POD_BRIDGE, FERRY_POD_GATEWAY, FERRY_POD_PREFIX, FERRY_KUBELET_PORT, FERRY_PKI, FERRY_VLLM_RUNTIME,
 //   FERRY_VLLM_IMAGE, FERRY_KUBERNETES_VERSION.
-import { cpus, totalmem } from 'node:os';
+import { totalmem } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { NodeAgent } from './agent.js';
@@ -30,8 +30,8 @@ async function main(): Promise<void> {
   kc.loadFromDefault();
   const gateway = setting('FERRY_POD_GATEWAY');
   const pki = setting('FERRY_PKI');
-  // Both nodes share this machine: each says it has all of it, as the scheduler should not be what stops a second
-  // replica here (the memory cgroups are what bound each pod).
+  // Both nodes share this machine. Each offers all of its memory and 16 CPUs, so that the scheduler is not what stops a
+  // second replica or the adapter Job here: each container's cgroups hold it to its own limits.
   const memoryGi = Math.floor(totalmem() / 2 ** 30);
   const agent = new NodeAgent({
     kc,
@@ -40,7 +40,7 @@ async function main(): Promise<void> {
       { name: 'cpu-node-b', subnet: 2, hostIp: gateway },
     ],
     zones: ['us-east-1a', 'us-east-1b'],
-    capacity: { cpu: String(cpus().length * 2), memory: `${memoryGi}Gi`, pods: '32', 'ephemeral-storage': '100Gi' },
+    capacity: { cpu: '16', memory: `${memoryGi}Gi`, pods: '32', 'ephemeral-storage': '100Gi' },
     kubernetesVersion: setting('FERRY_KUBERNETES_VERSION'),
     stateDir: setting('FERRY_AGENT_STATE'),
     overridesFile: setting('FERRY_AGENT_OVERRIDES'),

@@ -126,6 +126,8 @@ export class PodWorker {
   private startTime = now();
   private readyToStart = false;
   private statusDirty = false;
+  /** Set while the agent shuts down: no status is written. */
+  private silent = false;
   private statusWriting = false;
   private readonly done: Promise<void>;
   private volumeCtx?: VolumeContext;
@@ -137,8 +139,15 @@ export class PodWorker {
   ) {
     this.pod = pod;
     this.uid = pod.metadata!.uid!;
+    if (pod.status?.startTime) this.startTime = new Date(pod.status.startTime).toISOString().replace(/\.\d+Z$/, 'Z');
     this.dir = join(host.podsDir, `${pod.metadata!.namespace}_${pod.metadata!.name}_${this.uid}`);
-    this.slots = (pod.spec?.containers ?? []).map((spec) => ({ spec, restartCount: 0, backoffS: BACKOFF_START_S }));
+    // A pod the agent ran before its restart: its containers ran, so they start again as restarted ones.
+    const before = new Map((pod.status?.containerStatuses ?? []).map((s) => [s.name, s]));
+    this.slots = (pod.spec?.containers ?? []).map((spec) => {
+      const seen = before.get(spec.name);
+      const ran = seen?.state?.running !== undefined || seen?.state?.terminated !== undefined;
+      return { spec, restartCount: (seen?.restartCount ?? 0) + (ran ? 1 : 0), backoffS: BACKOFF_START_S };
+    });
     this.done = this.live().catch((err: unknown) =>
       host.log('pod worker failed', { pod: this.key, error: String(err) }),
     );
@@ -198,8 +207,12 @@ export class PodWorker {
     return this.slots.map((s) => `${this.uid.slice(0, 12)}-${s.spec.name}`);
   }
 
-  /** The agent is shutting down: stop everything, do not delete the pod. */
+  /**
+   * The agent is shutting down: stop the containers, write nothing more and delete nothing. The pod stays as the API
+   * server has it; the agent's next start runs its containers again, counting a restart, as after a node's reboot.
+   */
   async shutdown(graceMs: number): Promise<void> {
+    this.silent = true;
     this.stopping = true;
     this.abort.abort();
     const running = this.slots.flatMap((s) => (s.run ? [s.run.proc] : []));
@@ -251,7 +264,7 @@ export class PodWorker {
     await this.releaseSandbox();
     rmSync(join(this.dir, 'volumes'), { recursive: true, force: true });
     if (existsSync(this.dir)) removeRunDir(this.dir);
-    if (this.pod.metadata?.deletionTimestamp) {
+    if (this.pod.metadata?.deletionTimestamp && !this.silent) {
       await this.host.core
         .deleteNamespacedPod({
           name: this.pod.metadata.name!,
@@ -742,6 +755,7 @@ export class PodWorker {
 
   /** Writes the status soon; writes never overlap, and the last one carries the newest state. */
   private writeStatus(): void {
+    if (this.silent) return;
     this.statusDirty = true;
     if (this.statusWriting) return;
     this.statusWriting = true;

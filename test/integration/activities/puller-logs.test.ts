@@ -43,6 +43,21 @@ describe('what the puller prints', () => {
     await activity(env.acts.releaseVolume, { model, jobName, sourceHash: claim.sourceHash, abandon: true });
   });
 
+  it('a finished download reports the bytes its last line says it wrote, however fast it was', async () => {
+    const model = testModel('fast', env.ns);
+    const claim = await activity(env.acts.claimName, { model });
+    const input = { model, rootUid: claim.rootUid, sourceHash: claim.sourceHash };
+    await activity(env.acts.applyStorage, input);
+    cluster.log =
+      'FERRY_PROGRESS {"bytes": 0, "totalBytes": null}\n' +
+      'FERRY_PROGRESS {"bytes": 633334, "totalBytes": 633334}\n' +
+      'FERRY_DONE {"dest": "/models/17b51e39", "bytes": 633334, "skipped": false}\n';
+    const { jobName } = await activity(env.acts.startPuller, input);
+    const result = await activity(env.acts.awaitPuller, { model, jobName });
+    expect(result).toMatchObject({ jobName, bytes: 633334 });
+    await activity(env.acts.releaseVolume, { model, jobName, sourceHash: claim.sourceHash });
+  });
+
   it("a failure names the puller's own reason and quotes the log tail", async () => {
     const model = testModel('gated', env.ns, {
       labels: { 'sim.ferry.dev/puller-scenario': 'fail' },
