@@ -5,11 +5,26 @@
 // code is the first to see (`patched`, so that a replay decides the same way).
 import type { ServedModel } from './contract/index.js';
 
+/** The engine image Ferry defaulted to before 2026-12 (then vLLM 0.32, the one the local stack runs for real). */
+const ENGINE_IMAGE_BEFORE = 'vllm/vllm-openai:v0.11.0';
+
+const names = (section: unknown, field: string): boolean =>
+  typeof section === 'object' && section !== null && field in section;
+
 /** The spec as parsed, with each later default turned back to its old behaviour where the document is not new. */
 export function withAcceptedDefaults(doc: unknown, model: ServedModel, isNew: () => boolean): ServedModel {
-  const scheduling = (doc as { spec?: { scheduling?: unknown } } | undefined)?.spec?.scheduling;
-  // scheduling.colocateReplicas (2026-12, default true): false is the pod template specs had before it.
-  const named = typeof scheduling === 'object' && scheduling !== null && 'colocateReplicas' in scheduling;
-  if (named || isNew()) return model;
-  return { ...model, spec: { ...model.spec, scheduling: { ...model.spec.scheduling, colocateReplicas: false } } };
+  const spec = (doc as { spec?: { scheduling?: unknown; engine?: unknown } } | undefined)?.spec;
+  // scheduling.colocateReplicas (default true) and engine.image (default vLLM 0.32), both since 2026-12.
+  const colocate = names(spec?.scheduling, 'colocateReplicas');
+  const image = names(spec?.engine, 'image');
+  if ((colocate && image) || isNew()) return model;
+  const { scheduling, engine } = model.spec;
+  return {
+    ...model,
+    spec: {
+      ...model.spec,
+      scheduling: colocate ? scheduling : { ...scheduling, colocateReplicas: false },
+      engine: image ? engine : { ...engine, image: ENGINE_IMAGE_BEFORE },
+    },
+  };
 }

@@ -141,7 +141,7 @@ function admissionLimitOf(baseline: { maxConcurrency: number; capped: boolean })
 const SPLIT_SAFE = 'split-activation-safe';
 
 /** Updates this code is the first to see get the defaults added since (accepted-defaults.ts); replayed ones do not. */
-const NEW_DEFAULTS_IN_UPDATE = 'colocate-replicas-default-update';
+const NEW_DEFAULTS_IN_UPDATE = 'defaults-2026-12-update';
 
 /** Two looks woken back to back are at least this far apart (another controller fighting over a field). */
 const MIN_LOOK_SPACING_MS = 1_000;

@@ -121,7 +121,7 @@ function checkedSpec(input: ServeModelInput): ServedModel {
   throw failure(INVALID_SPEC, formatSpecIssues(parsed.issues), parsed.issues);
 }
 
-const NEW_DEFAULTS_AT_START = 'colocate-replicas-default';
+const NEW_DEFAULTS_AT_START = 'defaults-2026-12';
 
 /** Starts from before the stricter spec checks are replayed with the spec they were accepted with. */
 const STRICTER_SPEC_CHECKS = 'stricter-spec-checks';

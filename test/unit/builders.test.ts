@@ -297,7 +297,7 @@ describe('puller Job', () => {
 
   it('uses the engine image by default and sets no token without a token Secret', () => {
     const container = fixtureObjects('minimal-hf').pullerJob.spec!.template.spec!.containers[0]!;
-    expect(container.image).toBe('vllm/vllm-openai:v0.11.0');
+    expect(container.image).toBe('vllm/vllm-openai:v0.32.0');
     expect(container.env!.map((e) => e.name)).not.toContain('HF_TOKEN');
   });
 

@@ -199,7 +199,7 @@ describe('strings with control, bidi or lone surrogate characters', () => {
     const { issues, message } = rejection(() => parseModelDocument(doc));
     expect(issues).toContainEqual({
       path: 'spec.engine.image',
-      message: 'must be a container image like vllm/vllm-openai:v0.11.0, got "a b\\u202e\\u001b[2J"',
+      message: 'must be a container image like vllm/vllm-openai:v0.32.0, got "a b\\u202e\\u001b[2J"',
     });
     // Newlines separate the issues; nothing else of C0, C1 or the bidi controls may reach a terminal.
     // eslint-disable-next-line no-control-regex -- the characters a message must not contain
@@ -658,7 +658,7 @@ describe('messages stay short', () => {
     expect(issuesOf(withDoc(minimalHf, (d) => (d.spec.engine = { image })))).toEqual([
       {
         path: 'spec.engine.image',
-        message: `must be a container image like vllm/vllm-openai:v0.11.0, got "bad image ${'x'.repeat(30)}…" (20010 characters)`,
+        message: `must be a container image like vllm/vllm-openai:v0.32.0, got "bad image ${'x'.repeat(30)}…" (20010 characters)`,
       },
     ]);
   });

@@ -45,7 +45,7 @@ describe('parseServedModel', () => {
         cluster: 'default',
         source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision: 'main' } },
         engine: {
-          image: 'vllm/vllm-openai:v0.11.0',
+          image: 'vllm/vllm-openai:v0.32.0',
           servedModelName: 'qwen',
           port: 8000,
           args: [],

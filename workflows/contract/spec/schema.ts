@@ -28,7 +28,7 @@ import {
 
 export const API_VERSION = 'ferry.dev/v1alpha1';
 export const KIND = 'ServedModel';
-export const DEFAULT_ENGINE_IMAGE = 'vllm/vllm-openai:v0.11.0';
+export const DEFAULT_ENGINE_IMAGE = 'vllm/vllm-openai:v0.32.0';
 
 const imageRef = rules(z.string(), (v) =>
   v.length > 0 && !/\s/.test(v) ? undefined : `must be a container image like ${DEFAULT_ENGINE_IMAGE}, got ${quote(v)}`,
