@@ -3,3 +3,4 @@
 export { probe, type LatencyGoal, type ProbeResult, type Workload } from './probe.js';
 export type { ProbeTarget } from './request.js';
 export { findMaxConcurrency, plannedLoad, type SearchResult } from './search.js';
+export { vocabularyIds } from './vocabulary.js';

@@ -29,6 +29,11 @@ interface ProbeOptions {
   readonly signal?: AbortSignal;
   /** Seeds the prompts' token ids; random by default, so consecutive probes do not share prompts. */
   readonly seed?: number;
+  /**
+   * Token ids the model has (its tokenizer's, from /tokenize); unset, ids from 1000 to 9999, which a small vocabulary
+   * lacks (vLLM refuses such a prompt: "Token id 8232 is out of vocabulary").
+   */
+  readonly tokenIds?: readonly number[];
 }
 
 export interface ProbeResult {
@@ -80,7 +85,7 @@ export async function probe(
   const cancel = () => stop.abort(signal?.reason);
   signal?.addEventListener('abort', cancel, { once: true });
   const tally = new Tally(concurrency * requestsPerClient, goal);
-  const prompts = new PromptSource(workload.promptTokens, options.seed ?? randomInt(PROMPT_KEYS));
+  const prompts = new PromptSource(workload.promptTokens, options.seed ?? randomInt(PROMPT_KEYS), options.tokenIds);
   const client = async () => {
     for (let sent = 0; sent < requestsPerClient && !stop.signal.aborted; sent += 1) {
       const request = { prompt: prompts.next(), outputTokens: workload.outputTokens };
@@ -118,24 +123,43 @@ function checkInputs(
 /**
  * Token-id prompts, distinct from their first ids on. vLLM's prefix cache hashes a prompt in blocks, each chained to
  * the ones before, so a repeated prompt's prefill would come from memory and its TTFT would look too short; a
- * different first or second id makes every block new. Ids come from a counter started at the seed.
+ * different first, second or third id makes every block new. Ids come from a counter started at the seed, each digit
+ * (base: the number of ids to choose from) picking one: from the model's own ids when known, else 1000–9999.
  */
 class PromptSource {
   private key: number;
+  private readonly ids: readonly number[] | undefined;
 
   constructor(
     private readonly length: number,
     seed: number,
+    ids?: readonly number[],
   ) {
-    this.key = seed % PROMPT_KEYS;
+    this.ids = ids && ids.length >= 2 ? ids : undefined;
+    this.key = seed % this.keys;
+  }
+
+  private get span(): number {
+    return this.ids?.length ?? TOKEN_ID_SPAN;
+  }
+
+  private get keys(): number {
+    return this.ids ? Math.min(Number.MAX_SAFE_INTEGER, this.span ** 3) : PROMPT_KEYS;
+  }
+
+  private id(digit: number): number {
+    return this.ids ? this.ids[digit % this.span]! : TOKEN_ID_MIN + (digit % TOKEN_ID_SPAN);
   }
 
   next(): number[] {
     const key = this.key;
-    this.key = (this.key + 1) % PROMPT_KEYS;
-    const head = [key % TOKEN_ID_SPAN, Math.floor(key / TOKEN_ID_SPAN)];
+    this.key = (this.key + 1) % this.keys;
+    const span = this.span;
+    const head = this.ids
+      ? [key % span, Math.floor(key / span) % span, Math.floor(key / span / span) % span]
+      : [key % span, Math.floor(key / span)];
     // The rest only has to be ordinary text-like ids; it is the same for every request.
-    return Array.from({ length: this.length }, (_, i) => TOKEN_ID_MIN + (head[i] ?? (i * 37) % TOKEN_ID_SPAN));
+    return Array.from({ length: this.length }, (_, i) => this.id(head[i] ?? i * 37));
   }
 }
 

@@ -125,8 +125,16 @@ class StreamTiming {
     const now = performance.now();
     const chunk = parseChunk(payload);
     if (chunk === undefined) return `unexpected stream chunk: ${payload}`;
-    // vLLM reports an error after the stream has started as a chunk of its own.
-    if (chunk.error !== undefined) return `stream error: ${JSON.stringify(chunk.error)}`;
+    // vLLM reports an error after the stream has started as a chunk of its own, and a request it refuses while
+    // streaming too: HTTP 200, then `data: {"error": {"message": …, "code": 400}}` and [DONE] (vLLM 0.32, e.g.
+    // "Token id 8232 is out of vocabulary"). Its code is the status the same request would get unstreamed.
+    if (chunk.error !== undefined) {
+      const code = isRecord(chunk.error) ? chunk.error.code : undefined;
+      const message = isRecord(chunk.error) ? chunk.error.message : undefined;
+      return typeof code === 'number' && typeof message === 'string'
+        ? `HTTP ${code} in the stream: ${message}`
+        : `stream error: ${JSON.stringify(chunk.error)}`;
+    }
     if (carriesText(chunk.choices)) {
       this.firstAt ??= now;
       this.lastAt = now;

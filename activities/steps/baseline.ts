@@ -11,7 +11,7 @@ import {
   type ModelInput,
   type ServedModel,
 } from '../../workflows/contract/index.js';
-import { findMaxConcurrency, probe, type LatencyGoal, type ProbeResult } from '../baseline/index.js';
+import { findMaxConcurrency, probe, vocabularyIds, type LatencyGoal, type ProbeResult } from '../baseline/index.js';
 import { readEngine } from '../cluster/model-reads.js';
 import type { ActivityDeps } from '../deps.js';
 import { isPodReady } from '../readers/revision.js';
@@ -74,10 +74,16 @@ export async function measureBaseline(
   };
   const signal = Context.current().cancellationSignal;
   const log = Context.current().log;
+  // Prompts of the model's own token ids (vLLM's /tokenize); an engine without the route gets the usual ids.
+  const tokenIds = await vocabularyIds(target, signal);
 
   const result = await findMaxConcurrency(
     async (concurrency) => {
-      const probed = await probe(target, concurrency, slo.workload, goal, { requestTimeoutMs, signal });
+      const probed = await probe(target, concurrency, slo.workload, goal, {
+        requestTimeoutMs,
+        signal,
+        ...(tokenIds ? { tokenIds } : {}),
+      });
       if (concurrency === 1) refuseUnanswered(model, podName, probed);
       return probed;
     },

@@ -13,6 +13,22 @@ const LOG_TAIL_LINES = 20;
 const LOG_TAIL_IN_MESSAGE = 400;
 
 /**
+ * vLLM's argument parser refusing the command line: exit code 2 and argparse's last line, `vllm: error: …` (vLLM 0.32:
+ * `vllm: error: unrecognized arguments: --no-such-flag`, `… argument --max-model-len: invalid … value: 'x'`).
+ */
+function argsRefusal(problem: PodProblem, logTail: string): string | undefined {
+  if (problem.exitCode !== 2) return undefined;
+  const line = logTail
+    .trim()
+    .split('\n')
+    .reverse()
+    .find((l) => /^(vllm|[\w.-]+\.py|api_server\.py): error: /.test(l.trim()));
+  if (!line) return undefined;
+  const said = line.trim().replace(/^[^:]+: error: /, '');
+  return `vLLM refused its arguments (container ${ENGINE_CONTAINER} of pod ${problem.pod}, exit code 2): ${said.slice(0, LOG_TAIL_IN_MESSAGE)}; fix spec.engine.args`;
+}
+
+/**
  * The failure for a pod problem that has held. A container that died gets the tail of its previous run's log when
  * the kubelet can be asked (not on simulated nodes): in the details, and its last lines in the message.
  */
@@ -29,6 +45,15 @@ export async function podFailure(
       tailLines: LOG_TAIL_LINES,
     });
     if (logTail) {
+      const refused = argsRefusal(problem, logTail);
+      if (refused) {
+        return failure(FAILURE.EngineArgsRejected, refused, {
+          pod: problem.pod,
+          reason: FAILURE.EngineArgsRejected,
+          exitCode: problem.exitCode ?? null,
+          logTail,
+        });
+      }
       const last = logTail.trim().split('\n').slice(-3).join(' | ');
       message += `; last log lines: ${last.length > LOG_TAIL_IN_MESSAGE ? `…${last.slice(-LOG_TAIL_IN_MESSAGE)}` : last}`;
     }

@@ -27,6 +27,8 @@ interface ServerPlan {
   omitDone: boolean;
   /** completion_tokens the usage chunk reports, when it differs from the tokens streamed. */
   reportedTokens: number | undefined;
+  /** Refuses the request inside the stream, as vLLM 0.32 does a streamed one: 200, an error chunk, [DONE]. */
+  streamError: boolean;
 }
 
 interface Seen {
@@ -58,6 +60,7 @@ async function startServer(overrides: Partial<ServerPlan> = {}) {
     reset: false,
     omitDone: false,
     reportedTokens: undefined,
+    streamError: false,
     ...overrides,
   };
   const seen: Seen = { urls: [], bodies: [], headers: [], started: 0, inFlight: 0, maxInFlight: 0, closedEarly: 0 };
@@ -110,6 +113,11 @@ async function answer(plan: ServerPlan, arrival: number, body: any, res: ServerR
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
   const tokens: number = body.max_tokens;
   const event = (data: unknown) => `data: ${JSON.stringify(data)}\n\n`;
+  if (plan.streamError) {
+    const error = { message: 'Token id 8232 is out of vocabulary', type: 'BadRequestError', param: null, code: 400 };
+    res.end(`${event({ error })}data: [DONE]\n\n`);
+    return;
+  }
   const tokenEvent = (i: number) =>
     event({
       id: 'cmpl-test',
@@ -255,6 +263,26 @@ describe('probe', () => {
     expect(result.firstError).toMatch(/^HTTP 401: .*Unauthorized: got m with \[redacted\]/);
     expect(result.firstError).not.toContain(SECRET);
     expect(result.firstError?.length).toBeLessThanOrEqual(301);
+  });
+
+  it("reads a refusal inside the stream as the status it carries (vLLM's streamed 400)", async () => {
+    const { target } = await startServer({ streamError: true });
+    const result = await probe(target, 1, SMALL, { ...LOOSE, attainment: 0.1 }, { requestsPerClient: 2 });
+    expect(result).toMatchObject({ requests: 2, good: 0, errors: 2 });
+    expect(result.firstError).toBe('HTTP 400 in the stream: Token id 8232 is out of vocabulary');
+  });
+
+  it("builds its prompts from the model's own token ids when it has them, still distinct", async () => {
+    const { target, seen } = await startServer();
+    const ids = Array.from({ length: 20 }, (_, i) => 100 + i);
+    await probe(target, 3, SMALL, LOOSE, { requestsPerClient: 3, tokenIds: ids, seed: 5 });
+    const prompts = seen.bodies.map((b) => b.prompt as number[]);
+    expect(prompts).toHaveLength(9);
+    for (const prompt of prompts) {
+      expect(prompt).toHaveLength(SMALL.promptTokens);
+      for (const id of prompt) expect(ids).toContain(id);
+    }
+    expect(new Set(prompts.map((p) => JSON.stringify(p))).size).toBe(9);
   });
 
   it('counts a reset connection and a stream without [DONE] as errors', async () => {

@@ -41,6 +41,10 @@ export const FAILURES = {
   CreateContainerError: { retryable: false, meaning: 'the container runtime cannot create the container' },
   CrashLoopBackOff: { retryable: false, meaning: 'the container keeps exiting; the message has its exit code' },
   OOMKilled: { retryable: false, meaning: 'the container ran out of memory (resources.memory)' },
+  EngineArgsRejected: {
+    retryable: false,
+    meaning: "vLLM refused its command line (exit code 2, argparse's message): fix spec.engine.args",
+  },
   MultiAttach: { retryable: true, meaning: 'waiting: the ReadWriteOnce volume is still attached to another node' },
   // --- the engine
   EngineMissing: { retryable: true, meaning: 'the Deployment is gone; the step applies it again' },
