@@ -39,6 +39,20 @@ export default defineConfig({
           sequence: { groupOrder: 1 },
         },
       },
+      // The real engine (`npm run local:up -- --engine vllm`): real vLLM processes in pods of the node agent, 2–4 GiB
+      // and a core each, so after the other suites, alone; skipped, with the reason, on a stack with the stand-in only.
+      {
+        extends: true,
+        test: {
+          name: 'real-engine',
+          include: ['test/real-engine/**/*.test.ts'],
+          globalSetup: ['test/support/global-setup.ts'],
+          testTimeout: 600_000,
+          hookTimeout: 300_000,
+          fileParallelism: false,
+          sequence: { groupOrder: 2 },
+        },
+      },
       // Tests that restart parts of the shared local stack (Temporal, the API server): after all the others, alone.
       {
         extends: true,
@@ -48,7 +62,7 @@ export default defineConfig({
           globalSetup: ['test/support/global-setup.ts'],
           testTimeout: 600_000,
           hookTimeout: 120_000,
-          sequence: { groupOrder: 2 },
+          sequence: { groupOrder: 3 },
         },
       },
     ],

@@ -198,7 +198,7 @@ export function redactWorkerConfig(config: WorkerConfig): Record<string, unknown
   };
 }
 
-// FERRY_ENDPOINT_OVERRIDES is a file path or inline JSON; only a path is worth logging.
+// FERRY_ENDPOINT_OVERRIDES is inline JSON or file paths (separated by commas); only paths are worth logging.
 function describeOverrides(value: string): string {
   return value.trim().startsWith('{') ? '[inline JSON]' : value;
 }

@@ -4,9 +4,13 @@
 # completion through that endpoint, and say where the Web UI is.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-example=${1:-$repo/examples/qwen.yaml}
+# --engine vllm (or FERRY_ENGINE=vllm): the real engine, and examples/tiny.yaml, a real model from the local Hub.
+parse_engine "$@"
+default_example=$repo/examples/qwen.yaml
+[ "$engine" = vllm ] && default_example=$repo/examples/tiny.yaml
+example=${rest[0]:-$default_example}
 
-bash "$here/up.sh"
+bash "$here/up.sh" --engine "$engine"
 set -a; source "$envfile"; set +a
 ferry() { node "$repo/bin/ferry.js" "$@"; }
 
@@ -22,7 +26,11 @@ ferry status "$model" -n "$namespace"
 endpoint=$(ferry status "$model" -n "$namespace" -o json | node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>console.log(JSON.parse(s).endpoint))")
 
 echo
-echo "== one completion through $endpoint (the vLLM stand-in; see deploy/engine-sim/README.md)"
+if [ "$engine" = vllm ]; then
+  echo "== one completion through $endpoint (a real vLLM on this machine's CPUs; random weights, so the text is noise)"
+else
+  echo "== one completion through $endpoint (the vLLM stand-in; see deploy/engine-sim/README.md)"
+fi
 curl -sf "$endpoint/v1/completions" -H 'content-type: application/json' \
   -d "{\"model\":\"$served\",\"prompt\":\"Ferry carries models across\",\"max_tokens\":16}" |
   node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{const r=JSON.parse(s);console.log('answer:', JSON.stringify(r.choices[0].text));console.log('usage:', JSON.stringify(r.usage))})"

@@ -196,7 +196,7 @@ install_hub() {
 mkdir -p "$cache"
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${components[@]}")
-need_kube=0 need_helm=0
+need_kube=0 need_helm=0 need_vllm=0 need_hub=0
 for c in "${want[@]}"; do
   case $c in
     temporal) install_temporal; install_browser ;;
@@ -205,13 +205,21 @@ for c in "${want[@]}"; do
     nginx) install_nginx ;;
     engine-sim) install_nginx; need_kube=1 need_helm=1 ;;
     # The real engine: its runtime, the admission sidecar's nginx; the Hub needs the runtime to build its models.
-    node-agent) install_nginx; install_vllm_runtime ;;
-    hub) install_vllm_runtime; install_hub ;;
+    node-agent) install_nginx; need_vllm=1 ;;
+    hub) need_vllm=1 need_hub=1 ;;
     *) need_kube=1 need_helm=1 ;;
   esac
 done
+# vLLM's packages download (network) while Kubernetes builds (CPU): a cold install takes the longer of the two.
+vllm_pid=
+if [ $need_vllm = 1 ]; then
+  install_vllm_runtime &
+  vllm_pid=$!
+fi
 if [ $need_kube = 1 ]; then
   bash "$here/build-kube.sh" all
   install_inference_crds
 fi
 if [ $need_helm = 1 ]; then install_helm; fi
+if [ -n "$vllm_pid" ]; then wait "$vllm_pid" || die "installing the vLLM runtime failed (see above)"; fi
+if [ $need_hub = 1 ]; then install_hub; fi

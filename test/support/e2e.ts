@@ -48,8 +48,11 @@ export async function startWorkerProcess(
       TEMPORAL_NAMESPACE: 'default',
       FERRY_CLUSTER: cluster,
       FERRY_ENDPOINT_MODE: 'override',
-      // Kept up to date by the engine stand-in supervisor that `npm run local:up` starts.
-      FERRY_ENDPOINT_OVERRIDES: join(repoRoot, '.ferry/run/endpoints.json'),
+      // Kept up to date by the engine stand-in supervisor that `npm run local:up` starts, and for the real engine's
+      // pods by the node agent (`--engine vllm`; without it the file is absent, an empty map).
+      FERRY_ENDPOINT_OVERRIDES: ['endpoints.json', 'node-agent-endpoints.json']
+        .map((f) => join(repoRoot, '.ferry/run', f))
+        .join(','),
       FERRY_SHUTDOWN_GRACE: '2s',
       ...extraEnv,
     },

@@ -1,0 +1,100 @@
+// What the real-engine tests share: whether the local stack runs the real engine (`--engine vllm`), the local Hub's
+// address and byte count, the tiny model's documents, and a look at the processes the node agent runs for a pod.
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import type { V1Pod } from '@kubernetes/client-node';
+import { parse as parseYaml } from 'yaml';
+import { repoRoot } from '../support/local-env.js';
+import type { Doc } from '../support/workflow-harness.js';
+
+const run = join(repoRoot, '.ferry/run');
+const cache = process.env.FERRY_CACHE ?? join(homedir(), '.cache/ferry');
+
+/** Why the real engine cannot be tested here, or undefined when the stack runs it. */
+export function realEngineMissing(): string | undefined {
+  const engine = existsSync(join(run, 'engine')) ? readFileSync(join(run, 'engine'), 'utf8').trim() : 'sim';
+  if (engine !== 'vllm') return 'the local stack runs the engine stand-in only: npm run local:up -- --engine vllm';
+  for (const component of ['node-agent', 'hub']) {
+    const pidFile = join(run, `${component}.pid`);
+    const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : 0;
+    try {
+      if (pid > 0 && process.kill(pid, 0)) continue;
+    } catch {
+      // not running
+    }
+    return `the local stack's ${component} is not running: npm run local:up -- --engine vllm`;
+  }
+  return undefined;
+}
+
+/** The local Hub as the agent's pods reach it (deploy/local/lib.sh: pod_gateway, hub_port). */
+export const HUB = `http://10.245.0.1:${process.env.FERRY_HUB_PORT ?? '16447'}`;
+
+interface Served {
+  totalBytes: number;
+  repos: Record<string, { bytes: number; files: Record<string, number>; requests: number }>;
+}
+
+/** The bytes the Hub has served for a repository so far. */
+export async function hubBytes(repo: string): Promise<number> {
+  const served = (await (await fetch(`${HUB}/_ferry/served`)).json()) as Served;
+  return served.repos[repo]?.bytes ?? 0;
+}
+
+/** The size of a repository's files at a revision, as the Hub serves them (its git repository in the cache). */
+export function repoBytes(repo: string, revision: string): number {
+  const dir = join(cache, 'hub/mirrors/models', repo);
+  const listing = execFileSync('git', ['-C', dir, 'ls-tree', '-r', '-l', revision], { encoding: 'utf8' });
+  return listing
+    .split('\n')
+    .filter(Boolean)
+    .reduce((sum, line) => sum + Number(line.split(/\s+/)[3]), 0);
+}
+
+/** examples/tiny.yaml in namespace `ns`, for cluster `cluster`, changed by `edit`. */
+export function tinyDoc(ns: string, cluster: string, edit: (doc: Doc) => void = () => undefined): Doc {
+  const doc = parseYaml(readFileSync(join(repoRoot, 'examples/tiny.yaml'), 'utf8')) as Doc;
+  doc.metadata.namespace = ns;
+  doc.spec.cluster = cluster;
+  edit(doc);
+  return doc;
+}
+
+/** A process's parent, from /proc. */
+function parentOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // pid (comm) state ppid …: comm may hold spaces and parentheses, so read after its last ')'.
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+}
+
+/**
+ * The processes the node agent runs for one container of a pod (its memory cgroup's), the main process first: the
+ * one whose parent is not in the container (pids wrap around, so the lowest is not always the first).
+ */
+export function containerPids(pod: V1Pod, container: string): number[] {
+  const file = `/sys/fs/cgroup/memory/ferry-node-agent/${pod.metadata!.uid!.slice(0, 12)}-${container}/cgroup.procs`;
+  if (!existsSync(file)) return [];
+  const pids = readFileSync(file, 'utf8').split('\n').filter(Boolean).map(Number);
+  const inside = new Set(pids);
+  return pids.sort((a, b) => Number(inside.has(parentOf(a))) - Number(inside.has(parentOf(b))));
+}
+
+/** A process's command line, as its arguments. */
+export function commandLine(pid: number): string[] {
+  return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+}
+
+/** The agent's containers still running for pods of `ns` (their cgroups), by `<pod uid prefix>-<container>`. */
+export function agentContainers(podUids: string[]): string[] {
+  const dir = '/sys/fs/cgroup/memory/ferry-node-agent';
+  if (!existsSync(dir)) return [];
+  const prefixes = podUids.map((uid) => uid.slice(0, 12));
+  return readdirSync(dir).filter((name) => prefixes.some((p) => name.startsWith(`${p}-`)));
+}
+
+/** The host directory of a PersistentVolume, as the node agent keeps it. */
+export function volumeDir(pv: string): string {
+  return join(run, 'node-agent/volumes', pv);
+}
