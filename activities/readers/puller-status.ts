@@ -5,7 +5,7 @@ import { type ApplicationFailure } from '@temporalio/common';
 import { PULLER_CONTAINER, summarizePullerLog } from '../builders/index.js';
 import type { PodProblem } from './pod-problems.js';
 import { timeOf } from './time.js';
-import { FAILURE, failure, formatBytes, type StepProgress } from '../../workflows/contract/index.js';
+import { FAILURE, failure, formatBytes, type FailureType, type StepProgress } from '../../workflows/contract/index.js';
 
 export type JobEnd = { kind: 'complete' } | { kind: 'failed'; reason: string; message: string };
 
@@ -126,6 +126,14 @@ export function deadlineFailure(job: V1Job, last: StepProgress | undefined, note
 }
 
 /** `BackoffLimitExceeded`: every allowed attempt failed; says how the last one ended and what it printed. */
+/** The puller's reasons that are failures of their own (the catalogue's), rather than a BackoffLimitExceeded. */
+const PULLER_REASONS = new Set<string>([
+  FAILURE.SourceNotFound,
+  FAILURE.AccessDenied,
+  FAILURE.NoSpace,
+  FAILURE.PullerImageInvalid,
+]);
+
 export function backoffFailure(
   job: V1Job,
   end: JobEnd & { kind: 'failed' },
@@ -146,9 +154,14 @@ export function backoffFailure(
       (terminated?.reason && terminated.reason !== 'Error' ? ` (${terminated.reason})` : '')
     : '';
   const reason = error ? `; ${error.reason}: ${error.message}` : '';
+  // What the puller itself named (a repository that does not exist, a gated one, a full volume) is the failure: a
+  // person acts on that, not on the retries it took.
+  const named = error && PULLER_REASONS.has(error.reason) ? (error.reason as FailureType) : undefined;
   return failure(
-    FAILURE.BackoffLimitExceeded,
-    `${how}${last}${reason}; log tail: ${log ? lastLines(log, 5, 600) : 'log unavailable'}`,
+    named ?? FAILURE.BackoffLimitExceeded,
+    named
+      ? `${error!.message}; ${how}${last}`
+      : `${how}${last}${reason}; log tail: ${log ? lastLines(log, 5, 600) : 'log unavailable'}`,
     {
       jobName: job.metadata?.name,
       pod: pod?.metadata?.name ?? null,

@@ -100,16 +100,24 @@ describe('failures', () => {
     );
   });
 
-  it('BackoffLimitExceeded carries the exit code, the puller reason and the log tail', () => {
+  it("a reason the puller named is the failure; otherwise BackoffLimitExceeded with the puller's reason and log tail", () => {
     const log = 'a\nb\nFERRY_ERROR {"reason": "NoSpace", "message": "the volume is full: raise spec.storage.size"}\n';
     const failed = job([{ type: 'Failed', status: 'True', reason: 'BackoffLimitExceeded' }], 3);
     const end = { kind: 'failed', reason: 'BackoffLimitExceeded', message: '' } as const;
     const err = backoffFailure(failed, end, failedPod(1), log);
-    expect(err.type).toBe(FAILURE.BackoffLimitExceeded);
-    expect(err.message).toMatch(
-      /^the puller failed 3 times \(puller\.backoffLimit 2 allows 3\); last pod p0 exited with code 1; NoSpace: the volume/,
+    expect(err.type).toBe(FAILURE.NoSpace);
+    expect(err.message).toBe(
+      'the volume is full: raise spec.storage.size; the puller failed 3 times (puller.backoffLimit 2 allows 3); last pod p0 exited with code 1',
     );
     expect(err.details?.[0]).toMatchObject({ exitCode: 1, errorReason: 'NoSpace' });
+
+    const other =
+      'FERRY_ERROR {"reason": "DownloadFailed", "message": "the download failed (ConnectionError: reset)"}\n';
+    const generic = backoffFailure(failed, end, failedPod(1), other);
+    expect(generic.type).toBe(FAILURE.BackoffLimitExceeded);
+    expect(generic.message).toMatch(
+      /^the puller failed 3 times \(puller\.backoffLimit 2 allows 3\); last pod p0 exited with code 1; DownloadFailed: the download failed/,
+    );
 
     const unlogged = backoffFailure(failed, end, failedPod(137), undefined);
     expect(unlogged.message).toMatch(/exited with code 137; log tail: log unavailable$/);

@@ -33,6 +33,17 @@ export const FAILURES = {
   DeadlineExceeded: { retryable: false, meaning: 'the download did not finish within puller.deadline' },
   BackoffLimitExceeded: { retryable: false, meaning: "the puller's pods failed more than puller.backoffLimit times" },
   VolumeNotReleased: { retryable: true, meaning: "the puller's pod is not gone yet, so the volume may be attached" },
+  // The puller's own words for why every attempt failed (puller-script.ts), in place of BackoffLimitExceeded.
+  SourceNotFound: { retryable: false, meaning: 'the repository, its revision or the source path does not exist' },
+  AccessDenied: {
+    retryable: false,
+    meaning: 'the source refused the puller: a gated or private repository, or a token it does not accept',
+  },
+  NoSpace: { retryable: false, meaning: 'the volume is full: raise spec.storage.size' },
+  PullerImageInvalid: {
+    retryable: false,
+    meaning: 'the puller image has no huggingface_hub: leave puller.image empty',
+  },
   // --- pods (the engine's and the puller's)
   ImagePullBackOff: { retryable: false, meaning: 'the image cannot be pulled' },
   ErrImagePull: { retryable: false, meaning: 'the image cannot be pulled' },

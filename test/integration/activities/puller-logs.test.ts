@@ -76,9 +76,9 @@ describe('what the puller prints', () => {
     const err = (await rejectionOf(
       activity(env.acts.awaitPuller, { model, jobName: job.metadata!.name! }),
     )) as unknown as ApplicationFailure;
-    expect(err.type).toBe(FAILURE.BackoffLimitExceeded);
-    expect(err.message).toContain(
-      'exited with code 1; AccessDenied: the repository is gated: accept its terms; log tail:',
+    expect(err.type).toBe(FAILURE.AccessDenied);
+    expect(err.message).toMatch(
+      /^the repository is gated: accept its terms; the puller failed once .*exited with code 1$/,
     );
     expect(err.details?.[0]).toMatchObject({ exitCode: 1, errorReason: 'AccessDenied' });
     expect((err.details?.[0] as { logTail: string }).logTail).toContain('FERRY_ERROR');
