@@ -183,8 +183,10 @@ async function holdUpdate(
   signal: AbortSignal,
 ): Promise<ModelStatus | undefined> {
   try {
-    return await client.withAbortSignal(signal, () =>
-      modelHandle(client, ref).executeUpdate(awaitPhaseUpdate, { args: [input] }),
+    // Under a signal of its own each time: the wait may ask again many times (a Failed-then-retried model, a run that
+    // continues as new), and the SDK's listeners would pile up on one long-lived signal.
+    return await abortable(signal, (own) =>
+      client.withAbortSignal(own, () => modelHandle(client, ref).executeUpdate(awaitPhaseUpdate, { args: [input] })),
     );
   } catch {
     return undefined;
