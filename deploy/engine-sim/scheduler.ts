@@ -12,6 +12,8 @@ export interface CapacityOptions {
   readonly batchStepMs: number;
   /** Prefill time per prompt token, spent before the first decode step. */
   readonly prefillMsPerToken: number;
+  /** The KV cache's size in tokens, for `vllm:kv_cache_usage_perc`; nothing is ever refused or preempted for it. */
+  readonly kvCacheTokens: number;
 }
 
 interface Waiter {
@@ -21,8 +23,32 @@ interface Waiter {
 export class Scheduler {
   private runningCount = 0;
   private readonly queue: Waiter[] = [];
+  /** Tokens the running sequences hold in the KV cache: their prompts and what they have generated so far. */
+  private kvTokens = 0;
+  /** Requests in flight (queued or running) per LoRA adapter, in the order the adapters first arrived. */
+  private readonly loraRequests = new Map<string, number>();
+  private readonly listeners: (() => void)[] = [];
 
   constructor(private readonly options: CapacityOptions) {}
+
+  /** The KV cache's use, 0 to 1: vLLM's `kv_cache_usage_perc`. */
+  get kvCacheUsage(): number {
+    return Math.min(1, this.kvTokens / this.options.kvCacheTokens);
+  }
+
+  /** The adapters with requests in flight, for vLLM's `lora_requests_info`. */
+  get lorasInFlight(): readonly string[] {
+    return [...this.loraRequests.keys()];
+  }
+
+  /** `listener` runs whenever a request arrives, is scheduled, or ends. */
+  onChange(listener: () => void) {
+    this.listeners.push(listener);
+  }
+
+  private changed() {
+    for (const listener of this.listeners) listener();
+  }
 
   /** Sequences holding a slot, prefilling or decoding: vLLM's `num_requests_running`. */
   get running(): number {
@@ -39,20 +65,44 @@ export class Scheduler {
    * with the step's index as each one's tokens are due. Rejects with the signal's reason if it aborts (the client
    * left), whether queued or running; the slot is given back either way.
    */
-  async generate(promptTokens: number, steps: number, signal: AbortSignal, onToken: (step: number) => void) {
+  async generate(
+    promptTokens: number,
+    steps: number,
+    signal: AbortSignal,
+    onToken: (step: number) => void,
+    lora?: string,
+  ) {
     signal.throwIfAborted();
-    await this.admit(signal);
+    if (lora !== undefined) this.loraRequests.set(lora, (this.loraRequests.get(lora) ?? 0) + 1);
+    let admitted = false;
+    let held = 0;
     try {
+      this.changed();
+      await this.admit(signal);
+      admitted = true;
+      held = promptTokens;
+      this.kvTokens += held;
+      this.changed();
       // Steps are due at absolute times, each step(r) after the previous one was due, so a timer firing late (a
       // loaded event loop) shortens the next wait instead of stretching the whole answer.
       let due = performance.now() + this.options.prefillMsPerToken * promptTokens;
       for (let step = 0; step < steps; step += 1) {
         due += this.stepMs();
         await pauseUntil(due, signal);
+        held += 1;
+        this.kvTokens += 1;
         onToken(step);
       }
     } finally {
-      this.release();
+      // A request that left the queue never held a slot (the queue has already forgotten it).
+      if (admitted) this.release();
+      this.kvTokens -= held;
+      if (lora !== undefined) {
+        const left = (this.loraRequests.get(lora) ?? 1) - 1;
+        if (left > 0) this.loraRequests.set(lora, left);
+        else this.loraRequests.delete(lora);
+      }
+      this.changed();
     }
   }
 

@@ -57,3 +57,16 @@ export function answerText(answer: SyntheticAnswer): string {
 export function answerDeltas(answer: SyntheticAnswer): string[] {
   return answer.words.map((word, i) => (i === 0 ? word : ` ${word}`));
 }
+
+/**
+ * Token ids for `text`, one per whitespace word as everywhere in the stand-in: a stable hash of the word into the
+ * vocabulary, clear of the first ids (special tokens in most tokenizers), so the same word always has the same id.
+ */
+export function tokenIds(text: string, vocabSize: number): number[] {
+  const reserved = Math.min(3, vocabSize - 1);
+  return splitWords(text).map((word) => {
+    let hash = 0x811c9dc5;
+    for (const byte of Buffer.from(word, 'utf8')) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
+    return reserved + (hash % (vocabSize - reserved));
+  });
+}

@@ -289,9 +289,12 @@ describe('engine-sim capacity: answer length', () => {
     expect(((await refused.json()) as Chunk).error.message).toBe(
       'min_tokens must be less than or equal to max_tokens=8, got 9.',
     );
-    const wrongType = await postJson(`${base}/v1/completions`, { prompt: 'hi', ignore_eos: 'yes' });
+    // pydantic's lax booleans, as vLLM reads them: 'yes' is true, 'maybe' is refused.
+    const lax = await postJson(`${base}/v1/completions`, { prompt: 'hi', ignore_eos: 'yes', max_tokens: 5 });
+    expect(((await lax.json()) as Chunk).usage.completion_tokens).toBe(5);
+    const wrongType = await postJson(`${base}/v1/completions`, { prompt: 'hi', ignore_eos: 'maybe' });
     expect(wrongType.status).toBe(400);
-    await wrongType.arrayBuffer();
+    expect(((await wrongType.json()) as Chunk).error).toMatchObject({ type: 'Bad Request', param: 'body.ignore_eos' });
   });
 });
 

@@ -108,7 +108,7 @@ describe('engine-sim lifecycle', () => {
 
   it('serves /version', async () => {
     const { base } = await startSim();
-    expect(await (await fetch(`${base}/version`)).json()).toEqual({ version: '0.11.0-ferry-sim' });
+    expect(await (await fetch(`${base}/version`)).json()).toEqual({ version: '0.32.0+ferry-sim' });
   });
 });
 
@@ -147,10 +147,20 @@ describe('engine-sim OpenAI API', () => {
         logprobs: null,
         finish_reason: 'stop',
         stop_reason: null,
+        token_ids: null,
         prompt_logprobs: null,
+        prompt_token_ids: null,
+        routed_experts: null,
       },
     ]);
-    expect(body.usage).toMatchObject({ prompt_tokens: 4, completion_tokens: 6, total_tokens: 10 });
+    expect(body.usage).toEqual({
+      prompt_tokens: 4,
+      completion_tokens: 6,
+      total_tokens: 10,
+      prompt_tokens_details: null,
+      completion_tokens_details: null,
+    });
+    expect(body.system_fingerprint).toMatch(/^vllm-0\.32\.0\+ferry-sim-[0-9a-f]{8}$/);
   });
 
   it('answers a chat completion with an assistant message', async () => {
@@ -207,13 +217,33 @@ describe('engine-sim OpenAI API', () => {
     expect(body.usage).toMatchObject({ prompt_tokens: 3, completion_tokens: 4 + 4 + 3 + 3 });
   });
 
-  it('rejects requests beyond the context window', async () => {
+  it('cuts max_tokens to the room the prompt leaves, and refuses a prompt beyond the context window, as vLLM 0.32', async () => {
     const { base } = await startSim({ maxModelLen: 5 });
-    const res = await postJson(`${base}/v1/completions`, { model: 'qwen', prompt: 'a b c', max_tokens: 3 });
-    expect(res.status).toBe(400);
-    const body = (await res.json()) as { error: { message: string; type: string } };
-    expect(body.error.type).toBe('BadRequestError');
-    expect(body.error.message).toContain('maximum context length is 5 tokens');
+    const cut = await postJson(`${base}/v1/completions`, { model: 'qwen', prompt: 'a b c', max_tokens: 3 });
+    expect(cut.status).toBe(200);
+    const answer = (await cut.json()) as Record<string, any>;
+    expect(answer.usage.completion_tokens).toBe(2);
+    expect(answer.choices[0].finish_reason).toBe('length');
+
+    const noRoom = await postJson(`${base}/v1/completions`, { prompt: 'a b c d e', max_tokens: 3 });
+    expect(await noRoom.json()).toEqual({
+      error: {
+        message: 'max_tokens must be at least 1, got 0. (parameter=max_tokens, value=0)',
+        type: 'BadRequestError',
+        param: 'max_tokens',
+        code: 400,
+      },
+    });
+
+    const beyond = await postJson(`${base}/v1/completions`, { prompt: 'a b c d e f g' });
+    expect(beyond.status).toBe(400);
+    const body = (await beyond.json()) as { error: { message: string; type: string; param: string } };
+    expect(body.error).toMatchObject({ type: 'BadRequestError', param: 'input_tokens' });
+    expect(body.error.message).toBe(
+      "This model's maximum context length is 5 tokens. However, your prompt contains at least 6 input tokens, " +
+        'which exceeds this limit even without any output tokens. Please reduce the length of the input prompt. ' +
+        '(parameter=input_tokens, value=6)',
+    );
   });
 
   it('streams completion chunks then [DONE]', async () => {
@@ -267,7 +297,12 @@ describe('engine-sim OpenAI API', () => {
       });
       expect(res.status).toBe(404);
       expect(await res.json()).toEqual({
-        error: { message: 'The model `x` does not exist.', type: 'NotFoundError', param: null, code: 404 },
+        error: {
+          message: 'The model `x` does not exist. Valid aliases: qwen.',
+          type: 'NotFoundError',
+          param: 'model',
+          code: 404,
+        },
       });
     }
   });
@@ -345,7 +380,8 @@ describe('engine-sim LoRA', () => {
     const duplicate = await postJson(`${base}/v1/load_lora_adapter`, { lora_name: 'sql', lora_path: '/adapters/sql' });
     expect(duplicate.status).toBe(400);
     expect(((await duplicate.json()) as { error: { message: string } }).error.message).toBe(
-      "The lora adapter 'sql' has already been loaded.",
+      "The lora adapter 'sql' has already been loaded. If you want to load the adapter in place, set 'load_inplace' " +
+        'to True.',
     );
 
     const models = (await (await fetch(`${base}/v1/models`)).json()) as { data: Record<string, unknown>[] };
@@ -380,11 +416,16 @@ describe('engine-sim LoRA', () => {
     }
   });
 
-  it('refuses runtime loading without --enable-lora', async () => {
+  it('refuses runtime loading without --enable-lora with the 500 vLLM 0.32 answers (its worker refuses it)', async () => {
     const { base } = await startSim({ allowRuntimeLoraUpdating: true });
     const res = await postJson(`${base}/v1/load_lora_adapter`, { lora_name: 'sql', lora_path: '/adapters/sql' });
-    expect(res.status).toBe(400);
-    await res.arrayBuffer();
+    expect(res.status).toBe(500);
+    expect(((await res.json()) as { error: { message: string; type: string } }).error).toMatchObject({
+      type: 'InternalServerError',
+      message:
+        "Call to add_lora method failed: Worker failed with error 'LoRA is not enabled. Use --enable-lora to enable " +
+        "LoRA.', please check the stack trace above for the root cause",
+    });
   });
 
   it('given the volume (FERRY_SIM_MODELS_DIR), refuses a path without an adapter as vLLM does, and forgets on restart', async () => {
@@ -423,6 +464,90 @@ describe('engine-sim LoRA', () => {
     const { base } = await startSim({ enableLora: true, loraModules: [{ name: 'chat', path: '/adapters/chat' }] });
     const models = (await (await fetch(`${base}/v1/models`)).json()) as { data: { id: string }[] };
     expect(models.data.map((m) => m.id)).toEqual(['qwen', 'chat']);
+  });
+});
+
+describe('engine-sim: vLLM 0.32 details (test/real-engine/conformance.test.ts checks them against the real engine)', () => {
+  it('tokenizes into ids of the model’s vocabulary, and refuses ids beyond it, in the stream too', async () => {
+    const volume = mkdtempSync(join(tmpdir(), 'sim-volume-'));
+    mkdirSync(join(volume, 'tiny'));
+    writeFileSync(join(volume, 'tiny', 'config.json'), '{"vocab_size": 541}');
+    const { base } = await startSim({ model: '/models/tiny', modelsDir: volume, maxModelLen: 512 });
+    const tokenized = await postJson(`${base}/tokenize`, { prompt: 'hello world hello' });
+    const body = (await tokenized.json()) as { count: number; tokens: number[]; max_model_len: number };
+    expect(body).toMatchObject({ count: 3, max_model_len: 512, token_strs: null });
+    expect(body.tokens[0]).toBe(body.tokens[2]);
+    expect(body.tokens.every((id) => id >= 3 && id < 541)).toBe(true);
+
+    const refused = await postJson(`${base}/v1/completions`, { prompt: [1, 2, 541], max_tokens: 1 });
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as { error: { message: string } }).error.message).toBe(
+      'Token id 541 is out of vocabulary',
+    );
+    const streamed = await postJson(`${base}/v1/completions`, { prompt: [541], max_tokens: 1, stream: true });
+    expect(streamed.status).toBe(200);
+    expect(await streamed.text()).toBe(
+      'data: {"error": {"message": "Token id 541 is out of vocabulary", "type": "BadRequestError", "param": null, ' +
+        '"code": 400}}\n\ndata: [DONE]\n\n',
+    );
+  });
+
+  it('reads the key as vLLM does: any case of bearer, on /v1, /v2, /inference and /cohere, never on OPTIONS', async () => {
+    const { base } = await startSim({ apiKey: 'sekret' });
+    expect((await fetch(`${base}/v1/models`, { headers: { authorization: 'bearer sekret' } })).status).toBe(200);
+    expect((await fetch(`${base}/v1/models`, { headers: { authorization: 'Basic sekret' } })).status).toBe(401);
+    expect((await fetch(`${base}/v2/models`)).status).toBe(401);
+    expect((await fetch(`${base}/v1/models`, { method: 'OPTIONS' })).status).toBe(405);
+    expect((await postJson(`${base}/tokenize`, { prompt: 'open' })).status).toBe(200);
+  });
+
+  it('reports pydantic’s validation errors and hides system paths in messages, as vLLM does', async () => {
+    const { base } = await startSim({ enableLora: true, allowRuntimeLoraUpdating: true, modelsDir: tmpdir() });
+    const typed = await postJson(`${base}/v1/completions`, { prompt: 'hi', max_tokens: 'x', n: 'y' });
+    expect(((await typed.json()) as { error: unknown }).error).toEqual({
+      message:
+        "2 validation errors:\n  {'type': 'int_parsing', 'loc': 'body.max_tokens', 'msg': 'Input should be a valid " +
+        "integer, unable to parse string as an integer', 'input': 'x'}\n  {'type': 'int_parsing', 'loc': 'body.n', " +
+        "'msg': 'Input should be a valid integer, unable to parse string as an integer', 'input': 'y'}",
+      type: 'Bad Request',
+      param: 'body.max_tokens',
+      code: 400,
+    });
+    const hidden = await postJson(`${base}/v1/load_lora_adapter`, { lora_name: 'a', lora_path: '/tmp/nowhere/a' });
+    expect(((await hidden.json()) as { error: { message: string } }).error.message).toBe(
+      'Loading lora a failed: No adapter found for <path>',
+    );
+  });
+
+  it('exposes the KV cache’s use and, with LoRA, the adapters in flight (vllm:lora_requests_info)', async () => {
+    const { base } = await startSim({
+      enableLora: true,
+      maxLoras: 2,
+      loraModules: [{ name: 'sql', path: '/adapters/sql' }],
+      maxNumSeqs: 2,
+      maxModelLen: 100,
+      tokenDelayMs: 100,
+    });
+    const idle = await (await fetch(`${base}/metrics`)).text();
+    expect(idle).toContain('# TYPE vllm:lora_requests_info gauge');
+    expect(idle).not.toMatch(/^vllm:lora_requests_info\{/m);
+    expect(metricValue(idle, 'vllm:kv_cache_usage_perc')).toBe(0);
+
+    const pending = postJson(`${base}/v1/completions`, { model: 'sql', prompt: 'a b c d e f g h i j', max_tokens: 3 });
+    let during = '';
+    for (let tries = 0; !during.includes('running_lora_adapters="sql"') && tries < 40; tries += 1) {
+      during = await (await fetch(`${base}/metrics`)).text();
+    }
+    expect(during).toMatch(
+      /^vllm:lora_requests_info\{max_lora="2",running_lora_adapters="sql",waiting_lora_adapters="sql"\} \d\.\d+e\+09$/m,
+    );
+    expect(metricValue(during, 'vllm:kv_cache_usage_perc')).toBeGreaterThan(0);
+    await (await pending).json();
+    const after = await (await fetch(`${base}/metrics`)).text();
+    expect(metricValue(after, 'vllm:kv_cache_usage_perc')).toBe(0);
+    expect(metricValue(after, 'vllm:lora_requests_info', 'running_lora_adapters=""')).toBeGreaterThanOrEqual(
+      metricValue(after, 'vllm:lora_requests_info', 'running_lora_adapters="sql"'),
+    );
   });
 });
 
