@@ -164,12 +164,14 @@ function parseChunk(payload: string): Record<string, unknown> | undefined {
   }
 }
 
-/** Whether a chunk's choices hold generated text (the usage chunk has none, and a chat role chunk has only ''). */
+/**
+ * Whether a chunk carries a generated token: a completion choice, its text possibly empty (vLLM 0.32 sends '' for a
+ * token that ends inside a UTF-8 character, two chunks in three of the tiny model's streams), as vLLM's own
+ * `bench serve` counts them. The usage chunk has no choices.
+ */
 function carriesText(choices: unknown): boolean {
-  return Array.isArray(choices) && choices.some((choice) => isRecord(choice) && nonEmptyString(choice.text));
+  return Array.isArray(choices) && choices.some((choice) => isRecord(choice) && typeof choice.text === 'string');
 }
-
-const nonEmptyString = (value: unknown) => typeof value === 'string' && value !== '';
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);

@@ -166,6 +166,12 @@ function loadError(
   apiKey: string | undefined,
   res: { status: number; body: string },
 ): AdapterError {
+  // vLLM 0.32 answers an adapter it cannot load (a rank above --max-lora-rank, a broken adapter_config.json, a path
+  // that is a file) with 500 "Call to add_lora method failed: Worker failed with error '…'": the adapter's fault,
+  // which no retry fixes, unlike an engine that is down (no answer, or another 5xx).
+  if (res.status === 500 && /Call to add_lora method failed/.test(res.body)) {
+    return { reason: 'AdapterRefused', message: `pod ${pod}: ${engineWords(res)}`, permanent: true };
+  }
   if (res.status === 0 || res.status >= 500) {
     return { reason: 'EngineUnreachable', message: `pod ${pod}: ${engineWords(res)}`, permanent: false };
   }

@@ -47,6 +47,8 @@ export interface EngineSimOptions {
   readonly enableLora?: boolean;
   /** Accepted and reported in state for fidelity; vLLM caps adapters per batch, not adapters loaded. */
   readonly maxLoras?: number;
+  /** `--max-lora-rank` (vLLM's default 16): an adapter of a higher rank (`r` in its adapter_config.json) is refused. */
+  readonly maxLoraRank?: number;
   /** `--lora-modules`: adapters present from the start (requires `enableLora`). */
   readonly loraModules?: readonly LoraModule[];
   /** vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING: registers /v1/load_lora_adapter and /v1/unload_lora_adapter. */
@@ -296,6 +298,16 @@ export function createEngineSim(options: EngineSimOptions = {}): EngineSim {
     if (options.modelsDir !== undefined && !adapterFilesThere(options.modelsDir, path)) {
       throw new OpenAiHttpError(404, 'NotFoundError', `Loading lora ${name} failed: No adapter found for ${path}`);
     }
+    const rank = options.modelsDir !== undefined ? adapterRank(options.modelsDir, path) : undefined;
+    const maxRank = options.maxLoraRank ?? 16;
+    if (rank !== undefined && rank > maxRank) {
+      // As vLLM 0.32 refuses it: from its worker, reported by the API server as its own failure.
+      throw new OpenAiHttpError(
+        500,
+        'InternalServerError',
+        `Call to add_lora method failed: Worker failed with error 'LoRA rank ${rank} is greater than max_lora_rank ${maxRank}.', please check the stack trace above for the root cause`,
+      );
+    }
     // The path is recorded, never read: there are no weights to load.
     loras.set(name, path);
     sendText(res, 200, `Success: LoRA adapter '${name}' added successfully.`, null);
@@ -478,6 +490,17 @@ function inVolume(modelsDir: string, path: string): string | undefined {
 function adapterFilesThere(modelsDir: string, path: string): boolean {
   const dir = inVolume(modelsDir, path);
   return dir !== undefined && existsSync(join(dir, 'adapter_config.json'));
+}
+
+/** The rank (`r`) in an adapter's adapter_config.json in `modelsDir`, when it says one. */
+function adapterRank(modelsDir: string, path: string): number | undefined {
+  const dir = inVolume(modelsDir, path);
+  try {
+    const config = JSON.parse(readFileSync(join(dir!, 'adapter_config.json'), 'utf8')) as { r?: unknown };
+    return typeof config.r === 'number' ? config.r : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The model's `vocab_size` from its config.json in the volume, when it is there. */

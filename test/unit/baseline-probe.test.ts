@@ -29,6 +29,8 @@ interface ServerPlan {
   reportedTokens: number | undefined;
   /** Refuses the request inside the stream, as vLLM 0.32 does a streamed one: 200, an error chunk, [DONE]. */
   streamError: boolean;
+  /** The texts of the tokens, in turn. */
+  texts: string[];
 }
 
 interface Seen {
@@ -61,6 +63,7 @@ async function startServer(overrides: Partial<ServerPlan> = {}) {
     omitDone: false,
     reportedTokens: undefined,
     streamError: false,
+    texts: TOKEN_TEXTS,
     ...overrides,
   };
   const seen: Seen = { urls: [], bodies: [], headers: [], started: 0, inFlight: 0, maxInFlight: 0, closedEarly: 0 };
@@ -127,7 +130,7 @@ async function answer(plan: ServerPlan, arrival: number, body: any, res: ServerR
       choices: [
         {
           index: 0,
-          text: TOKEN_TEXTS[i % TOKEN_TEXTS.length],
+          text: plan.texts[i % plan.texts.length],
           logprobs: null,
           finish_reason: i === tokens - 1 ? 'length' : null,
         },
@@ -270,6 +273,14 @@ describe('probe', () => {
     const result = await probe(target, 1, SMALL, { ...LOOSE, attainment: 0.1 }, { requestsPerClient: 2 });
     expect(result).toMatchObject({ requests: 2, good: 0, errors: 2 });
     expect(result.firstError).toBe('HTTP 400 in the stream: Token id 8232 is out of vocabulary');
+  });
+
+  it('counts a token whose text is empty (one that ends inside a character), as vLLM sends them', async () => {
+    const { target } = await startServer({ texts: ['', 'é', ''], tokenDelayMs: 300 });
+    const result = await probe(target, 1, SMALL, LOOSE, { requestsPerClient: 1 });
+    expect(result).toMatchObject({ requests: 1, errors: 0, outputTokens: 3 });
+    // The first token's chunk arrives at once, empty: the first token is not the first non-empty one, 300 ms later.
+    expect(result.ttftP95Ms).toBeLessThan(250);
   });
 
   it("builds its prompts from the model's own token ids when it has them, still distinct", async () => {

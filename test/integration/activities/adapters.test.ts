@@ -31,10 +31,10 @@ afterAll(async () => {
 
 const hf = (repo: string) => ({ huggingface: { repo, revision: 'main' } });
 /** Puts an adapter's files where the adapter Job would (the stand-in reads only adapter_config.json). */
-function onVolume(source: ReturnType<typeof hf>) {
+function onVolume(source: ReturnType<typeof hf>, rank = 8) {
   const dir = join(volume, adapterDir(source).slice('/models'.length));
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'adapter_config.json'), '{"r": 8}');
+  writeFileSync(join(dir, 'adapter_config.json'), JSON.stringify({ r: rank }));
 }
 
 const withAdapters = (name: string, adapters: { name: string; source: ReturnType<typeof hf> }[], replicas = 2) =>
@@ -152,6 +152,22 @@ describe('syncAdapters', () => {
       },
     });
     expect(await adaptersListed(url!)).toEqual(['there']);
+  });
+
+  it("an adapter the engine's worker cannot load (a rank above --max-lora-rank: vLLM's 500) is refused for good", async () => {
+    const wide = hf('org/wide-lora');
+    onVolume(wide, 64);
+    const model = withAdapters('broad', [{ name: 'wide', source: wide }], 1);
+    await rolledOut(model);
+    const result = await activity(env.acts.syncAdapters, { model });
+    expect(byName(result).wide).toMatchObject({
+      loadedReplicas: 0,
+      error: {
+        reason: 'AdapterRefused',
+        permanent: true,
+        message: expect.stringContaining('LoRA rank 64 is greater than max_lora_rank 16'),
+      },
+    });
   });
 
   it('a replica whose engine cannot be reached is reported, to be tried again', async () => {
