@@ -44,15 +44,32 @@ function retryAfterMs(err: unknown): number | undefined {
 }
 
 /**
+ * A 422 that is the API server's own trouble, not the object's: allocating a Service's cluster IP or node port failed
+ * for a reason of its own. Since Kubernetes 1.33 the cluster IP is an IPAddress object the API server creates through
+ * its loopback client, so an API server shutting down answers `spec.clusterIPs: Invalid value: [""]: failed to
+ * allocate IP: Post …/ipaddresses: … connection refused` (seen in a chaos run). The reasons a person must fix
+ * (an address or port taken, outside the range, a full range) stay rejections.
+ */
+const ALLOCATION_FAILED = /failed to allocate/i;
+const ALLOCATION_REFUSED = /already allocated|not in the valid range|range is full|not a valid ip|invalid ip/i;
+
+function isTransientAllocationFailure(status: number | undefined, message: string): boolean {
+  return status === 422 && ALLOCATION_FAILED.test(message) && !ALLOCATION_REFUSED.test(message);
+}
+
+/**
  * Turns a failed Kubernetes call into an `ApplicationFailure` that says what was being done.
  * 400/422 and 404 (when the object must exist) → `KubernetesRejected`, 403 → `Forbidden`: non-retryable.
- * 409, 429, 5xx and network errors → retryable, with Retry-After as the next retry's delay.
+ * 409, 429, 5xx and network errors → retryable, with Retry-After as the next retry's delay; so is a 422 that only
+ * says the API server could not allocate a Service's address for a reason of its own (`KubernetesAllocationFailed`).
  */
 export function kubeFailure(err: unknown, doing: string): ApplicationFailure {
   if (err instanceof ApplicationFailure) return err;
   const status = httpStatus(err);
   const message = `${doing}: ${apiMessage(err)}`;
   if (status === 403) return failure(FAILURE.Forbidden, message, { status });
+  if (isTransientAllocationFailure(status, message))
+    return failure(FAILURE.KubernetesAllocationFailed, message, { status });
   if (status === 400 || status === 404 || status === 422 || status === 405 || status === 410) {
     return failure(FAILURE.KubernetesRejected, message, { status });
   }

@@ -28,6 +28,10 @@ export const FAILURES = {
     retryable: true,
     meaning: 'the API server answered with a retryable HTTP error; the type names the code (KubernetesHttp503)',
   },
+  KubernetesAllocationFailed: {
+    retryable: true,
+    meaning: "the API server could not allocate a Service's cluster IP or node port for a reason of its own (422)",
+  },
   KubernetesIncomplete: { retryable: true, meaning: 'the API server returned an object without a field it sets' },
   // --- the puller
   DeadlineExceeded: { retryable: false, meaning: 'the download did not finish within puller.deadline' },
