@@ -33,6 +33,7 @@ import {
 } from './contract/index.js';
 import { withAcceptedDefaults } from './accepted-defaults.js';
 import { ModelLifecycle } from './lifecycle.js';
+import { validateAwaitPhase } from './phase-waits.js';
 
 export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalStatus> {
   const model = new ModelLifecycle(checkedSpec(input), input, resolveOptions(input.options));
@@ -57,7 +58,7 @@ export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalS
     description: 'Tear the model down; returns what was deleted and retained',
   });
   setHandler(awaitPhaseUpdate, (request) => model.awaitPhase(request), {
-    validator: (request: AwaitPhaseInput) => model.validateAwaitPhase(request),
+    validator: (request: AwaitPhaseInput) => validateAwaitPhase(request),
     description: 'Wait for a phase at a generation; returns the status (early, still pending, before the run ends)',
   });
   model.publish();

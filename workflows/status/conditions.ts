@@ -1,6 +1,6 @@
 // Conditions in Kubernetes' style: one per type, `lastTransitionTime` moves only when `status` changes.
 import type { Condition, ModelStatus } from '../contract/index.js';
-import { CONDITION_ORDER } from '../steps.js';
+import { conditionOrder } from '../steps/table.js';
 
 export type ConditionChange = Omit<Condition, 'lastTransitionTime'>;
 
@@ -19,7 +19,7 @@ export function setCondition(status: ModelStatus, change: ConditionChange, now: 
     return status;
   }
   const conditions = [...status.conditions.filter((c) => c.type !== change.type), next].sort(
-    (a, b) => CONDITION_ORDER.indexOf(a.type) - CONDITION_ORDER.indexOf(b.type),
+    (a, b) => conditionOrder().indexOf(a.type) - conditionOrder().indexOf(b.type),
   );
   return { ...status, conditions, updatedAt: now };
 }

@@ -1,7 +1,7 @@
 // Failures of activities, classified into what status shows: a named reason, a message, and whether a retry helps.
 import { ActivityFailure, ApplicationFailure, TemporalFailure, TimeoutFailure } from '@temporalio/common';
 import { FAILURE, isRetryable, type Step } from '../contract/index.js';
-import { STEPS } from '../steps.js';
+import { stepRow } from '../steps/table.js';
 import type { FailureInfo } from './transitions.js';
 
 export interface ClassifiedFailure extends FailureInfo {
@@ -24,7 +24,7 @@ export function classifyFailure(err: unknown, step: Step, budgets: Budgets): Cla
     return { reason, message: cause.message, retryable };
   }
   if (cause instanceof TimeoutFailure) {
-    const { budget } = STEPS[step];
+    const { budget } = stepRow(step);
     if (budget === 'puller') {
       return {
         reason: FAILURE.DeadlineExceeded,

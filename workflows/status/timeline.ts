@@ -1,6 +1,6 @@
 // The timeline: one entry per step with its timing and outcome. Pure, part of the workflow bundle.
 import type { ModelStatus, Step, TimelineEntry } from '../contract/index.js';
-import { STEPS } from '../steps.js';
+import { stepRow } from '../steps/table.js';
 
 export type Outcome = NonNullable<TimelineEntry['outcome']>;
 
@@ -83,7 +83,7 @@ export function closeOpenSteps(status: ModelStatus, outcome: Outcome, now: strin
 
 /** The step running now: the latest open entry that is a piece of work. */
 export function currentStep(status: ModelStatus): Step | undefined {
-  const index = findLastIndex(status.timeline, (e) => e.endedAt === undefined && !STEPS[e.step].span);
+  const index = findLastIndex(status.timeline, (e) => e.endedAt === undefined && !stepRow(e.step).span);
   return index < 0 ? undefined : status.timeline[index]!.step;
 }
 

@@ -13,7 +13,7 @@ import {
   type TeardownResult,
 } from '../contract/index.js';
 import { setCondition } from './conditions.js';
-import { STEPS } from '../steps.js';
+import { stepRow } from '../steps/table.js';
 import { closeOpenSteps, endStep, openEntry, skipStep, startStep } from './timeline.js';
 
 /** A failure as status shows it: a named reason and one line for a person. */
@@ -59,7 +59,7 @@ export function acceptSpec(status: ModelStatus, spec: ServedModel, generation: n
 
 /** The phase a step puts the model in. Engine steps of a model that has served before are an update. */
 export function phaseForStep(step: Step, status: ModelStatus): Phase {
-  const { phase } = STEPS[step];
+  const { phase } = stepRow(step);
   if (phase !== 'engine') return phase;
   return status.observedGeneration > 0 ? 'Updating' : 'Starting';
 }
@@ -80,7 +80,7 @@ function stepCondition(
   generation: number,
   now: string,
 ): ModelStatus {
-  const type = STEPS[step].condition?.type;
+  const type = stepRow(step).condition?.type;
   return type ? setCondition(status, { type, ...change, observedGeneration: generation }, now) : status;
 }
 
@@ -124,7 +124,7 @@ export function finishStep(
     const { message: _done, ...download } = next.download;
     next = { ...next, download: { ...download, state: 'Complete', updatedAt: now } };
   }
-  const done = STEPS[step].condition;
+  const done = stepRow(step).condition;
   if (done) {
     next = stepCondition(
       next,
@@ -316,7 +316,7 @@ export function foldProgress(
   current: Step | undefined,
   now: string,
 ): ModelStatus {
-  if (!current || !STEPS[current].progress.includes(progress.step)) return status;
+  if (!current || !stepRow(current).progress.includes(progress.step)) return status;
   const next: ModelStatus = { ...status, updatedAt: now };
   if (progress.step === 'download') {
     const previous = status.download;

@@ -1,0 +1,73 @@
+// The load baseline of a model with `spec.slo`: the highest concurrency one replica carries within the goal, measured
+// before the model is Ready; with `spec.slo.admission`, the limit the replicas' admission sidecars enforce.
+import { patched } from '@temporalio/workflow';
+import type { Activities } from '../activity-options.js';
+import type { ModelStatus, ServedModel } from '../contract/index.js';
+import { baselineKey, baselineOf, baselineSummary } from '../status/baseline.js';
+import { skipStep } from '../status/timeline.js';
+import { now, type ModelObjects, type StepContext } from './context.js';
+import type { StepRow } from './table.js';
+
+export const baselineRow: StepRow = { phase: 'engine', progress: ['baseline'] };
+
+/** Runs with this patch measure the load baseline of a model with `spec.slo` before it is Ready (the `baseline` step). */
+const LOAD_BASELINE = 'load-baseline';
+/** Runs with this patch set the admission sidecar's limit from each measurement (`spec.slo.admission`). */
+const ADMISSION = 'admission';
+/** A retried baseline step keeps the measurement it has and applies only the admission limit again. */
+const ADMISSION_RETRIED_ALONE = 'admission-retried-alone';
+
+/**
+ * The limit admission enforces for a baseline: its concurrency; none when nothing met the goal (0) or when the goal
+ * held at the measurement's ceiling, where the capacity is not known and a limit would turn away what it can carry.
+ */
+function admissionLimitOf(baseline: { maxConcurrency: number; capped: boolean }): { maxConcurrency?: number } {
+  return baseline.maxConcurrency > 0 && !baseline.capped ? { maxConcurrency: baseline.maxConcurrency } : {};
+}
+
+/** The admission limit a Deployment applied for `spec` starts with: the baseline, while it still holds for it. */
+export function admissionLimit(status: ModelStatus, spec: ServedModel): { admissionLimit?: number } {
+  const kept = status.baseline;
+  if (spec.spec.slo?.admission !== true || !kept || kept.key !== baselineKey(spec)) return {};
+  const { maxConcurrency } = admissionLimitOf(kept);
+  return maxConcurrency !== undefined ? { admissionLimit: maxConcurrency } : {};
+}
+
+/**
+ * The baseline step of a reconcile, for a spec with `slo` (in runs with LOAD_BASELINE): measured again only when
+ * something that moves it changed since it was (its key); an update of labels, replicas or adapters keeps it.
+ */
+export async function baselineStep(
+  ctx: StepContext,
+  acts: Activities,
+  objects: Omit<ModelObjects, 'sourceHash'>,
+  generation: number,
+): Promise<void> {
+  const spec = objects.model;
+  if (!spec.spec.slo || !patched(LOAD_BASELINE)) return;
+  const kept = ctx.status.baseline;
+  if (kept?.key === baselineKey(spec)) {
+    const why = `kept: measured at generation ${kept.generation}, and nothing that moves it changed since`;
+    ctx.set(skipStep(ctx.status, 'baseline', generation, now(), why));
+    return;
+  }
+  const admit = spec.spec.slo.admission === true && patched(ADMISSION);
+  let done: Awaited<ReturnType<typeof acts.measure.measureBaseline>> | undefined;
+  const measured = await ctx.step(
+    'baseline',
+    generation,
+    async () => {
+      // An attempt that failed writing the limit keeps its measurement: minutes of load are not run again for it.
+      const result =
+        done && patched(ADMISSION_RETRIED_ALONE) ? done : await acts.measure.measureBaseline({ model: spec });
+      done = result;
+      // The replicas' sidecars admit what one replica was measured to carry, from now on; in place, no rollout.
+      if (admit && !result.skipped) {
+        await acts.short.applyAdmission({ ...objects, ...admissionLimitOf(result) });
+      }
+      return result;
+    },
+    baselineSummary,
+  );
+  if (!measured.skipped) ctx.set({ ...ctx.status, baseline: baselineOf(measured, spec, generation, now()) });
+}
