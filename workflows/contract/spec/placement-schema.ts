@@ -1,0 +1,224 @@
+// Where and with what each engine pod runs: resources, the model's volume, scheduling (tolerations, affinity), and
+// the puller Job that fills the volume. Pure (no Node): it is bundled into workflow code.
+import { z } from 'zod';
+import { envListSchema, imageRef } from './engine-schema.js';
+import {
+  duration,
+  int,
+  isSubdomain,
+  labelKey,
+  labelMap,
+  mustBe,
+  qualifiedNameProblem,
+  quantity,
+  quote,
+  requirementValuesProblem,
+  rules,
+  strict,
+} from './rules.js';
+
+export const resourcesSchema = strict({
+  gpus: int('a whole number of GPUs, 0 or more')
+    .min(0, 'must be 0 or more')
+    .default(1)
+    .describe('GPUs per engine pod; 0 for none.'),
+  gpuResource: rules(z.string(), (v) => {
+    const problem = qualifiedNameProblem(v, true);
+    return problem
+      ? `must be an extended resource name with a domain, like nvidia.com/gpu or amd.com/gpu, got ${quote(v)} (${problem})`
+      : undefined;
+  })
+    .default('nvidia.com/gpu')
+    .describe("The GPUs' extended resource name, like nvidia.com/gpu or amd.com/gpu."),
+  // Sized to fit the smallest common GPU nodes (4 vCPU, 16 GiB); raise them for big models.
+  cpu: quantity('4 or 500m')
+    .default('2')
+    .describe('CPU per engine pod (request and limit), a quantity like 4 or 500m.'),
+  memory: quantity('32Gi').default('12Gi').describe('Memory per engine pod (request and limit), a quantity like 32Gi.'),
+  shmSize: quantity('8Gi')
+    .default('2Gi')
+    .describe("The size of /dev/shm: memory-backed, it counts against the pod's memory, so it must be smaller."),
+});
+
+const ACCESS_MODES = ['ReadWriteOnce', 'ReadWriteOncePod', 'ReadWriteMany'] as const;
+
+export const storageSchema = strict({
+  size: quantity('50Gi')
+    .default('50Gi')
+    .describe('The size of the volume: it holds old and new weights while a new source is pulled. It can only grow.'),
+  storageClassName: rules(z.string(), (v) =>
+    v === '' || isSubdomain(v)
+      ? undefined
+      : `must be the name of a StorageClass, or null for the cluster's default class, got ${quote(v)}`,
+  )
+    .nullable()
+    .default(null)
+    .describe("The volume's StorageClass; null: the cluster's default class. Cannot change later."),
+  accessMode: z
+    .enum(ACCESS_MODES, { error: mustBe(...ACCESS_MODES) })
+    .default('ReadWriteOnce')
+    .describe("The volume's access mode; ReadWriteOncePod allows at most 1 replica. Cannot change later."),
+  retainOnDelete: z
+    .boolean({ error: 'must be true or false' })
+    .default(false)
+    .describe('Keep the volume and its weights when the model is deleted.'),
+});
+
+const TAINT_EFFECTS = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'] as const;
+
+const tolerationSchema = strict({
+  key: rules(z.string(), (v) => {
+    const problem = qualifiedNameProblem(v);
+    return problem ? `must be a taint key like nvidia.com/gpu, got ${quote(v)} (${problem})` : undefined;
+  })
+    .optional()
+    .describe('The taint key, like nvidia.com/gpu; empty with operator Exists: every taint.'),
+  operator: z
+    .enum(['Exists', 'Equal'], { error: mustBe('Exists', 'Equal') })
+    .optional()
+    .describe('Exists (any value) or Equal (the value below). Unset: Equal.'),
+  value: z.string().optional().describe('The taint value to match with operator Equal.'),
+  effect: z
+    .enum(TAINT_EFFECTS, { error: mustBe(...TAINT_EFFECTS) })
+    .optional()
+    .describe('The taint effect to match; unset: every effect.'),
+  tolerationSeconds: int('a whole number of seconds')
+    .optional()
+    .describe('With effect NoExecute: how long the pod stays on a node after the taint appears.'),
+}).superRefine((toleration, ctx) => {
+  if (toleration.operator === 'Exists' && toleration.value) {
+    ctx.addIssue({ code: 'custom', path: ['value'], message: 'must be empty when operator is Exists' });
+  }
+  if (toleration.tolerationSeconds !== undefined && toleration.effect !== 'NoExecute') {
+    ctx.addIssue({ code: 'custom', path: ['tolerationSeconds'], message: 'only applies when effect is NoExecute' });
+  }
+  if (!toleration.key && toleration.operator !== 'Exists') {
+    ctx.addIssue({ code: 'custom', path: ['operator'], message: 'must be Exists when key is empty' });
+  }
+});
+
+export type Toleration = z.output<typeof tolerationSchema>;
+
+// Kubernetes' own affinity types, strict so a typo fails here instead of at apply time; operators, keys and values
+// are checked as the API server checks them, so a bad one fails before anything is created.
+const NODE_OPERATORS = ['In', 'NotIn', 'Exists', 'DoesNotExist', 'Gt', 'Lt'] as const;
+const LABEL_OPERATORS = ['In', 'NotIn', 'Exists', 'DoesNotExist'] as const;
+
+const selectorRequirement = (operators: readonly [string, ...string[]]) =>
+  strict({
+    key: labelKey('topology.kubernetes.io/zone').describe('The label the requirement is about.'),
+    operator: z.enum(operators, { error: mustBe(...operators) }).describe(`One of ${operators.join(', ')}.`),
+    values: z
+      .array(z.string())
+      .optional()
+      .describe('The values: some for In and NotIn, none for Exists and DoesNotExist, one number for Gt and Lt.'),
+  }).superRefine((requirement, ctx) => {
+    const message = requirementValuesProblem(requirement.operator, requirement.values);
+    if (message) ctx.addIssue({ code: 'custom', path: ['values'], message });
+  });
+const nodeFieldRequirement = strict({
+  key: z.literal('metadata.name', { error: mustBe('metadata.name') }).describe('The node field: metadata.name.'),
+  operator: z.enum(['In', 'NotIn'], { error: mustBe('In', 'NotIn') }).describe('In or NotIn.'),
+  values: z.array(z.string()).length(1, 'must be exactly one node name').describe('One node name.'),
+});
+const nodeSelectorTerm = strict({
+  matchExpressions: z
+    .array(selectorRequirement(NODE_OPERATORS))
+    .optional()
+    .describe("Requirements on the node's labels."),
+  matchFields: z.array(nodeFieldRequirement).optional().describe("Requirements on the node's fields (metadata.name)."),
+});
+const labelSelector = strict({
+  matchLabels: labelMap('label selector').optional().describe('Labels that must all be set to these values.'),
+  matchExpressions: z.array(selectorRequirement(LABEL_OPERATORS)).optional().describe('Requirements on the labels.'),
+});
+const podAffinityTerm = strict({
+  labelSelector: labelSelector.optional().describe('The pods the term is about, by their labels.'),
+  namespaceSelector: labelSelector.optional().describe('The namespaces of those pods, by their labels.'),
+  namespaces: z
+    .array(z.string())
+    .optional()
+    .describe("The namespaces of those pods, by name; with no namespaceSelector either: the model's namespace."),
+  topologyKey: labelKey('topology.kubernetes.io/zone').describe(
+    'The node label whose value says what is near, like topology.kubernetes.io/zone.',
+  ),
+  matchLabelKeys: z
+    .array(z.string())
+    .optional()
+    .describe('Label keys whose values, taken from the pod being scheduled, the pods must match too.'),
+  mismatchLabelKeys: z
+    .array(z.string())
+    .optional()
+    .describe('Label keys whose values, taken from the pod being scheduled, the pods must not match.'),
+});
+const weight = int('a whole number from 1 to 100')
+  .min(1)
+  .max(100)
+  .describe('How much the scheduler prefers this, from 1 to 100.');
+const podAffinity = strict({
+  requiredDuringSchedulingIgnoredDuringExecution: z
+    .array(podAffinityTerm)
+    .optional()
+    .describe('Terms the scheduler must satisfy.'),
+  preferredDuringSchedulingIgnoredDuringExecution: z
+    .array(strict({ weight, podAffinityTerm: podAffinityTerm.describe('The preferred term.') }))
+    .optional()
+    .describe('Terms the scheduler prefers, by weight.'),
+});
+const affinitySchema = strict({
+  nodeAffinity: strict({
+    requiredDuringSchedulingIgnoredDuringExecution: strict({
+      nodeSelectorTerms: z.array(nodeSelectorTerm).describe('Node terms; a node must match at least one.'),
+    })
+      .optional()
+      .describe('The nodes the pods may be scheduled on.'),
+    preferredDuringSchedulingIgnoredDuringExecution: z
+      .array(strict({ weight, preference: nodeSelectorTerm.describe('The preferred node term.') }))
+      .optional()
+      .describe('Nodes the scheduler prefers, by weight.'),
+  })
+    .optional()
+    .describe('Which nodes the pods run on, by their labels.'),
+  podAffinity: podAffinity.optional().describe('Pods the pods are scheduled near.'),
+  podAntiAffinity: podAffinity.optional().describe('Pods the pods are scheduled away from.'),
+});
+
+export type Affinity = z.output<typeof affinitySchema>;
+
+export const schedulingSchema = strict({
+  nodeSelector: labelMap('node selector').default({}).describe('Labels a node must have to run the pods.'),
+  tolerations: z.array(tolerationSchema).default([]).describe("Taints of nodes the pods tolerate, as in a pod's spec."),
+  affinity: affinitySchema
+    .nullable()
+    .default(null)
+    .describe("Kubernetes' affinity, as in a pod's spec: nodeAffinity, podAffinity, podAntiAffinity. null: none."),
+  colocateReplicas: z
+    .boolean({ error: 'must be true or false' })
+    .default(true)
+    .describe(
+      'With a ReadWriteOnce volume, run every engine replica on the node of the others (a required pod affinity), since a replica on another node cannot mount the volume. false only if your storage attaches such a volume to several nodes.',
+    ),
+});
+
+// Variables Ferry sets in the puller's container (the weight and adapter downloads).
+function pullerReserved(name: string): string | undefined {
+  if (name.startsWith('FERRY_')) return "is a name of the puller program's own settings, which Ferry sets";
+  if (name === 'HF_TOKEN') return 'comes only from source.huggingface.tokenSecret';
+  if (name === 'HF_HUB_OFFLINE') return 'would stop the download: the puller is the one that reaches the Hub';
+  return undefined;
+}
+
+export const pullerSchema = strict({
+  image: imageRef
+    .nullable()
+    .default(null)
+    .describe("The puller's image; null: the engine's image (it has python3 and huggingface_hub)."),
+  deadline: duration('2h').default('2h').describe('A download still running after this long fails, like 2h.'),
+  backoffLimit: int('a whole number of retries, 0 or more')
+    .min(0, 'must be 0 or more')
+    .default(2)
+    .describe('How often a failed download is retried.'),
+  env: envListSchema(pullerReserved).describe(
+    "More environment variables of the puller's container, which downloads the weights and the adapters: HF_ENDPOINT for a Hub mirror, HTTPS_PROXY, HF_HUB_ETAG_TIMEOUT; not HF_TOKEN (source.huggingface.tokenSecret), HF_HUB_OFFLINE or FERRY_*.",
+  ),
+});
