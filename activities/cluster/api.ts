@@ -2,13 +2,13 @@
 import {
   CoreV1Api,
   PatchStrategy,
-  Watch,
   type KubeConfig,
   type KubernetesObject,
   type KubernetesObjectApi,
 } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
 import { isNotFound, kubeFailure } from './errors.js';
+import { holdsMergePatch } from './merge-patch.js';
 import {
   DEFAULT_RETRY_POLICY,
   isTransient,
@@ -19,6 +19,7 @@ import {
   type RetryPolicy,
 } from './request-retry.js';
 import { boundedObjectApi, withRequestTimeout } from './request-timeout.js';
+import { watchCollectionUntil, type WatchEvent } from './watch-until.js';
 
 /** What names one object: enough to read or delete it. */
 export interface ObjectRef {
@@ -36,9 +37,6 @@ export const refOf = (obj: KubernetesObject): ObjectRef => ({
   name: obj.metadata!.name!,
   namespace: obj.metadata?.namespace,
 });
-
-/** A watch event, as the API server sends it. */
-export type WatchEvent<T> = { type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR'; object: T };
 
 export interface ClusterOptions {
   /**
@@ -378,49 +376,7 @@ export class Cluster {
     onEvent: (ev: WatchEvent<T>) => boolean | Promise<boolean>,
     opts: { signal?: AbortSignal; timeoutMs: number },
   ): Promise<boolean> {
-    const end = Date.now() + opts.timeoutMs;
-    const watch = new Watch(this.kc);
-    while (Date.now() < end && !opts.signal?.aborted) {
-      const done = await new Promise<boolean>((resolve, reject) => {
-        let settled = false;
-        let established = false;
-        let controller: AbortController | undefined;
-        const finish = (v: boolean, err?: unknown) => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(timer);
-          opts.signal?.removeEventListener('abort', onAbort);
-          controller?.abort();
-          if (err) reject(err instanceof Error ? err : new Error(`watching ${path} failed`, { cause: err }));
-          else resolve(v);
-        };
-        const onAbort = () => finish(false);
-        const timer = setTimeout(() => finish(false), Math.max(0, Math.min(end - Date.now(), 60_000)));
-        opts.signal?.addEventListener('abort', onAbort);
-        watch
-          .watch(
-            path,
-            { ...query, allowWatchBookmarks: true, timeoutSeconds: 60 },
-            (type, object) => {
-              if (settled) return;
-              Promise.resolve(onEvent({ type: type as WatchEvent<T>['type'], object: object as T }))
-                .then((isDone) => isDone && finish(true))
-                .catch((err: unknown) => finish(false, err));
-            },
-            // The server ends watches on its own schedule; a closed (or cut) watch is simply re-established. One that
-            // could not be established is the caller's to retry (wait.ts: on its next tick), not a tight loop here.
-            (err: unknown) => finish(false, established || !err ? undefined : watchFailure(err, path)),
-          )
-          .then((c) => {
-            established = true;
-            controller = c;
-            if (settled) c.abort();
-          })
-          .catch((err: unknown) => finish(false, kubeFailure(err, `watching ${path}`)));
-      });
-      if (done) return true;
-    }
-    return false;
+    return watchCollectionUntil(this.kc, path, query, onEvent, opts);
   }
 }
 
@@ -437,40 +393,4 @@ function cancellation(): { signal?: AbortSignal } {
   } catch {
     return {};
   }
-}
-
-/** Why a watch could not be established: a 403 fails the wait that asked; anything else it rides out by polling. */
-function watchFailure(err: unknown, path: string): Error {
-  const e = err as { statusCode?: unknown; code?: unknown; message?: unknown };
-  const status = typeof e.statusCode === 'number' ? e.statusCode : e.code;
-  const message = typeof e.message === 'string' ? e.message : String(err);
-  if (status === 403) return kubeFailure({ code: 403, message }, `watching ${path}`);
-  return new Error(`watching ${path} failed: ${message}`, { cause: err });
-}
-
-/** Whether `obj` already reads as `patch` would leave it (RFC 7386: null removes a field, objects merge). */
-function holdsMergePatch(obj: unknown, patch: unknown): boolean {
-  if (!isPlainObject(patch)) return sameValue(obj, patch);
-  if (!isPlainObject(obj)) return false;
-  return Object.entries(patch).every(([key, value]) =>
-    value === null ? obj[key] === undefined || obj[key] === null : holdsMergePatch(obj[key], value),
-  );
-}
-
-const isPlainObject = (v: unknown): v is Record<string, unknown> =>
-  v !== null && typeof v === 'object' && !Array.isArray(v) && !(v instanceof Date);
-
-/** Equal as JSON values, whatever the key order; client-node reads timestamps as Dates, patches carry strings. */
-function sameValue(a: unknown, b: unknown): boolean {
-  if (a instanceof Date || b instanceof Date)
-    return new Date(a as string).getTime() === new Date(b as string).getTime();
-  if (Array.isArray(a) || Array.isArray(b)) {
-    return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((v, i) => sameValue(v, b[i]));
-  }
-  if (isPlainObject(a) && isPlainObject(b)) {
-    const keys = (o: Record<string, unknown>) => Object.keys(o).filter((k) => o[k] !== undefined);
-    const ka = keys(a);
-    return ka.length === keys(b).length && ka.every((k) => sameValue(a[k], b[k]));
-  }
-  return a === b;
 }

@@ -1,24 +1,20 @@
 // The stand-in for vLLM's OpenAI-compatible API server: lifecycle (loading -> ready -> optionally failed), auth,
-// routing, /v1/models and runtime LoRA. Ferry runs it where no GPU or real engine exists; see README.md.
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+// routing, /v1/models and runtime LoRA (model-routes.ts). Ferry runs it where no GPU or real engine exists; see
+// README.md.
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join, posix } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { serveChatCompletion, serveCompletion, unknownModel, type GenerationContext } from './completions.js';
+import { serveChatCompletion, serveCompletion, type GenerationContext } from './completions.js';
 import { OpenAiHttpError, readJsonObject, sendDetail, sendJson, sendOpenAiError, sendText } from './http-io.js';
 import { EngineMetrics, type EngineMetricsView } from './metrics.js';
-import { RequestFields } from './request-fields.js';
+import { modelRoutes, vocabularySize } from './model-routes.js';
 import { Scheduler } from './scheduler.js';
-import { countTokens, tokenIds } from './synthetic-text.js';
 
 /** The vLLM release the stand-in is checked against (test/real-engine/conformance.test.ts), marked as a stand-in. */
 const SIM_VERSION = '0.32.0+ferry-sim';
 /** Paths vLLM's API key guards; everything else (/health, /metrics, /version, /tokenize…) is open. */
 const GUARDED_PREFIXES = ['/v1', '/v2', '/inference', '/cohere'];
-/** Token ids /tokenize hands out when the model's vocabulary size is unknown (no --models-dir). */
-const DEFAULT_VOCAB_SIZE = 32_000;
 const DEFAULT_MODEL = 'Qwen/Qwen3-0.6B';
 // vLLM binds every interface by default; the stand-in binds loopback unless told otherwise, as it guards nothing.
 const DEFAULT_HOST = '127.0.0.1';
@@ -27,8 +23,6 @@ const DEFAULT_MAX_MODEL_LEN = 4096;
 export const DEFAULT_LOAD_DELAY_SECONDS = 2;
 /** vLLM's default `--max-num-seqs`. */
 const DEFAULT_MAX_NUM_SEQS = 256;
-/** Where the engine's pod mounts the model's volume. */
-const MODELS_MOUNT = '/models';
 
 export interface LoraModule {
   readonly name: string;
@@ -176,6 +170,17 @@ export function createEngineSim(options: EngineSimOptions = {}): EngineSim {
       );
     }
   };
+  const { modelList, loadLora, unloadLora, tokenize } = modelRoutes({
+    model,
+    servedModelNames,
+    baseName,
+    maxModelLen,
+    enableLora,
+    loras,
+    vocabSize,
+    resolveModel,
+    options,
+  });
 
   const emptyOk: Route['run'] = (_req, res) => {
     res.writeHead(200, { 'content-length': '0' });
@@ -222,145 +227,6 @@ export function createEngineSim(options: EngineSimOptions = {}): EngineSim {
   if (options.allowRuntimeLoraUpdating) {
     routes.set('/v1/load_lora_adapter', { method: 'POST', run: loadLora });
     routes.set('/v1/unload_lora_adapter', { method: 'POST', run: unloadLora });
-  }
-
-  function modelList() {
-    const created = Math.floor(Date.now() / 1000);
-    const card = (id: string, root: string, parent: string | null, contextLength: number | null) => ({
-      id,
-      object: 'model',
-      created,
-      owned_by: 'vllm',
-      root,
-      parent,
-      max_model_len: contextLength,
-      permission: [
-        {
-          id: `modelperm-${randomBytes(8).toString('hex')}`,
-          object: 'model_permission',
-          created,
-          allow_create_engine: false,
-          allow_sampling: true,
-          allow_logprobs: true,
-          allow_search_indices: false,
-          allow_view: true,
-          allow_fine_tuning: false,
-          organization: '*',
-          group: null,
-          is_blocking: false,
-        },
-      ],
-    });
-    return {
-      object: 'list',
-      data: [
-        ...servedModelNames.map((name) => card(name, model, null, maxModelLen)),
-        ...[...loras].map(([name, path]) => card(name, path, baseName, null)),
-      ],
-    };
-  }
-
-  /** vLLM 0.32's checks in its order; a success answers with text and no content type, as vLLM's bare Response. */
-  async function loadLora(req: IncomingMessage, res: ServerResponse) {
-    const fields = new RequestFields(await readJsonObject(req));
-    const name = fields.requiredStr('lora_name');
-    const path = fields.requiredStr('lora_path');
-    const inPlace = fields.bool('load_inplace') ?? false;
-    fields.bool('is_3d_lora_weight');
-    fields.throwIfInvalid();
-    if (!name || !path) {
-      throw new OpenAiHttpError(400, 'InvalidUserInput', "Both 'lora_name' and 'lora_path' must be provided.");
-    }
-    if (servedModelNames.includes(name)) {
-      throw new OpenAiHttpError(
-        400,
-        'InvalidUserInput',
-        `The lora adapter '${name}' conflicts with a served base model.`,
-      );
-    }
-    if (!inPlace && loras.has(name)) {
-      throw new OpenAiHttpError(
-        400,
-        'InvalidUserInput',
-        `The lora adapter '${name}' has already been loaded. If you want to load the adapter in place, set ` +
-          "'load_inplace' to True.",
-      );
-    }
-    if (!enableLora) {
-      // vLLM's engine refuses it from its worker, which the API server reports as its own failure.
-      throw new OpenAiHttpError(
-        500,
-        'InternalServerError',
-        "Call to add_lora method failed: Worker failed with error 'LoRA is not enabled. Use --enable-lora to " +
-          "enable LoRA.', please check the stack trace above for the root cause",
-      );
-    }
-    if (options.modelsDir !== undefined && !adapterFilesThere(options.modelsDir, path)) {
-      throw new OpenAiHttpError(404, 'NotFoundError', `Loading lora ${name} failed: No adapter found for ${path}`);
-    }
-    const rank = options.modelsDir !== undefined ? adapterRank(options.modelsDir, path) : undefined;
-    const maxRank = options.maxLoraRank ?? 16;
-    if (rank !== undefined && rank > maxRank) {
-      // As vLLM 0.32 refuses it: from its worker, reported by the API server as its own failure.
-      throw new OpenAiHttpError(
-        500,
-        'InternalServerError',
-        `Call to add_lora method failed: Worker failed with error 'LoRA rank ${rank} is greater than max_lora_rank ${maxRank}.', please check the stack trace above for the root cause`,
-      );
-    }
-    // The path is recorded, never read: there are no weights to load.
-    loras.set(name, path);
-    sendText(res, 200, `Success: LoRA adapter '${name}' added successfully.`, null);
-  }
-
-  async function unloadLora(req: IncomingMessage, res: ServerResponse) {
-    const fields = new RequestFields(await readJsonObject(req));
-    const name = fields.requiredStr('lora_name');
-    fields.int('lora_int_id');
-    fields.throwIfInvalid();
-    if (!name) {
-      throw new OpenAiHttpError(400, 'InvalidUserInput', "'lora_name' needs to be provided to unload a LoRA adapter.");
-    }
-    if (!loras.delete(name)) {
-      throw new OpenAiHttpError(404, 'NotFoundError', `The lora adapter '${name}' cannot be found.`);
-    }
-    sendText(res, 200, `Success: LoRA adapter '${name}' removed successfully.`, null);
-  }
-
-  /**
-   * vLLM's /tokenize (open without the API key; Ferry's baseline reads it for ids the model has): a prompt or chat
-   * messages, counted in whitespace words, each word a stable id in the vocabulary.
-   */
-  async function tokenize(req: IncomingMessage, res: ServerResponse) {
-    const fields = new RequestFields(await readJsonObject(req));
-    const requested = fields.str('model');
-    const { prompt, messages } = fields.body;
-    if (prompt === undefined && messages === undefined) {
-      for (const key of ['prompt', 'messages']) {
-        fields.invalid({ type: 'missing', loc: [key], msg: 'Field required', input: fields.body });
-      }
-    }
-    const returnStrs = fields.bool('return_token_strs') ?? false;
-    fields.bool('add_special_tokens');
-    const text =
-      typeof prompt === 'string'
-        ? prompt
-        : Array.isArray(messages)
-          ? messages
-              .map((m) => (m as { content?: unknown } | null)?.content)
-              .filter((c) => typeof c === 'string')
-              .join(' ')
-          : fields.str('prompt');
-    fields.throwIfInvalid();
-    if (resolveModel(requested) === undefined) throw unknownModel(requested, servedModelNames);
-    const words = text ?? '';
-    const tokens = tokenIds(words, vocabSize ?? DEFAULT_VOCAB_SIZE);
-    sendJson(res, 200, {
-      count: countTokens(words),
-      max_model_len: maxModelLen,
-      tokens,
-      token_strs: returnStrs ? words.trim().split(/\s+/).filter(Boolean) : null,
-    });
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse) {
@@ -477,44 +343,4 @@ function positive(name: string, value: number): number {
 function nonNegative(name: string, value: number): number {
   if (!Number.isFinite(value) || value < 0) throw new Error(`engine-sim: ${name} must be a non-negative number`);
   return value;
-}
-
-/** `path` as the engine sees it (under /models) in `modelsDir`, the volume's stand-in; undefined outside /models. */
-function inVolume(modelsDir: string, path: string): string | undefined {
-  const normalized = posix.normalize(path);
-  if (!normalized.startsWith(`${MODELS_MOUNT}/`)) return undefined;
-  return join(modelsDir, normalized.slice(MODELS_MOUNT.length));
-}
-
-/** Whether `path` holds an adapter in `modelsDir`. */
-function adapterFilesThere(modelsDir: string, path: string): boolean {
-  const dir = inVolume(modelsDir, path);
-  return dir !== undefined && existsSync(join(dir, 'adapter_config.json'));
-}
-
-/** The rank (`r`) in an adapter's adapter_config.json in `modelsDir`, when it says one. */
-function adapterRank(modelsDir: string, path: string): number | undefined {
-  const dir = inVolume(modelsDir, path);
-  try {
-    const config = JSON.parse(readFileSync(join(dir!, 'adapter_config.json'), 'utf8')) as { r?: unknown };
-    return typeof config.r === 'number' ? config.r : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** The model's `vocab_size` from its config.json in the volume, when it is there. */
-function vocabularySize(modelsDir: string, model: string): number | undefined {
-  const dir = inVolume(modelsDir, model);
-  if (dir === undefined || !existsSync(join(dir, 'config.json'))) return undefined;
-  try {
-    const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as {
-      vocab_size?: unknown;
-      text_config?: { vocab_size?: unknown };
-    };
-    const size = config.vocab_size ?? config.text_config?.vocab_size;
-    return typeof size === 'number' && Number.isInteger(size) && size > 0 ? size : undefined;
-  } catch {
-    return undefined;
-  }
 }

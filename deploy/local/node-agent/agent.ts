@@ -23,7 +23,8 @@ import {
 import type { ImageRuntime } from './images.js';
 import { startKubeletServer } from './kubelet-server.js';
 import { PodNetwork } from './network.js';
-import { PodWorker, type AgentNode } from './pod-worker.js';
+import type { AgentNode } from './pod-context.js';
+import { PodWorker } from './pod-worker.js';
 import { removeLeftoverCgroups } from './sandbox.js';
 import { ServiceProxies } from './service-proxy.js';
 import { Attachments } from './volumes.js';
