@@ -71,6 +71,9 @@ Options (each overrides its environment variable):
   --health-address HOST:PORT      FERRY_HEALTH_ADDRESS   serve GET /healthz and /readyz there (default: off)
   --metrics-address HOST:PORT     FERRY_METRICS_ADDRESS  serve Prometheus /metrics there (default: off)
   --web-ui-url URL                TEMPORAL_UI_URL        the Temporal Web UI, linked from each model's root ConfigMap
+  --replay-check DIR              replay every history in DIR (*.json, as \`temporal workflow show --output json\`
+                                  writes them) on this build's workflows and exit: 0 when all replay, 1 when any
+                                  does not, 2 when DIR holds none; connects to nothing
   -h, --help
 
 Also read: TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH,
@@ -83,8 +86,14 @@ export class WorkerConfigError extends Error {
   override readonly name = 'WorkerConfigError';
 }
 
+/** `--replay-check DIR`: replay the histories in DIR on this build (replay-check.ts), with the bundle given or built. */
+export interface ReplayCheckConfig {
+  replayCheck: string;
+  workflowBundle?: string;
+}
+
 /** Parses flags and environment; `'help'` when help was asked for. Throws `WorkerConfigError`. */
-export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'help' {
+export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | ReplayCheckConfig | 'help' {
   let values;
   try {
     ({ values } = parseArgs({
@@ -106,6 +115,7 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'hel
         'health-address': { type: 'string' },
         'metrics-address': { type: 'string' },
         'web-ui-url': { type: 'string' },
+        'replay-check': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -113,6 +123,11 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | 'hel
     throw new WorkerConfigError((err as Error).message);
   }
   if (values.help) return 'help';
+  if (values['replay-check'] !== undefined) {
+    const bundle = values['workflow-bundle'] ?? (env.FERRY_WORKFLOW_BUNDLE || undefined);
+    if (!values['replay-check']) throw new WorkerConfigError('--replay-check needs a directory of histories');
+    return { replayCheck: values['replay-check'], ...(bundle ? { workflowBundle: bundle } : {}) };
+  }
 
   const problems: string[] = [];
   const cluster = values.cluster ?? env.FERRY_CLUSTER ?? DEFAULT_CLUSTER;

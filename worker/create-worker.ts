@@ -154,8 +154,13 @@ async function workflowSource(
   logger: Logger,
 ): Promise<{ workflowBundle: WorkflowBundleOption }> {
   if (overrides.workflowBundle) return { workflowBundle: overrides.workflowBundle };
-  if (config.workflowBundle) return { workflowBundle: { codePath: config.workflowBundle } };
-  return { workflowBundle: await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quieter(logger) }) };
+  return { workflowBundle: await workflowBundleAt(config.workflowBundle, logger) };
+}
+
+/** The prebuilt bundle at `path`, else this build's workflows bundled now. */
+export async function workflowBundleAt(path: string | undefined, logger: Logger): Promise<WorkflowBundleOption> {
+  if (path) return { codePath: path };
+  return await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quieter(logger) });
 }
 
 /** The logger with INFO lines demoted to DEBUG. */

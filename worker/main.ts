@@ -1,14 +1,22 @@
 // The worker process: `node --import tsx worker/main.ts [--cluster NAME]`. JSON logs on stdout; SIGTERM or SIGINT
 // drains it (in-flight activities get the grace period, then are cancelled and retried by another worker).
-import { Runtime } from '@temporalio/worker';
-import { parseWorkerConfig, redactWorkerConfig, WORKER_USAGE, WorkerConfigError, type WorkerConfig } from './config.js';
-import { createWorker } from './create-worker.js';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import {
+  parseWorkerConfig,
+  redactWorkerConfig,
+  WORKER_USAGE,
+  WorkerConfigError,
+  type ReplayCheckConfig,
+  type WorkerConfig,
+} from './config.js';
+import { createWorker, workflowBundleAt } from './create-worker.js';
 import { startHealthServer, type HealthServer } from './health.js';
 import { JsonLogger } from './logger.js';
 import { DURATION_BUCKETS, DURATION_HISTOGRAMS } from './metrics.js';
+import { replayCheck, ReplayInputError } from './replay-check.js';
 
 async function main(): Promise<number> {
-  let config: WorkerConfig | 'help';
+  let config: WorkerConfig | ReplayCheckConfig | 'help';
   try {
     config = parseWorkerConfig(process.argv.slice(2), process.env);
   } catch (err) {
@@ -21,6 +29,7 @@ async function main(): Promise<number> {
     process.stdout.write(WORKER_USAGE);
     return 0;
   }
+  if ('replayCheck' in config) return await runReplayCheck(config);
 
   const logger = new JsonLogger(config.logLevel, undefined, { component: 'ferry-worker', cluster: config.cluster });
   Runtime.install({
@@ -93,6 +102,26 @@ async function main(): Promise<number> {
   }
   logger.info('stopped');
   return 0;
+}
+
+/** `--replay-check DIR`: one line per history on stdout, a summary last; 0 all replay, 1 one does not, 2 no input. */
+async function runReplayCheck(config: ReplayCheckConfig): Promise<number> {
+  const logger = new JsonLogger('WARN', undefined, { component: 'ferry-worker', mode: 'replay-check' });
+  Runtime.install({ logger: new DefaultLogger('ERROR'), shutdownSignals: [] });
+  try {
+    const outcomes = await replayCheck(config.replayCheck, await workflowBundleAt(config.workflowBundle, logger));
+    for (const o of outcomes) {
+      const what = `${o.file}${o.workflowType ? ` (${o.workflowType})` : ''}`;
+      process.stdout.write(o.error ? `FAIL ${what}: ${o.error}\n` : `ok   ${what}\n`);
+    }
+    const failed = outcomes.filter((o) => o.error).length;
+    process.stdout.write(`${outcomes.length - failed} replayed, ${failed} failed\n`);
+    return failed > 0 ? 1 : 0;
+  } catch (err) {
+    if (!(err instanceof ReplayInputError)) throw err;
+    process.stderr.write(`error: ${err.message}\n`);
+    return 2;
+  }
 }
 
 main().then(

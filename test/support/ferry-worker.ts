@@ -32,7 +32,7 @@ export async function startFerryWorker(harness: WorkflowHarness, stub: StubActiv
     FERRY_CLUSTER: cluster,
     FERRY_SHUTDOWN_GRACE: '200ms',
   });
-  if (config === 'help') throw new Error('unexpected help');
+  if (config === 'help' || 'replayCheck' in config) throw new Error('unexpected mode');
   const ferry = await createWorker(config, {
     activities: stub.activities(),
     workflowBundle: harness.bundle,

@@ -13,7 +13,7 @@ const base = { HOME: dir };
 
 function config(argv: string[], env: Record<string, string>): WorkerConfig {
   const parsed = parseWorkerConfig(argv, { ...base, ...env });
-  if (parsed === 'help') throw new Error('unexpected help');
+  if (parsed === 'help' || 'replayCheck' in parsed) throw new Error('unexpected mode');
   return parsed;
 }
 
