@@ -28,7 +28,7 @@ export class ReplayInputError extends Error {
  * A history file as `temporal workflow show --output json` writes it (proto3 JSON: timestamps as text), or as Ferry's
  * own test/histories keeps them (protobufjs' object form: timestamps as seconds and nanos).
  */
-export function parseHistoryFile(text: string, file: string): History {
+function parseHistoryFile(text: string, file: string): History {
   let json: unknown;
   try {
     json = JSON.parse(text);
