@@ -2,14 +2,58 @@
 // code, and fails when any does not replay. Run it with the histories of the open runs before new code takes their
 // work (docs/upgrading.md): a nondeterminism error here is one that would otherwise stop those models' workflows.
 import { readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 import proto from '@temporalio/proto';
+import { patchProtobufRoot } from '@temporalio/proto/lib/patch-protobuf-root.js';
 import { Worker, type WorkflowBundleOption } from '@temporalio/worker';
 import { modelEventsSinks } from './model-events.js';
 
 type History = proto.temporal.api.history.v1.IHistory;
 const HistoryMessage = proto.temporal.api.history.v1.History;
+
+// ProtoJSON (what the CLI and the Web UI write) is read with the protojson of @temporalio/proto's own protobufjs: the
+// SDK's `historyFromJSON` takes another copy's, which with this lock file refuses the types ("type must be a Type").
+const protoRequire = createRequire(createRequire(import.meta.url).resolve('@temporalio/proto'));
+const protojson = protoRequire('protobufjs/ext/protojson') as {
+  fromJson(type: unknown, json: unknown, options: { ignoreUnknownFields: boolean }): History | null;
+};
+const historyType = patchProtobufRoot(proto as unknown as Record<string, unknown>) as unknown as {
+  lookupType(name: string): unknown;
+};
+
+/** Older exports name enum values short (`WorkflowExecutionStarted`); ProtoJSON wants `EVENT_TYPE_WORKFLOW_…`. */
+function constantCase(value: unknown, prefix: string): unknown {
+  if (typeof value !== 'string' || value.startsWith(prefix)) return value;
+  return `${prefix}_${value.replace(/(?<!^)([A-Z])/g, '_$1').toUpperCase()}`;
+}
+
+function fromProtoJson(json: { events: Record<string, unknown>[] }): History {
+  const events = json.events.map((event) => {
+    const attributesKey = Object.keys(event).find((k) => k.endsWith('EventAttributes'));
+    const attributes = attributesKey ? (event[attributesKey] as Record<string, unknown>) : undefined;
+    const fixed: Record<string, unknown> = { ...attributes };
+    for (const [field, prefix] of [
+      ['parentClosePolicy', 'PARENT_CLOSE_POLICY'],
+      ['workflowIdReusePolicy', 'WORKFLOW_ID_REUSE_POLICY'],
+      ['initiator', 'CONTINUE_AS_NEW_INITIATOR'],
+      ['retryState', 'RETRY_STATE'],
+    ] as const) {
+      if (fixed[field] !== undefined) fixed[field] = constantCase(fixed[field], prefix);
+    }
+    const queue = fixed.taskQueue as { kind?: unknown } | undefined;
+    if (queue?.kind !== undefined) fixed.taskQueue = { ...queue, kind: constantCase(queue.kind, 'TASK_QUEUE_KIND') };
+    return {
+      ...event,
+      eventType: constantCase(event.eventType, 'EVENT_TYPE'),
+      ...(attributesKey ? { [attributesKey]: fixed } : {}),
+    };
+  });
+  const type = historyType.lookupType('temporal.api.history.v1.History');
+  const history = protojson.fromJson(type, { ...json, events }, { ignoreUnknownFields: true });
+  if (!history) throw new Error('empty history');
+  return history;
+}
 
 export interface ReplayOutcome {
   file: string;
@@ -42,7 +86,7 @@ function parseHistoryFile(text: string, file: string): History {
   const first = events[0] as { eventTime?: unknown };
   try {
     return typeof first.eventTime === 'string'
-      ? historyFromJSON(json)
+      ? fromProtoJson(json as { events: Record<string, unknown>[] })
       : HistoryMessage.fromObject(json as Record<string, unknown>);
   } catch (err) {
     throw new ReplayInputError(`${file}: not a workflow history (${(err as Error).message})`);

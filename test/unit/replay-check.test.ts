@@ -40,6 +40,12 @@ describe('ferry-worker --replay-check', () => {
     expect(code).toBe(0);
   }, 60_000);
 
+  it('reads histories as the Temporal CLI exports them (ProtoJSON: `temporal workflow show --output json`)', async () => {
+    const { code, stdout } = await replayCheck(join(histories, 'protojson'));
+    expect(stdout).toBe('ok   engine-args-rejected.json (ServeModelWorkflow)\n1 replayed, 0 failed\n');
+    expect(code).toBe(0);
+  }, 60_000);
+
   it('fails, exit 1, naming the history this code cannot replay and why', async () => {
     const dir = join(scratch, 'changed');
     mkdirSync(dir);
