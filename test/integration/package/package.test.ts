@@ -103,7 +103,9 @@ it('packs compiled JavaScript with type declarations, and no TypeScript sources'
   expect(bundles[1]).toBeGreaterThan(0);
   expect(bundles[1]).toBeLessThan(1.5 * 1024 * 1024);
   const rest = [...sizes.values()].reduce((a, b) => a + b, 0) - bundles[0]! - bundles[1]!;
-  expect(rest).toBeLessThan(1024 * 1024);
+  // The rest is the library's compiled modules and their declarations: under 1 MiB at v0.1.0, 1.07 MB with the step
+  // modules and the spec's split (each module's declarations spell out the zod types it exports).
+  expect(rest).toBeLessThan(1.25 * 1024 * 1024);
   expect(statSync(tarball).size).toBeLessThan(1.25 * 1024 * 1024);
 });
 
