@@ -10,6 +10,7 @@ import {
 } from '../client/temporal-env.js';
 import { DEFAULT_CLUSTER, DNS1123_LABEL, parseDuration, taskQueueFor } from '../workflows/contract/index.js';
 import { parseAddress } from './health.js';
+import { buildIdOf, deploymentNameFor, type Versioning } from './versioning.js';
 
 export interface WorkerConfig {
   temporal: TemporalSettings;
@@ -36,6 +37,11 @@ export interface WorkerConfig {
    * is bounded by continue-as-new): the cache is what a worker's memory grows with, per model.
    */
   maxCachedWorkflows: number;
+  /**
+   * Run as a version of the Worker Deployment `ferry-<cluster>` (on); unset, unversioned, as before Worker Versioning
+   * (a Temporal server without Worker Deployments). docs/upgrading.md says what each means for an upgrade.
+   */
+  versioning?: Versioning;
   /** Where GET /healthz and /readyz answer (`host:port`); unset, no probe endpoints. */
   healthAddress?: string;
   /** Where Prometheus scrapes /metrics, served by the SDK's exporter (`host:port`); unset, no metrics endpoint. */
@@ -67,6 +73,9 @@ Options (each overrides its environment variable):
   --log-level LEVEL               FERRY_LOG_LEVEL        TRACE, DEBUG, INFO, WARN or ERROR (default INFO)
   --nexus on|off                  FERRY_NEXUS            host the ferry.models.v1 Nexus service (default on)
   --watch on|off                  FERRY_WATCH            watch models' objects, wake their workflows (default on)
+  --worker-versioning on|off      FERRY_WORKER_VERSIONING  run as a version of Worker Deployment ferry-CLUSTER,
+                                  runs pinned to it (default off: unversioned; docs/upgrading.md)
+  --build-id ID                   FERRY_BUILD_ID         this version's build ID (default VERSION-COMMIT of the build)
   --max-cached-workflows N        FERRY_MAX_CACHED_WORKFLOWS  workflows kept in memory between tasks (default ${DEFAULT_MAX_CACHED})
   --health-address HOST:PORT      FERRY_HEALTH_ADDRESS   serve GET /healthz and /readyz there (default: off)
   --metrics-address HOST:PORT     FERRY_METRICS_ADDRESS  serve Prometheus /metrics there (default: off)
@@ -111,6 +120,8 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | Repl
         'log-level': { type: 'string' },
         nexus: { type: 'string' },
         watch: { type: 'string' },
+        'worker-versioning': { type: 'string' },
+        'build-id': { type: 'string' },
         'max-cached-workflows': { type: 'string' },
         'health-address': { type: 'string' },
         'metrics-address': { type: 'string' },
@@ -149,6 +160,22 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | Repl
   if (nexusText !== 'on' && nexusText !== 'off') problems.push(`nexus ${JSON.stringify(nexusText)} must be on or off`);
   const watchText = (values.watch ?? env.FERRY_WATCH ?? 'on').toLowerCase();
   if (watchText !== 'on' && watchText !== 'off') problems.push(`watch ${JSON.stringify(watchText)} must be on or off`);
+  const versioningText = (values['worker-versioning'] ?? env.FERRY_WORKER_VERSIONING ?? 'off').toLowerCase();
+  let versioning: Versioning | undefined;
+  if (versioningText !== 'on' && versioningText !== 'off') {
+    problems.push(`worker versioning ${JSON.stringify(versioningText)} must be on or off`);
+  } else if (versioningText === 'on') {
+    try {
+      versioning = {
+        deploymentName: deploymentNameFor(cluster),
+        buildId: buildIdOf(values['build-id'] ?? (env.FERRY_BUILD_ID || undefined)),
+      };
+    } catch (err) {
+      problems.push((err as Error).message);
+    }
+  } else if (values['build-id'] !== undefined) {
+    problems.push('--build-id names a version of a Worker Deployment: it needs --worker-versioning on');
+  }
   const cachedText = values['max-cached-workflows'] ?? env.FERRY_MAX_CACHED_WORKFLOWS ?? String(DEFAULT_MAX_CACHED);
   const maxCachedWorkflows = Number(cachedText);
   if (!/^\d+$/.test(cachedText.trim()) || maxCachedWorkflows < 0) {
@@ -194,6 +221,7 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | Repl
     logLevel: level as LogLevel,
     nexus: nexusText !== 'off',
     watch: watchText !== 'off',
+    ...(versioning ? { versioning } : {}),
     maxCachedWorkflows,
     ...(healthAddress ? { healthAddress } : {}),
     ...(metricsAddress ? { metricsAddress } : {}),

@@ -24,6 +24,7 @@ import type { ReadinessCheck } from './health.js';
 import { ActivityFailureCounter, FerryMetrics } from './metrics.js';
 import { modelEventsSinks } from './model-events.js';
 import { ferryModelsHandler } from './nexus-handler.js';
+import { keepVersion, type KeeperOptions } from './versioning.js';
 
 // The workflows' entry next to this module: `.ts` when run from the sources, `.js` when run from the package.
 const WORKFLOWS_PATH = fileURLToPath(new URL(`../workflows/index${extname(import.meta.url)}`, import.meta.url));
@@ -39,6 +40,8 @@ export interface WorkerOverrides {
   connection?: NativeConnection;
   /** Where the worker's own lines go (the SDK's go to the Runtime's logger). */
   logger?: Logger;
+  /** How often the version keeper looks (tests look more often than the 30 s default). */
+  versionKeeper?: KeeperOptions;
 }
 
 export interface FerryWorker {
@@ -60,6 +63,7 @@ const STICKY_TIMEOUT = '3s';
 export async function createWorker(config: WorkerConfig, overrides: WorkerOverrides = {}): Promise<FerryWorker> {
   const ownConnection = !overrides.connection;
   let stopReal: (() => void) | undefined;
+  let stopKeeper: (() => void) | undefined;
   const connection = overrides.connection ?? (await NativeConnection.connect(connectOptionsOf(config.temporal)));
   try {
     const client = new Client({ connection, namespace: config.temporal.namespace });
@@ -81,12 +85,25 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
       sinks: modelEventsSinks({ logger, metrics, ...(real ? { events: real.events } : {}) }),
       interceptors: { activity: activityInterceptors(metrics, real ? (ctx) => real.onAttemptStart(ctx) : undefined) },
       maxCachedWorkflows: config.maxCachedWorkflows,
+      // A version of the cluster's Worker Deployment; runs are pinned to the version that started them (versioning.ts).
+      ...(config.versioning
+        ? {
+            workerDeploymentOptions: {
+              version: config.versioning,
+              useWorkerVersioning: true,
+              defaultVersioningBehavior: 'PINNED' as const,
+            },
+          }
+        : {}),
       // A workflow task waits this long on the queue of the worker that last ran the workflow before any worker may
       // take it: after a worker is lost (SIGKILL, a node gone) every model it held waits that long once (default 10 s).
       stickyQueueScheduleToStartTimeout: STICKY_TIMEOUT,
       shutdownGraceTime: config.shutdownGraceMs,
       shutdownForceTime: config.shutdownGraceMs + FORCE_AFTER_GRACE_MS,
     });
+    if (config.versioning) {
+      stopKeeper = keepVersion(client, config.temporal.namespace, config.versioning, logger, overrides.versionKeeper);
+    }
     const readiness: Record<string, ReadinessCheck> = {
       worker: async () => {
         const state = worker.getState();
@@ -107,11 +124,13 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
       connection,
       readiness,
       async close() {
+        stopKeeper?.();
         stopReal?.();
         if (ownConnection) await connection.close();
       },
     };
   } catch (err) {
+    stopKeeper?.();
     stopReal?.();
     if (ownConnection) await connection.close().catch(() => undefined);
     throw err;

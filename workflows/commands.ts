@@ -1,6 +1,6 @@
 // Short command workflows on Ferry's worker behind the Nexus service's long operations. They act on a model through
 // its own workflow (Update-with-Start, the delete Update) and never own it: cancelling a command stops the command.
-import { proxyActivities } from '@temporalio/workflow';
+import { proxyActivities, setWorkflowOptions } from '@temporalio/workflow';
 import type {
   DeleteModelOperationInput,
   DeleteModelOperationOutput,
@@ -8,6 +8,7 @@ import type {
   EnsureModelOutput,
   ServingActivities,
 } from './contract/index.js';
+import { whenVersioned } from './pinned.js';
 
 const { applyServedModel, deleteServedModel } = proxyActivities<ServingActivities>({
   startToCloseTimeout: 2 * 60_000,
@@ -38,3 +39,8 @@ export async function ensureModelWorkflow(input: EnsureModelInput): Promise<Ensu
 export async function deleteModelWorkflow(input: DeleteModelOperationInput): Promise<DeleteModelOperationOutput> {
   return await deleteServedModel(input);
 }
+
+// Auto-upgrade (Worker Versioning, docs/design/upgrades.md): a command is one or two activities, but its wait may last
+// hours; pinned, it would keep an old version of the worker up that long. A change to these functions takes a patch.
+setWorkflowOptions(whenVersioned('AUTO_UPGRADE'), ensureModelWorkflow);
+setWorkflowOptions(whenVersioned('AUTO_UPGRADE'), deleteModelWorkflow);

@@ -1,7 +1,8 @@
 // The state of one served model and the sequence of its steps: reconcile, idle (watch.ts), tear down. Each step's
 // row, orchestration and patches live in steps/<step>.ts; this file runs them in order and is their StepContext.
 // The workflow function in serve-model.ts owns one of these, wires its handlers to it, and runs its main loop.
-import { ApplicationFailure, condition, patched, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, condition, workflowInfo } from '@temporalio/workflow';
+import { patchedUnlessPinned } from './pinned.js';
 import { ActivityIds, activitiesFor, type Naming, type ResolvedOptions } from './activity-options.js';
 import {
   describeSource,
@@ -84,7 +85,7 @@ export class ModelLifecycle extends ModelState {
   ) {
     super(spec, input.state?.status ?? initialStatus(spec, now()), input.state, options);
     this.attempted = input.state?.attemptedGeneration ?? 0;
-    const splitSafe = patched(SPLIT_SAFE);
+    const splitSafe = patchedUnlessPinned(SPLIT_SAFE);
     this.ids = new ActivityIds(splitSafe);
     this.watch = new Watch(options, splitSafe);
   }
@@ -158,6 +159,14 @@ export class ModelLifecycle extends ModelState {
     return info.continueAsNewSuggested || info.historyLength > this.options.continueAsNewAfterEvents;
   }
 
+  /**
+   * The Worker Deployment's current version is no longer the one this run is pinned to: it moves there at its next idle
+   * moment (serve-model.ts). Always false on an unversioned worker.
+   */
+  get versionChanged(): boolean {
+    return workflowInfo().targetWorkerDeploymentVersionChanged;
+  }
+
   /** The next run's input. */
   carryOver(): ServeModelInput {
     return {
@@ -170,7 +179,7 @@ export class ModelLifecycle extends ModelState {
 
   /** Waits for an update or a delete, looking at the model meanwhile (watch.ts). */
   async idle(): Promise<void> {
-    const due = () => this.deletion !== undefined || this.attempted < this.status.generation;
+    const due = () => this.deletion !== undefined || this.attempted < this.status.generation || this.versionChanged;
     const acts = () => activitiesFor(this.desired, this.options, this.naming(this.status.generation));
     await this.watch.idle(this.status.phase, due, {
       look: async (delayMs) => {

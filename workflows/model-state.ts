@@ -11,6 +11,7 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
+import { onVersionedWorker } from './pinned.js';
 import { backoffMs, type ResolvedOptions } from './activity-options.js';
 import {
   failure,
@@ -59,9 +60,15 @@ export class ModelState implements StepContext {
     this.world = worldOf(state);
   }
 
-  /** Search attributes and Web UI details of a run that has just started. */
-  publish(): void {
-    upsertSearchAttributes(searchAttributesFor(modelRefOf(this.desired), this.status.phase));
+  /**
+   * Search attributes and Web UI details of a run that has just started. A run continued as new on a versioned worker
+   * has its search attributes from the run before (continue-as-new copies them) and replays only on this code: it
+   * writes none.
+   */
+  publish(continued: boolean): void {
+    if (!(continued && onVersionedWorker())) {
+      upsertSearchAttributes(searchAttributesFor(modelRefOf(this.desired), this.status.phase));
+    }
     setCurrentDetails(summarizeStatus(this.status));
   }
 

@@ -8,9 +8,11 @@ import {
   continueAsNew,
   isCancellation,
   log,
-  patched,
+  makeContinueAsNewFunc,
   setHandler,
+  setWorkflowOptions,
 } from '@temporalio/workflow';
+import { patchedUnlessPinned, whenVersioned } from './pinned.js';
 import { resolveOptions } from './activity-options.js';
 import {
   awaitPhaseUpdate,
@@ -61,7 +63,7 @@ export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalS
     validator: (request: AwaitPhaseInput) => validateAwaitPhase(request),
     description: 'Wait for a phase at a generation; returns the status (early, still pending, before the run ends)',
   });
-  model.publish();
+  model.publish(input.state !== undefined);
 
   try {
     // Reconciles and watches until a delete arrives; continues as new when history grows long.
@@ -71,12 +73,17 @@ export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalS
         continue;
       }
       // A phase wait in flight is let go (it asks the next run); other handlers finish first.
-      if (model.historyIsLong() && (allHandlersFinished() || model.waiting)) {
+      const moving = model.versionChanged;
+      if ((moving || model.historyIsLong()) && (allHandlersFinished() || model.waiting)) {
         model.close();
         await condition(allHandlersFinished);
+        // Onto the deployment's new current version (Worker Versioning): the next run starts there, pinned to it.
+        if (moving) await moveToCurrentVersion()(model.carryOver());
         await continueAsNew<typeof ServeModelWorkflow>(model.carryOver());
       }
-      await model.idle();
+      // Moving waits for the handlers that run (an update's or a delete's work is due first).
+      if (moving) await condition(() => allHandlersFinished() || model.waiting || model.due || !!model.deletion);
+      else await model.idle();
     }
   } catch (err) {
     if (isCancellation(err) && CancellationScope.current().consideredCancelled) {
@@ -97,6 +104,20 @@ export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalS
   });
 }
 
+/**
+ * Pinned: a run replays only on the version of Ferry's worker that started it (docs/design/upgrades.md), and moves to
+ * a new version by continuing as new, when idle.
+ */
+setWorkflowOptions(whenVersioned('PINNED'), ServeModelWorkflow);
+
+/**
+ * Continue as new onto the Worker Deployment's current version. The option is the function's, not an argument of
+ * `continueAsNew` (there it would become the next run's second argument); made in the run, it reads this run's info.
+ */
+function moveToCurrentVersion() {
+  return makeContinueAsNewFunc<typeof ServeModelWorkflow>({ initialVersioningBehavior: 'AUTO_UPGRADE' });
+}
+
 /** The input's spec, parsed again for starts that bypass the client (parsing is idempotent). */
 function checkedSpec(input: ServeModelInput): ServedModel {
   if (input?.version !== 1) {
@@ -108,12 +129,12 @@ function checkedSpec(input: ServeModelInput): ServedModel {
     return withAcceptedDefaults(
       input.spec,
       parsed.model,
-      () => input.state === undefined && patched(NEW_DEFAULTS_AT_START),
+      () => input.state === undefined && patchedUnlessPinned(NEW_DEFAULTS_AT_START),
     );
   // A spec accepted by the checks of its day (before control characters, flag abbreviations, revision and enum
   // rules were refused) keeps its model running: in a run it continued into, and in a history recorded before.
   // Only a new start is refused.
-  if (input.state !== undefined || !patched(STRICTER_SPEC_CHECKS)) {
+  if (input.state !== undefined || !patchedUnlessPinned(STRICTER_SPEC_CHECKS)) {
     log.warn('the spec breaks a rule it was accepted without; serving it as it was accepted', {
       issues: formatSpecIssues(parsed.issues),
     });

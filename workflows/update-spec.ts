@@ -1,6 +1,7 @@
 // The spec an accepted update brings: parsed against the current spec, with the defaults of its day, and — replayed
 // by newer code — accepted as it was even where a rule added since would refuse it.
-import { log, patched } from '@temporalio/workflow';
+import { log } from '@temporalio/workflow';
+import { patchedUnlessPinned } from './pinned.js';
 import {
   asAcceptedBefore,
   failure,
@@ -19,7 +20,7 @@ const NEW_DEFAULTS_IN_UPDATE = 'defaults-2026-12-update';
  * rule that now refuses it: it is replayed as it was accepted, or the workflow task would fail on every attempt.
  */
 export function acceptedUpdateSpec(desired: ServedModel, doc: unknown): ServedModel {
-  const isNew = () => patched(NEW_DEFAULTS_IN_UPDATE);
+  const isNew = () => patchedUnlessPinned(NEW_DEFAULTS_IN_UPDATE);
   try {
     return withAcceptedDefaults(doc, specForUpdate(desired, doc), isNew);
   } catch (err) {

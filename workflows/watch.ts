@@ -1,6 +1,7 @@
 // Between reconciles: when a Ready or Degraded model is looked at — woken by the worker's watch, at least every
 // safety-net interval, a Degraded one on a backoff — and how those timers are kept across wakes.
-import { condition, patched, sleep } from '@temporalio/workflow';
+import { condition, sleep } from '@temporalio/workflow';
+import { patchedUnlessPinned } from './pinned.js';
 import type { ResolvedOptions } from './activity-options.js';
 import type { ModelChanged, Phase } from './contract/index.js';
 
@@ -86,7 +87,7 @@ export class Watch {
       await condition(due);
       return;
     }
-    this.watchReconciles ??= patched(WATCH_RECONCILES);
+    this.watchReconciles ??= patchedUnlessPinned(WATCH_RECONCILES);
     if (!this.watchReconciles) {
       if (!(await condition(due, this.options.watchIntervalMs))) await looks.readStatus();
       return;

@@ -1,5 +1,5 @@
-// Finds the patch IDs workflow code holds: every `patched(X)` and `deprecatePatch(X)`, X a string literal or a
-// constant of the same file bound to one. The patch ledger's test compares them with workflows/patches.ts.
+// Finds the patch IDs workflow code holds: every `patched(X)`, `patchedUnlessPinned(X)` (workflows/pinned.ts) and
+// `deprecatePatch(X)`, X a string literal or a constant of the same file bound to one. The patch ledger's test compares them with workflows/patches.ts.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
@@ -16,12 +16,12 @@ export function patchUses(text: string, module: string): PatchUse[] {
   const constants = new Map<string, string>();
   for (const m of source.matchAll(/\bconst\s+([A-Za-z_$][\w$]*)\s*=\s*(['"])([^'"]+)\2/g)) constants.set(m[1]!, m[3]!);
   const uses: PatchUse[] = [];
-  for (const m of source.matchAll(/\b(patched|deprecatePatch)\(\s*([^)]*?)\s*\)/g)) {
+  for (const m of source.matchAll(/\b(patched|patchedUnlessPinned|deprecatePatch)\(\s*([^)]*?)\s*\)/g)) {
     const [, fn, arg] = m;
     const literal = /^(['"])([^'"]+)\1$/.exec(arg!);
     const id = literal ? literal[2] : constants.get(arg!);
     if (id === undefined) throw new Error(`${module}: ${fn}(${arg}) is not a string literal or a constant of the file`);
-    uses.push({ id, kind: fn === 'patched' ? 'patched' : 'deprecated', module });
+    uses.push({ id, kind: fn === 'deprecatePatch' ? 'deprecated' : 'patched', module });
   }
   return uses;
 }
@@ -30,7 +30,8 @@ export function patchUses(text: string, module: string): PatchUse[] {
 export function patchUsesUnder(root: string, dir: string): PatchUse[] {
   const uses: PatchUse[] = [];
   for (const entry of readdirSync(join(root, dir), { withFileTypes: true, recursive: true })) {
-    if (!entry.isFile() || !entry.name.endsWith('.ts') || entry.name === 'patches.ts') continue;
+    if (!entry.isFile() || !entry.name.endsWith('.ts') || entry.name === 'patches.ts' || entry.name === 'pinned.ts')
+      continue;
     const path = join(entry.parentPath, entry.name);
     uses.push(...patchUses(readFileSync(path, 'utf8'), relative(root, path)));
   }

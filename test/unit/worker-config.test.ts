@@ -51,6 +51,23 @@ describe('worker configuration', () => {
     expect(() => config([], { FERRY_MAX_CACHED_WORKFLOWS: '-1' })).toThrow(/must be a whole number/);
   });
 
+  it('runs unversioned unless told on; on, as a version of ferry-CLUSTER whose build ID it checks', () => {
+    expect(config([], {})).not.toHaveProperty('versioning');
+    expect(
+      config(['--cluster', 'gpu-a', '--worker-versioning', 'on', '--build-id', '0.2.0-abc123'], {}).versioning,
+    ).toEqual({ deploymentName: 'ferry-gpu-a', buildId: '0.2.0-abc123' });
+    expect(config([], { FERRY_WORKER_VERSIONING: 'on', FERRY_BUILD_ID: '0.2.0+x' }).versioning?.buildId).toBe(
+      '0.2.0+x',
+    );
+    // From the sources, the build ID is the checkout's: the package version and the commit.
+    expect(config([], { FERRY_WORKER_VERSIONING: 'on' }).versioning?.buildId).toMatch(
+      /^\d+\.\d+\.\d+-[0-9a-f]{12}(-dirty)?$/,
+    );
+    expect(() => config(['--worker-versioning', 'pinned'], {})).toThrow(/worker versioning "pinned" must be on or off/);
+    expect(() => config(['--worker-versioning', 'on', '--build-id', 'has space'], {})).toThrow(/build ID "has space"/);
+    expect(() => config(['--build-id', '1.0.0'], {})).toThrow(/needs --worker-versioning on/);
+  });
+
   it('serves probes and metrics only where told, on a host:port it checks', () => {
     expect(config([], {})).not.toHaveProperty('healthAddress');
     expect(config([], {})).not.toHaveProperty('metricsAddress');

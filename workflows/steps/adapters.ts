@@ -1,6 +1,6 @@
 // The LoRA adapters a spec lists: their files on the volume, then loaded on every ready replica (after the health check
 // of a reconcile), and loaded again whenever a look finds engines that do not hold them.
-import { patched } from '@temporalio/workflow';
+import { patchedUnlessPinned } from '../pinned.js';
 import type { Activities } from '../activity-options.js';
 import type { LookResult, ModelStatus } from '../contract/index.js';
 import { adapterProblem, adapterStatuses, adaptersForgotten } from '../status/adapters.js';
@@ -23,7 +23,7 @@ export async function adaptersStep(
   objects: ModelObjects,
   generation: number,
 ): Promise<void> {
-  if (!patched(LORA_ADAPTERS)) return;
+  if (!patchedUnlessPinned(LORA_ADAPTERS)) return;
   await ctx.step(
     'adapters',
     generation,
@@ -53,7 +53,7 @@ async function loadAdapters(ctx: StepContext, acts: Activities, objects: ModelOb
  */
 export async function keepAdapters(ctx: StepContext, acts: Activities, look: LookResult): Promise<void> {
   const loadedOn = ctx.world.adapterIncarnations;
-  if (!look.incarnations || loadedOn === undefined || !patched(LORA_ADAPTERS)) return;
+  if (!look.incarnations || loadedOn === undefined || !patchedUnlessPinned(LORA_ADAPTERS)) return;
   const fresh = look.incarnations.filter((pod) => !loadedOn.includes(pod));
   const missing = (ctx.status.adapters ?? []).some((a) => a.state === 'Missing');
   if (fresh.length === 0 && !missing && look.incarnations.length === loadedOn.length) return;

@@ -1,6 +1,6 @@
 // The load baseline of a model with `spec.slo`: the highest concurrency one replica carries within the goal, measured
 // before the model is Ready; with `spec.slo.admission`, the limit the replicas' admission sidecars enforce.
-import { patched } from '@temporalio/workflow';
+import { patchedUnlessPinned } from '../pinned.js';
 import type { Activities } from '../activity-options.js';
 import type { ModelStatus, ServedModel } from '../contract/index.js';
 import { baselineKey, baselineOf, baselineSummary } from '../status/baseline.js';
@@ -44,14 +44,14 @@ export async function baselineStep(
   generation: number,
 ): Promise<void> {
   const spec = objects.model;
-  if (!spec.spec.slo || !patched(LOAD_BASELINE)) return;
+  if (!spec.spec.slo || !patchedUnlessPinned(LOAD_BASELINE)) return;
   const kept = ctx.status.baseline;
   if (kept?.key === baselineKey(spec)) {
     const why = `kept: measured at generation ${kept.generation}, and nothing that moves it changed since`;
     ctx.set(skipStep(ctx.status, 'baseline', generation, now(), why));
     return;
   }
-  const admit = spec.spec.slo.admission === true && patched(ADMISSION);
+  const admit = spec.spec.slo.admission === true && patchedUnlessPinned(ADMISSION);
   let done: Awaited<ReturnType<typeof acts.measure.measureBaseline>> | undefined;
   const measured = await ctx.step(
     'baseline',
@@ -59,7 +59,9 @@ export async function baselineStep(
     async () => {
       // An attempt that failed writing the limit keeps its measurement: minutes of load are not run again for it.
       const result =
-        done && patched(ADMISSION_RETRIED_ALONE) ? done : await acts.measure.measureBaseline({ model: spec });
+        done && patchedUnlessPinned(ADMISSION_RETRIED_ALONE)
+          ? done
+          : await acts.measure.measureBaseline({ model: spec });
       done = result;
       // The replicas' sidecars admit what one replica was measured to carry, from now on; in place, no rollout.
       if (admit && !result.skipped) {

@@ -1,0 +1,155 @@
+// Worker Versioning on the dev server: a model served by one version of the worker moves to the next when that one is
+// made current — woken by the new version's keeper, by continue-as-new, with no activity and a handful of events — and
+// the new version alone takes its updates afterwards.
+import { randomBytes } from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import { Worker } from '@temporalio/worker';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  parseServedModel,
+  statusQuery,
+  updateModelUpdate,
+  type ServeModelOptions,
+} from '../../../workflows/contract/index.js';
+import { activityInterceptors } from '../../../worker/create-worker.js';
+import { keepVersion } from '../../../worker/versioning.js';
+import { useHarness } from '../../support/fixtures.js';
+import { StubActivities } from '../../support/stub-activities.js';
+import {
+  FAST,
+  modelDoc,
+  readyAt,
+  startModel,
+  TEST_SINKS,
+  waitForStatus,
+  type ModelHandle,
+} from '../../support/workflow-harness.js';
+
+const harness = useHarness();
+const QUIET = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
+/** No look of its own for an hour: the model moves only when the new version's keeper wakes it. */
+const IDLE: ServeModelOptions = { ...FAST, watchIntervalMs: 3_600_000, safetyNetIntervalMs: 3_600_000 };
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+/** A worker of `buildId` in `deploymentName` with the stub's activities, and its version keeper; stopped after the test. */
+async function startVersion(deploymentName: string, taskQueue: string, buildId: string, stub: StubActivities) {
+  const worker = await Worker.create({
+    connection: harness.connection,
+    taskQueue,
+    workflowBundle: harness.bundle,
+    activities: stub.activities(),
+    sinks: TEST_SINKS,
+    interceptors: { activity: activityInterceptors() },
+    shutdownGraceTime: '200ms',
+    workerDeploymentOptions: {
+      version: { deploymentName, buildId },
+      useWorkerVersioning: true,
+      defaultVersioningBehavior: 'PINNED',
+    },
+  });
+  const running = worker.run();
+  const stopKeeper = keepVersion(harness.client, 'default', { deploymentName, buildId }, QUIET, {
+    intervalMs: 500,
+    propagationMs: 3_000,
+  });
+  const stop = async () => {
+    stopKeeper();
+    if (worker.getState() === 'RUNNING') worker.shutdown();
+    await running;
+  };
+  cleanups.push(stop);
+  return { worker, stop };
+}
+
+/** The build ID a run is pinned to. */
+async function pinnedTo(handle: ModelHandle): Promise<string | undefined> {
+  const described = await handle.describe();
+  return described.raw.workflowExecutionInfo?.versioningInfo?.deploymentVersion?.buildId ?? undefined;
+}
+
+async function makeCurrent(client: Client, deploymentName: string, buildId: string): Promise<void> {
+  // The version is known to the server once its worker has polled.
+  await expect
+    .poll(
+      () =>
+        client.workflowService
+          .setWorkerDeploymentCurrentVersion({ namespace: 'default', deploymentName, buildId, identity: 'test' })
+          .then(
+            () => true,
+            () => false,
+          ),
+      { timeout: 20_000, interval: 250 },
+    )
+    .toBe(true);
+}
+
+describe('Worker Versioning', () => {
+  it('moves a Ready model onto the new current version by continue-as-new, with no activity', async () => {
+    const id = randomBytes(4).toString('hex');
+    const deploymentName = `ferry-test-${id}`;
+    const taskQueue = `ferry-test-${id}`;
+    const stub = new StubActivities();
+    const v1 = await startVersion(deploymentName, taskQueue, '0.1.0-aaaa', stub);
+
+    // The first version's keeper makes it current (the deployment had none), so the model starts there.
+    const doc = modelDoc();
+    const started = await startModel(harness.client, taskQueue, parseServedModel(doc), IDLE);
+    const ready = await waitForStatus(started, readyAt(1), 30_000);
+    const handle: ModelHandle = harness.client.workflow.getHandle(started.workflowId);
+    expect(await pinnedTo(handle)).toBe('0.1.0-aaaa');
+    const callsBefore = stub.names();
+
+    await startVersion(deploymentName, taskQueue, '0.2.0-bbbb', stub);
+    await makeCurrent(harness.client, deploymentName, '0.2.0-bbbb');
+
+    // The new version's keeper wakes the run pinned to the old one; the run continues as new onto the new version.
+    await expect.poll(() => pinnedTo(handle), { timeout: 30_000, interval: 250 }).toBe('0.2.0-bbbb');
+    const moved = await handle.describe();
+    expect(moved.runId).not.toBe(started.firstExecutionRunId);
+    expect(await handle.query(statusQuery)).toMatchObject({
+      phase: 'Ready',
+      generation: 1,
+      endpoint: ready.endpoint,
+      startedAt: ready.startedAt,
+    });
+    // No activity ran for the move: no engine touched, nothing looked at.
+    expect(stub.names()).toEqual(callsBefore);
+
+    // What the move cost in history: the old run's events from the wake on, and the new run's so far.
+    const oldEvents = (
+      await harness.client.workflow.getHandle(started.workflowId, started.firstExecutionRunId).fetchHistory()
+    ).events!;
+    const wake = oldEvents.findIndex((e) => e.workflowExecutionSignaledEventAttributes);
+    expect(wake).toBeGreaterThan(0);
+    expect(oldEvents.at(-1)?.workflowExecutionContinuedAsNewEventAttributes).toBeTruthy();
+    const newEvents = (await handle.fetchHistory()).events!;
+    // The old run: the wake's task and the continue-as-new; the new run: its start, first task and safety-net timer.
+    // No patch marker and no search attribute written: the run is pinned, and continue-as-new copied them.
+    expect(oldEvents.length - wake + newEvents.length).toBeLessThanOrEqual(10);
+    expect(
+      newEvents.filter((e) => e.markerRecordedEventAttributes ?? e.upsertWorkflowSearchAttributesEventAttributes),
+    ).toEqual([]);
+    expect((await handle.describe()).searchAttributes).toMatchObject({
+      FerryModel: [doc.metadata.name],
+      FerryPhase: ['Ready'],
+    });
+
+    // The old version may go: the new one alone takes the model's update.
+    await v1.stop();
+    doc.spec.engine.args = ['--max-model-len=4096'];
+    await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+    await waitForStatus(handle, readyAt(2), 30_000);
+    expect(await pinnedTo(handle)).toBe('0.2.0-bbbb');
+
+    // Both runs replay on this code: a pinned run's branches follow the version recorded with each of its tasks.
+    for (const runId of [started.firstExecutionRunId, (await handle.describe()).runId]) {
+      const history = await harness.client.workflow.getHandle(started.workflowId, runId).fetchHistory();
+      await Worker.runReplayHistory({ workflowBundle: harness.bundle, sinks: TEST_SINKS }, history, started.workflowId);
+    }
+    await handle.terminate('test finished');
+  });
+});
