@@ -53,6 +53,20 @@ export default defineConfig({
           sequence: { groupOrder: 2 },
         },
       },
+      // The upgrade test (`npm run test:upgrade`): the previous release's worker process, then this checkout's, each
+      // serving three models; after the real engine, before the tests that restart the stack.
+      {
+        extends: true,
+        test: {
+          name: 'upgrade',
+          include: ['test/upgrade/**/*.test.ts'],
+          globalSetup: ['test/support/global-setup.ts'],
+          testTimeout: 900_000,
+          hookTimeout: 300_000,
+          fileParallelism: false,
+          sequence: { groupOrder: 3 },
+        },
+      },
       // Tests that restart parts of the shared local stack (Temporal, the API server): after all the others, alone.
       {
         extends: true,
@@ -62,7 +76,7 @@ export default defineConfig({
           globalSetup: ['test/support/global-setup.ts'],
           testTimeout: 600_000,
           hookTimeout: 120_000,
-          sequence: { groupOrder: 3 },
+          sequence: { groupOrder: 4 },
         },
       },
     ],
