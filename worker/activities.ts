@@ -46,6 +46,8 @@ export function realActivities(
   client: Client,
   logger: Logger,
   metrics?: FerryMetrics,
+  /** With Worker Versioning: whether this version is current; the watch wakes models only then (versioning.ts). */
+  wakes?: () => Promise<boolean>,
 ): RealActivities {
   const kc = new KubeConfig();
   // loadFromDefault: KUBECONFIG (which may list several files), ~/.kube/config, then the pod's service account.
@@ -66,7 +68,7 @@ export function realActivities(
   const progress = progressSink(client);
   // A request being retried shows at once as the running step's waiting reason.
   const cluster = new Cluster(kc, { onRetry: retryProgress(progress) });
-  const watcher = config.watch ? startWatcher(config, client, kc, cluster, logger) : undefined;
+  const watcher = config.watch ? startWatcher(config, client, kc, cluster, logger, wakes) : undefined;
   const activities = createActivities({
     cluster,
     endpoints: endpoints.endpoints,
@@ -118,9 +120,11 @@ function startWatcher(
   kc: KubeConfig,
   cluster: Cluster,
   logger: Logger,
+  wakes?: () => Promise<boolean>,
 ): ModelWatcher {
   const watcher = new ModelWatcher(kc, cluster, {
     wake: async ({ namespace, name, objects }) => {
+      if (wakes && !(await wakes())) return;
       const workflowId = workflowIdFor({ cluster: config.cluster, namespace, name });
       try {
         await client.workflow.getHandle(workflowId).signal(modelChangedSignal, { objects });

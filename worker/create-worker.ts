@@ -69,7 +69,13 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
     const client = new Client({ connection, namespace: config.temporal.namespace });
     const logger = overrides.logger ?? Runtime.instance().logger;
     const metrics = new FerryMetrics(Runtime.instance().metricMeter);
-    const real = overrides.activities ? undefined : await loadRealActivities(config, client, logger, metrics);
+    const keeper = config.versioning
+      ? keepVersion(client, config.temporal.namespace, config.versioning, logger, overrides.versionKeeper)
+      : undefined;
+    stopKeeper = keeper ? () => keeper.stop() : undefined;
+    const real = overrides.activities
+      ? undefined
+      : await loadRealActivities(config, client, logger, metrics, keeper && (() => keeper.isCurrent()));
     stopReal = real ? () => real.stop() : undefined;
     const ferry = overrides.activities ?? real!.activities;
     // The Nexus service's command workflows act on models through their workflows, with this worker's client.
@@ -101,9 +107,6 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
       shutdownGraceTime: config.shutdownGraceMs,
       shutdownForceTime: config.shutdownGraceMs + FORCE_AFTER_GRACE_MS,
     });
-    if (config.versioning) {
-      stopKeeper = keepVersion(client, config.temporal.namespace, config.versioning, logger, overrides.versionKeeper);
-    }
     const readiness: Record<string, ReadinessCheck> = {
       worker: async () => {
         const state = worker.getState();
@@ -212,7 +215,8 @@ async function loadRealActivities(
   client: Client,
   logger: Logger,
   metrics: FerryMetrics,
+  wakes?: () => Promise<boolean>,
 ): Promise<RealActivities> {
   const { realActivities } = await import('./activities.js');
-  return realActivities(config, client, logger, metrics);
+  return realActivities(config, client, logger, metrics, wakes);
 }

@@ -75,6 +75,17 @@ export interface KeeperOptions {
   propagationMs?: number;
 }
 
+export interface VersionKeeper {
+  /**
+   * Whether this version is the deployment's current one, after the keeper's first look (true until it can tell, if
+   * the server cannot be asked). The worker's watch wakes models only while it is: the current version's workers
+   * watch for the whole deployment, and a version started beside it would only double their wakes (or, started
+   * fresh, wake every model at its first list).
+   */
+  isCurrent(): Promise<boolean>;
+  stop(): void;
+}
+
 /**
  * Looks after this worker's version until stopped: makes it current when the deployment has no current version (a
  * first install; later versions are made current by the operator, after the replay gate), and, while it is current,
@@ -87,12 +98,15 @@ export function keepVersion(
   versioning: Versioning,
   logger: Logger,
   options: KeeperOptions = {},
-): () => void {
+): VersionKeeper {
   const { deploymentName, buildId } = versioning;
   const interval = options.intervalMs ?? KEEPER_INTERVAL_MS;
   const propagation = options.propagationMs ?? PROPAGATION_MS;
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
+  let current = true;
+  let known: () => void = () => undefined;
+  const firstLook = new Promise<void>((resolve) => (known = resolve));
 
   /** One look; false when the deployment is not known yet (look again soon). */
   const round = async (): Promise<boolean> => {
@@ -104,8 +118,8 @@ export function keepVersion(
       });
     if (!described) return false;
     const routing = described.workerDeploymentInfo?.routingConfig;
-    const current = routing?.currentDeploymentVersion?.buildId;
-    if (!current) {
+    const currentBuildId = routing?.currentDeploymentVersion?.buildId;
+    if (!currentBuildId) {
       await client.workflowService.setWorkerDeploymentCurrentVersion({
         namespace,
         deploymentName,
@@ -113,9 +127,12 @@ export function keepVersion(
         identity: `ferry-worker ${buildId}`,
       });
       logger.info('made this version current: the deployment had none', { deploymentName, buildId });
+      current = true;
       return true;
     }
-    if (current !== buildId) return true;
+    current = currentBuildId === buildId;
+    known();
+    if (!current) return true;
     const changedAt = Number(routing?.currentVersionChangedTime?.seconds ?? 0) * 1000;
     if (Date.now() - changedAt < propagation) return true;
     const query =
@@ -144,7 +161,10 @@ export function keepVersion(
           return true;
         })
         .then(
-          (settled) => schedule(settled ? interval : SOON_MS),
+          (settled) => {
+            if (settled) known();
+            schedule(settled ? interval : SOON_MS);
+          },
           () => schedule(interval),
         );
     }, ms);
@@ -152,8 +172,15 @@ export function keepVersion(
   };
   // The first look waits for the worker's pollers to make the version known to the server.
   schedule(SOON_MS);
-  return () => {
-    stopped = true;
-    clearTimeout(timer);
+  return {
+    isCurrent: async () => {
+      await firstLook;
+      return current;
+    },
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+      known();
+    },
   };
 }

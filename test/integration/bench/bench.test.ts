@@ -12,6 +12,12 @@ describe('benchmarks, small slice', { timeout: 300_000 }, () => {
     expect(result.workerRssMiB).toBeGreaterThan(0);
   });
 
+  it('upgrade: three Ready models move to a new worker version with no engine pod replaced, 10 events each', async () => {
+    const result = await bench('upgrade.ts', ['--models', '3']);
+    expect(result).toMatchObject({ config: { models: 3 }, enginePodsBefore: 3, enginePodsReplaced: 0 });
+    expect((result.historyEventsPerModel as { max: number }).max).toBeLessThanOrEqual(10);
+  });
+
   it('reactions: two models, one trial of each, every reaction seen', async () => {
     // One trial: its `ferry update` and `ferry delete` processes send their update before the SDK loads and print the
     // answer without it (the full run takes turns with the SDK sending, and deletes from the library too); the model

@@ -52,12 +52,12 @@ async function startVersion(deploymentName: string, taskQueue: string, buildId: 
     },
   });
   const running = worker.run();
-  const stopKeeper = keepVersion(harness.client, 'default', { deploymentName, buildId }, QUIET, {
+  const keeper = keepVersion(harness.client, 'default', { deploymentName, buildId }, QUIET, {
     intervalMs: 500,
     propagationMs: 3_000,
   });
   const stop = async () => {
-    stopKeeper();
+    keeper.stop();
     if (worker.getState() === 'RUNNING') worker.shutdown();
     await running;
   };

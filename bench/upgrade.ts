@@ -1,0 +1,165 @@
+// Upgrading the worker under N Ready models with Worker Versioning (docs/upgrading.md): version v1 serves them, v2
+// starts beside it and is made current, and each model's run moves to v2 by continue-as-new. Prints how many engine
+// pods the upgrade replaced (the bar: 0), the history events each model's move cost (the bar: ≤ 10; the old run's
+// events from the switch on, and the new run's), and how long until every run was on v2.
+//
+//   npm run bench:upgrade -- [--models 50] [--parallel 10]
+//
+// Real: Temporal's dev server (Worker Deployments), the API server and controllers, both worker processes (the
+// compiled worker, dist/). Simulated: KWOK pods and the engine stand-in.
+import { parseArgs } from 'node:util';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { workflowIdFor } from '../workflows/contract/index.js';
+import { serveModel } from '../client/serve-model.js';
+import {
+  adminKubeConfig,
+  createNamespace,
+  deleteModels,
+  deleteNamespace,
+  ensureGpuNodes,
+  inParallel,
+  instantModel,
+  localEnv,
+  machine,
+  removeGpuNodes,
+  sleep,
+  startWorker,
+  temporalClient,
+  uniqueName,
+  type BenchWorker,
+} from './lib.js';
+
+const { values } = parseArgs({
+  options: {
+    models: { type: 'string', default: '50' },
+    parallel: { type: 'string', default: '10' },
+  },
+});
+const models = Number(values.models);
+
+const kc = adminKubeConfig();
+const core = kc.makeApiClient(CoreV1Api);
+const client = await temporalClient();
+const cluster = uniqueName('upg');
+const namespace = cluster;
+const deploymentName = `ferry-${cluster}`;
+const names = Array.from({ length: models }, (_, i) => `m${String(i).padStart(3, '0')}`);
+const handles = names.map((name) => client.workflow.getHandle(workflowIdFor({ cluster, namespace, name })));
+const log = (msg: string) => process.stderr.write(`[bench] ${new Date().toISOString()} ${msg}\n`);
+const version = (buildId: string) => ({ FERRY_WORKER_VERSIONING: 'on', FERRY_BUILD_ID: buildId });
+
+const extraNodes = await ensureGpuNodes(kc, models);
+await createNamespace(kc, namespace);
+const workers: BenchWorker[] = [];
+
+/** The build ID each model's current run is pinned to. */
+async function pinnedVersions(): Promise<Map<string, number>> {
+  const counts = new Map<string, number>();
+  await inParallel(handles, 10, async (handle) => {
+    const described = await handle.describe();
+    const buildId = described.raw.workflowExecutionInfo?.versioningInfo?.deploymentVersion?.buildId ?? 'unversioned';
+    counts.set(buildId, (counts.get(buildId) ?? 0) + 1);
+  });
+  return counts;
+}
+
+async function engineUids(): Promise<Set<string>> {
+  const pods = await core.listNamespacedPod({ namespace, labelSelector: 'app.kubernetes.io/component=engine' });
+  return new Set(pods.items.filter((p) => !p.metadata?.deletionTimestamp).map((p) => p.metadata!.uid!));
+}
+
+try {
+  workers.push(await startWorker(cluster, localEnv().KUBECONFIG, version('bench-v1')));
+  // v1's keeper makes it current: the deployment had none.
+  for (let tries = 0; ; tries++) {
+    const described = await client.workflowService
+      .describeWorkerDeployment({ namespace: 'default', deploymentName })
+      .catch(() => undefined);
+    if (described?.workerDeploymentInfo?.routingConfig?.currentDeploymentVersion?.buildId === 'bench-v1') break;
+    if (tries > 120) throw new Error('v1 was not made current within 60 s');
+    await sleep(500);
+  }
+  const setupStart = Date.now();
+  let ready = 0;
+  await inParallel(names, Number(values.parallel), async (name) => {
+    await serveModel(client, instantModel(name, namespace, cluster), { wait: true, timeoutMs: 10 * 60_000 });
+    if (++ready % 25 === 0 || ready === models) log(`${ready}/${models} Ready on v1`);
+  });
+  log(`all ${models} Ready in ${Math.round((Date.now() - setupStart) / 1000)} s`);
+  const podsBefore = await engineUids();
+  const firstRuns = new Map(
+    await Promise.all(handles.map(async (h) => [h.workflowId, (await h.describe()).runId] as const)),
+  );
+
+  workers.push(await startWorker(cluster, localEnv().KUBECONFIG, version('bench-v2')));
+  const switchedAt = Date.now();
+  for (let tries = 0; ; tries++) {
+    const made = await client.workflowService
+      .setWorkerDeploymentCurrentVersion({
+        namespace: 'default',
+        deploymentName,
+        buildId: 'bench-v2',
+        identity: 'bench',
+      })
+      .then(() => true)
+      .catch(() => false);
+    if (made) break;
+    if (tries > 120) throw new Error('v2 could not be made current within 60 s');
+    await sleep(500);
+  }
+  log('v2 is current; waiting for every run to move');
+  let pinned = await pinnedVersions();
+  while ((pinned.get('bench-v2') ?? 0) < models) {
+    if (Date.now() - switchedAt > 10 * 60_000)
+      throw new Error(`not every run moved in 10 min: ${JSON.stringify([...pinned])}`);
+    await sleep(2_000);
+    pinned = await pinnedVersions();
+  }
+  const movedInSeconds = Math.round((Date.now() - switchedAt) / 1000);
+  log(`every run on v2 in ${movedInSeconds} s; stopping v1`);
+  await workers[0]!.stop();
+
+  const podsAfter = await engineUids();
+  const replaced = [...podsBefore].filter((uid) => !podsAfter.has(uid)).length;
+  // History events of each model's move: the first run's from the switch on, and every run after it.
+  const perModel: number[] = [];
+  await inParallel(handles, 10, async (handle) => {
+    let events = 0;
+    for await (const run of client.workflow.list({ query: `WorkflowId = '${handle.workflowId}'` })) {
+      const history = await client.workflow.getHandle(run.workflowId, run.runId).fetchHistory();
+      for (const e of history.events ?? []) {
+        const at = Number(e.eventTime?.seconds ?? 0) * 1000 + Math.floor((e.eventTime?.nanos ?? 0) / 1e6);
+        if (run.runId !== firstRuns.get(handle.workflowId) || at >= switchedAt) events++;
+      }
+    }
+    perModel.push(events);
+  });
+  perModel.sort((a, b) => a - b);
+  const result = {
+    machine: machine(),
+    config: { models },
+    enginePodsBefore: podsBefore.size,
+    enginePodsReplaced: replaced,
+    historyEventsPerModel: {
+      min: perModel[0],
+      median: perModel[Math.floor(perModel.length / 2)],
+      max: perModel.at(-1),
+    },
+    secondsUntilEveryRunMoved: movedInSeconds,
+    note: 'a run moves at its next workflow task: the new version wakes runs pinned to older ones every 30 s, from 10 s after the switch',
+  };
+  console.log(JSON.stringify(result, null, 2));
+} catch (err) {
+  process.stderr.write(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exitCode = 1;
+} finally {
+  log('deleting the models');
+  await deleteModels(
+    client,
+    names.map((name) => ({ cluster, namespace, name })),
+  );
+  await deleteNamespace(kc, namespace);
+  await removeGpuNodes(kc, extraNodes);
+  for (const worker of workers) await worker.stop();
+  await client.connection.close();
+}
