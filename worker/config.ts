@@ -42,6 +42,12 @@ export interface WorkerConfig {
    * (a Temporal server without Worker Deployments). docs/upgrading.md says what each means for an upgrade.
    */
   versioning?: Versioning;
+  /**
+   * A one-shot command instead of polling: `replay-check-open` replays the open runs of this cluster's task queue that
+   * would replay on this build (all but pinned ones) and exits 0 or 1; `make-current` makes this worker's version the
+   * deployment's current one (once the server knows it) and exits.
+   */
+  command?: 'replay-check-open' | 'make-current';
   /** Where GET /healthz and /readyz answer (`host:port`); unset, no probe endpoints. */
   healthAddress?: string;
   /** Where Prometheus scrapes /metrics, served by the SDK's exporter (`host:port`); unset, no metrics endpoint. */
@@ -80,6 +86,9 @@ Options (each overrides its environment variable):
   --health-address HOST:PORT      FERRY_HEALTH_ADDRESS   serve GET /healthz and /readyz there (default: off)
   --metrics-address HOST:PORT     FERRY_METRICS_ADDRESS  serve Prometheus /metrics there (default: off)
   --web-ui-url URL                TEMPORAL_UI_URL        the Temporal Web UI, linked from each model's root ConfigMap
+  --replay-check-open             fetch the open runs of ferry-CLUSTER that would replay on this build (all but
+                                  pinned ones) and replay them; exit 0 when all do, 1 when any does not
+  --make-current                  make this version (--worker-versioning on) the deployment's current one and exit
   --replay-check DIR              replay every history in DIR (*.json, as \`temporal workflow show --output json\`
                                   writes them) on this build's workflows and exit: 0 when all replay, 1 when any
                                   does not, 2 when DIR holds none; connects to nothing
@@ -127,6 +136,8 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | Repl
         'metrics-address': { type: 'string' },
         'web-ui-url': { type: 'string' },
         'replay-check': { type: 'string' },
+        'replay-check-open': { type: 'boolean' },
+        'make-current': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -176,6 +187,16 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | Repl
   } else if (values['build-id'] !== undefined) {
     problems.push('--build-id names a version of a Worker Deployment: it needs --worker-versioning on');
   }
+  if (values['make-current'] && values['replay-check-open']) {
+    problems.push('--make-current and --replay-check-open are two commands: give one');
+  } else if (values['make-current'] && !versioning && versioningText === 'off') {
+    problems.push('--make-current makes a version of a Worker Deployment current: it needs --worker-versioning on');
+  }
+  const command = values['make-current']
+    ? ('make-current' as const)
+    : values['replay-check-open']
+      ? ('replay-check-open' as const)
+      : undefined;
   const cachedText = values['max-cached-workflows'] ?? env.FERRY_MAX_CACHED_WORKFLOWS ?? String(DEFAULT_MAX_CACHED);
   const maxCachedWorkflows = Number(cachedText);
   if (!/^\d+$/.test(cachedText.trim()) || maxCachedWorkflows < 0) {
@@ -222,6 +243,7 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | Repl
     nexus: nexusText !== 'off',
     watch: watchText !== 'off',
     ...(versioning ? { versioning } : {}),
+    ...(command ? { command } : {}),
     maxCachedWorkflows,
     ...(healthAddress ? { healthAddress } : {}),
     ...(metricsAddress ? { metricsAddress } : {}),

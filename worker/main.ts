@@ -13,6 +13,7 @@ import { createWorker, workflowBundleAt } from './create-worker.js';
 import { startHealthServer, type HealthServer } from './health.js';
 import { JsonLogger } from './logger.js';
 import { DURATION_BUCKETS, DURATION_HISTOGRAMS } from './metrics.js';
+import { runOneShot } from './one-shot.js';
 import { replayCheck, ReplayInputError } from './replay-check.js';
 
 async function main(): Promise<number> {
@@ -30,6 +31,7 @@ async function main(): Promise<number> {
     return 0;
   }
   if ('replayCheck' in config) return await runReplayCheck(config);
+  if (config.command) return await runOneShot({ ...config, command: config.command });
 
   const logger = new JsonLogger(config.logLevel, undefined, { component: 'ferry-worker', cluster: config.cluster });
   Runtime.install({

@@ -6,6 +6,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import proto from '@temporalio/proto';
 import { patchProtobufRoot } from '@temporalio/proto/lib/patch-protobuf-root.js';
+import type { Client } from '@temporalio/client';
 import { Worker, type WorkflowBundleOption } from '@temporalio/worker';
 import { modelEventsSinks } from './model-events.js';
 
@@ -98,6 +99,47 @@ function startedBy(history: History): { workflowType?: string } {
   return { workflowType: started?.workflowType?.name ?? undefined };
 }
 
+/** A history to replay, and what to call it in the report. */
+interface NamedHistory {
+  file: string;
+  workflowId: string;
+  workflowType?: string;
+  history: History;
+}
+
+/**
+ * Replays the open runs on `taskQueue` that would replay on this build at their next workflow task: every run but the
+ * pinned ones (Worker Versioning: a pinned run replays only on its own version, and moves to a new one by
+ * continue-as-new). Fetched from Temporal; one outcome per run, and how many pinned runs were left out.
+ */
+export async function replayOpenRuns(
+  client: Client,
+  taskQueue: string,
+  workflowBundle: WorkflowBundleOption,
+): Promise<{ outcomes: ReplayOutcome[]; pinned: number }> {
+  const open = `TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`;
+  // Pinned runs, by the search attribute the server keeps (an unversioned run has none).
+  const pinnedRuns = new Set<string>();
+  for await (const run of client.workflow.list({
+    query: `${open} AND TemporalWorkflowVersioningBehavior = 'Pinned'`,
+  })) {
+    pinnedRuns.add(run.runId);
+  }
+  const histories: NamedHistory[] = [];
+  for await (const run of client.workflow.list({ query: open })) {
+    if (pinnedRuns.has(run.runId)) continue;
+    const history = await client.workflow.getHandle(run.workflowId, run.runId).fetchHistory();
+    histories.push({
+      file: `${run.workflowId} (run ${run.runId})`,
+      workflowId: run.workflowId,
+      history,
+      workflowType: run.type,
+    });
+  }
+  const pinned = pinnedRuns.size;
+  return { outcomes: await replayAll(histories, workflowBundle), pinned };
+}
+
 /** Replays every `*.json` history in `dir`; one outcome per file, in file order. */
 export async function replayCheck(dir: string, workflowBundle: WorkflowBundleOption): Promise<ReplayOutcome[]> {
   let files: string[];
@@ -113,6 +155,10 @@ export async function replayCheck(dir: string, workflowBundle: WorkflowBundleOpt
     const history = parseHistoryFile(readFileSync(join(dir, file), 'utf8'), file);
     return { file, workflowId: file.replace(/\.json$/, ''), history, ...startedBy(history) };
   });
+  return await replayAll(histories, workflowBundle);
+}
+
+async function replayAll(histories: NamedHistory[], workflowBundle: WorkflowBundleOption): Promise<ReplayOutcome[]> {
   const outcomes: ReplayOutcome[] = [];
   const sinks = modelEventsSinks({ logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} } });
   const results = Worker.runReplayHistories({ workflowBundle, sinks }, histories);

@@ -184,3 +184,33 @@ export function keepVersion(
     },
   };
 }
+
+/**
+ * `ferry-worker --make-current`: makes this version the deployment's current one, waiting (up to `timeoutMs`) for the
+ * server to know it — it does once one of its workers has polled. Throws with the server's last answer on timeout.
+ */
+export async function makeCurrent(
+  client: Client,
+  namespace: string,
+  versioning: Versioning,
+  timeoutMs = 300_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await client.workflowService.setWorkerDeploymentCurrentVersion({
+        namespace,
+        ...versioning,
+        identity: `ferry-worker --make-current ${versioning.buildId}`,
+      });
+      return;
+    } catch (err) {
+      if (Date.now() > deadline) {
+        throw new Error(
+          `${versioning.deploymentName} version ${versioning.buildId} could not be made current in ${Math.round(timeoutMs / 1000)} s (is a worker of it running?): ${(err as Error).message}`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, SOON_MS));
+    }
+  }
+}

@@ -111,6 +111,29 @@ export function runFerry(args: string[], env?: Record<string, string>): Promise<
   });
 }
 
+/** `ferry-worker …args` from the sources, one of its one-shot commands (`--make-current`, `--replay-check-open`). */
+export function runWorkerCommand(args: string[]): Promise<FerryRun> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', join(repoRoot, 'worker', 'main.ts'), ...args],
+      {
+        cwd: repoRoot,
+        env: {
+          ...process.env,
+          HOME: mkdtempSync(join(tmpdir(), 'ferry-home-')),
+          TEMPORAL_ADDRESS: readLocalEnv().TEMPORAL_ADDRESS,
+        },
+        timeout: 300_000,
+      },
+      (err, stdout, stderr) => {
+        if (err && typeof err.code !== 'number') reject(err instanceof Error ? err : new Error(err.message));
+        else resolve({ code: err ? (err.code as number) : 0, stdout, stderr });
+      },
+    );
+  });
+}
+
 export interface FerryProcess {
   child: ChildProcess;
   /** Everything printed so far. */

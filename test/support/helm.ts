@@ -41,6 +41,8 @@ export interface ChartRelease {
   valuesFiles?: string[];
   /** Values given last (on stdin), over the files. */
   values?: object;
+  /** Render as `helm upgrade` would (its pre-upgrade hooks too). */
+  upgrade?: boolean;
 }
 
 function templateArgs({
@@ -48,9 +50,19 @@ function templateArgs({
   namespace = 'ferry-system',
   valuesFiles = [],
   values,
+  upgrade = false,
 }: ChartRelease) {
   const files = valuesFiles.flatMap((f) => ['--values', f.startsWith('/') ? f : join(chartDir, f)]);
-  return ['template', release, chartDir, '--namespace', namespace, ...files, ...(values ? ['--values', '-'] : [])];
+  return [
+    'template',
+    release,
+    chartDir,
+    '--namespace',
+    namespace,
+    ...files,
+    ...(values ? ['--values', '-'] : []),
+    ...(upgrade ? ['--is-upgrade'] : []),
+  ];
 }
 
 /** `helm template`'s output, as text; throws with helm's message when it refuses the values. */

@@ -68,6 +68,19 @@ describe('worker configuration', () => {
     expect(() => config(['--build-id', '1.0.0'], {})).toThrow(/needs --worker-versioning on/);
   });
 
+  it('takes the one-shot commands: the replay gate over the open runs, and making a version current', () => {
+    expect(config([], {})).not.toHaveProperty('command');
+    expect(config(['--replay-check-open'], {}).command).toBe('replay-check-open');
+    expect(config(['--make-current', '--worker-versioning', 'on', '--build-id', '0.2.0-a'], {})).toMatchObject({
+      command: 'make-current',
+      versioning: { buildId: '0.2.0-a' },
+    });
+    expect(() => config(['--make-current'], {})).toThrow(/--make-current .* needs --worker-versioning on/);
+    expect(() => config(['--make-current', '--replay-check-open', '--worker-versioning', 'on'], {})).toThrow(
+      /two commands: give one/,
+    );
+  });
+
   it('serves probes and metrics only where told, on a host:port it checks', () => {
     expect(config([], {})).not.toHaveProperty('healthAddress');
     expect(config([], {})).not.toHaveProperty('metricsAddress');

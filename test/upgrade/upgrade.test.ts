@@ -16,7 +16,7 @@ import {
   uniqueCluster,
   type WorkerProcess,
 } from '../support/e2e.js';
-import { runFerry, writeDoc } from '../support/ferry-worker.js';
+import { runFerry, runWorkerCommand, writeDoc } from '../support/ferry-worker.js';
 import { RESTRICTED, useNamespace } from '../support/fixtures.js';
 import { waitFor } from '../support/kube.js';
 import { readLocalEnv } from '../support/local-env.js';
@@ -111,6 +111,11 @@ describe(`upgrading the worker from ${PREVIOUS.tag}`, { timeout: 900_000 }, () =
       await phaseIs('downloading', 'Downloading');
       const pods = { ready: await engineUids('ready'), degraded: await engineUids('degraded') };
       expect(pods.ready).toHaveLength(1);
+
+      // The replay gate, before the upgrade: this checkout's code replays the previous release's open runs.
+      const gate = await runWorkerCommand(['--cluster', cluster, '--replay-check-open']);
+      expect(gate.stdout).toMatch(/^3 replayed, 0 failed$/m);
+      expect(gate.code).toBe(0);
 
       // The upgrade: the previous worker drains and exits; this checkout's starts.
       expect(await previous.stop()).toBe(0);

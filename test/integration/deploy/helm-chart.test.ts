@@ -4,6 +4,7 @@ import type {
   KubernetesObject,
   V1Deployment,
   V1EnvVar,
+  V1Job,
   V1PodDisruptionBudget,
   V1PolicyRule,
   V1Role,
@@ -327,7 +328,8 @@ describe('the Temporal credentials', () => {
 
 describe('every option', () => {
   const objects = renderChart({ valuesFiles: [FULL] });
-  const deployment = only<V1Deployment>(objects, 'Deployment', 'ferry-gpu-west');
+  // With Worker Versioning on, each version is a Deployment named after its build ID: this release's.
+  const deployment = only<V1Deployment>(objects, 'Deployment', 'ferry-gpu-west-0-2-0-1a2b3c4d5e6f');
   const pod = deployment.spec!.template;
   const container = containerOf(deployment);
 
@@ -339,6 +341,8 @@ describe('every option', () => {
       FERRY_SHUTDOWN_GRACE: '55s',
       FERRY_HEALTH_ADDRESS: ':8081',
       FERRY_METRICS_ADDRESS: ':9465',
+      FERRY_WORKER_VERSIONING: 'on',
+      FERRY_BUILD_ID: '0.2.0-1a2b3c4d5e6f',
       TEMPORAL_ADDRESS: 'my-ns.a1b2c.tmprl.cloud:7233',
       TEMPORAL_NAMESPACE: 'my-ns.a1b2c',
       TEMPORAL_UI_URL: 'https://cloud.temporal.io',
@@ -403,9 +407,12 @@ describe('every option', () => {
   });
 
   it('sets minAvailable instead of maxUnavailable, a percentage, or no PodDisruptionBudget', () => {
+    // Over every version's pods (the Deployments add their build's label to the selector).
+    const { 'ferry.dev/worker-build': build, ...allVersions } = deployment.spec!.selector.matchLabels!;
+    expect(build).toBe('0-2-0-1a2b3c4d5e6f');
     expect(only<V1PodDisruptionBudget>(objects, 'PodDisruptionBudget').spec).toEqual({
       minAvailable: 1,
-      selector: { matchLabels: deployment.spec?.selector.matchLabels },
+      selector: { matchLabels: allVersions },
     });
     const percent = renderChart({ values: { podDisruptionBudget: { maxUnavailable: '50%' } } });
     expect(only<V1PodDisruptionBudget>(percent, 'PodDisruptionBudget').spec?.maxUnavailable).toBe('50%');
@@ -440,6 +447,72 @@ describe('every option', () => {
       'extraEnv sets FERRY_CLUSTER, which the chart sets from cluster: set that value instead',
     );
     expect(chartRefusal({ values: { healthPort: 9464 } })).toContain('healthPort and metrics.port are both 9464');
+  });
+});
+
+describe('upgrades (docs/upgrading.md)', () => {
+  const versioned = { versioning: { enabled: true }, image: { tag: '0.2.0' } };
+  const jobOf = (objects: KubernetesObject[], name: string) => only<V1Job>(objects, 'Job', `ferry-worker-${name}`);
+
+  it('checks before an upgrade that the open runs replay on the new image, and not at install', () => {
+    expect(kinds(renderChart())).not.toContain('Job');
+    const job = jobOf(renderChart({ upgrade: true, values: { image: { tag: '0.2.0' } } }), 'replay-check');
+    expect(job.metadata?.annotations).toMatchObject({ 'helm.sh/hook': 'pre-upgrade' });
+    const container = job.spec!.template.spec!.containers[0]!;
+    expect(container).toMatchObject({ image: 'ferry-worker:0.2.0', args: ['--replay-check-open'] });
+    expect(Object.fromEntries((container.env ?? []).map((e) => [e.name, e.value]))).toMatchObject({
+      FERRY_CLUSTER: 'default',
+      TEMPORAL_ADDRESS: 'temporal-frontend.temporal.svc:7233',
+    });
+    expect(job.spec).toMatchObject({ backoffLimit: 0, template: { spec: { restartPolicy: 'Never' } } });
+    expect(kinds(renderChart({ upgrade: true, values: { replayCheck: { enabled: false } } }))).not.toContain('Job');
+  });
+
+  it('runs each version of the worker as a Deployment of its own, the kept ones beside the new one', () => {
+    const objects = renderChart({
+      values: { ...versioned, versioning: { enabled: true, keep: [{ buildId: '0.1.0+abc', imageTag: '0.1.0' }] } },
+    });
+    const [current, kept] = [
+      only<V1Deployment>(objects, 'Deployment', 'ferry-worker-0-2-0'),
+      only<V1Deployment>(objects, 'Deployment', 'ferry-worker-0-1-0-abc'),
+    ];
+    expect(containerOf(current).image).toBe('ferry-worker:0.2.0');
+    expect(valuesOf(current)).toMatchObject({ FERRY_WORKER_VERSIONING: 'on', FERRY_BUILD_ID: '0.2.0' });
+    expect(containerOf(kept).image).toBe('ferry-worker:0.1.0');
+    expect(valuesOf(kept)).toMatchObject({ FERRY_WORKER_VERSIONING: 'on', FERRY_BUILD_ID: '0.1.0+abc' });
+    // Each selects its own pods only; the PodDisruptionBudget and the metrics Service cover both.
+    expect(current.spec!.selector.matchLabels).toMatchObject({ 'ferry.dev/worker-build': '0-2-0' });
+    expect(kept.spec!.selector.matchLabels).toMatchObject({ 'ferry.dev/worker-build': '0-1-0-abc' });
+    expect(current.spec!.template.metadata!.labels).toMatchObject({ 'ferry.dev/worker-build': '0-2-0' });
+    const pdb = only<V1PodDisruptionBudget>(objects, 'PodDisruptionBudget');
+    expect(pdb.spec!.selector!.matchLabels).not.toHaveProperty('ferry.dev/worker-build');
+    // After install or upgrade, the new version is made current.
+    const made = jobOf(objects, 'make-current');
+    expect(made.metadata?.annotations).toMatchObject({ 'helm.sh/hook': 'post-install,post-upgrade' });
+    const container = made.spec!.template.spec!.containers[0]!;
+    expect(container.args).toEqual(['--make-current']);
+    expect(Object.fromEntries((container.env ?? []).map((e) => [e.name, e.value]))).toMatchObject({
+      FERRY_WORKER_VERSIONING: 'on',
+      FERRY_BUILD_ID: '0.2.0',
+    });
+  });
+
+  it('names the build ID after versioning.buildId when set, and refuses a version kept twice or without versioning', () => {
+    const objects = renderChart({ values: { versioning: { enabled: true, buildId: '0.2.0-1a2b3c' } } });
+    expect(valuesOf(only<V1Deployment>(objects, 'Deployment', 'ferry-worker-0-2-0-1a2b3c'))).toMatchObject({
+      FERRY_BUILD_ID: '0.2.0-1a2b3c',
+    });
+    expect(
+      chartRefusal({
+        values: { ...versioned, versioning: { enabled: true, keep: [{ buildId: '0.2.0', imageTag: 'x' }] } },
+      }),
+    ).toContain("versioning.keep: build ID 0.2.0 is this release's or another kept one's");
+    expect(chartRefusal({ values: { versioning: { keep: [{ buildId: '0.1.0', imageTag: '0.1.0' }] } } })).toContain(
+      'versioning.keep lists versions of a Worker Deployment: it needs versioning.enabled=true',
+    );
+    expect(chartRefusal({ values: { extraEnv: [{ name: 'FERRY_BUILD_ID', value: 'x' }] } })).toContain(
+      'extraEnv sets FERRY_BUILD_ID, which the chart sets from versioning.buildId',
+    );
   });
 });
 

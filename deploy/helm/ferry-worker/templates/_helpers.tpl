@@ -47,6 +47,77 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
+{{/* This release's build ID (Worker Versioning): versioning.buildId, else the image tag, else the appVersion. */}}
+{{- define "ferry-worker.buildId" -}}
+{{- default (default .Chart.AppVersion .Values.image.tag) .Values.versioning.buildId }}
+{{- end }}
+
+{{/* A build ID as a label value or a name's part: lowercase letters, digits, "-" (and at most 40 of them). */}}
+{{- define "ferry-worker.labelSafe" -}}
+{{- regexReplaceAll "[^a-z0-9-]" (lower .) "-" | trunc 40 | trimAll "-" }}
+{{- end }}
+
+{{/* The Deployment of one version: the objects' name and the build ID. Takes (list root buildId). */}}
+{{- define "ferry-worker.versionName" -}}
+{{- $root := index . 0 }}
+{{- printf "%s-%s" (include "ferry-worker.fullname" $root | trunc 22 | trimSuffix "-") (include "ferry-worker.labelSafe" (index . 1)) }}
+{{- end }}
+
+{{/* Temporal's variables, for the worker and for the hook Jobs. */}}
+{{- define "ferry-worker.temporalEnv" -}}
+{{- $tls := .Values.temporal.tls }}
+{{- $tlsDir := include "ferry-worker.tlsDir" . }}
+- name: TEMPORAL_ADDRESS
+  value: {{ .Values.temporal.address | quote }}
+- name: TEMPORAL_NAMESPACE
+  value: {{ .Values.temporal.namespace | quote }}
+{{- with .Values.temporal.apiKey.secretName }}
+- name: TEMPORAL_API_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $.Values.temporal.apiKey.key }}
+{{- end }}
+{{- if $tls.enabled }}
+- name: TEMPORAL_TLS
+  value: 'true'
+{{- end }}
+{{- if and $tls.enabled $tls.secretName $tls.clientCertKey }}
+- name: TEMPORAL_TLS_CLIENT_CERT_PATH
+  value: {{ $tlsDir }}/client.crt
+- name: TEMPORAL_TLS_CLIENT_KEY_PATH
+  value: {{ $tlsDir }}/client.key
+{{- end }}
+{{- if and $tls.enabled $tls.secretName $tls.serverCAKey }}
+- name: TEMPORAL_TLS_SERVER_CA_CERT_PATH
+  value: {{ $tlsDir }}/ca.crt
+{{- end }}
+{{- with $tls.serverName }}
+- name: TEMPORAL_TLS_SERVER_NAME
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The TLS Secret's volume: only the keys named in values, under fixed names, readable by owner and group only. */}}
+{{- define "ferry-worker.tlsVolume" -}}
+{{- $tls := .Values.temporal.tls }}
+- name: temporal-tls
+  secret:
+    secretName: {{ $tls.secretName }}
+    defaultMode: 288 # 0440
+    items:
+      {{- if $tls.clientCertKey }}
+      - key: {{ $tls.clientCertKey }}
+        path: client.crt
+      - key: {{ $tls.clientKeyKey }}
+        path: client.key
+      {{- end }}
+      {{- if $tls.serverCAKey }}
+      - key: {{ $tls.serverCAKey }}
+        path: ca.crt
+      {{- end }}
+{{- end }}
+
 {{/* Where the TLS Secret's files are mounted. */}}
 {{- define "ferry-worker.tlsDir" -}}
 /etc/ferry/temporal-tls
@@ -90,7 +161,22 @@ Checks of values that values.schema.json cannot word clearly: combinations. Each
   "TEMPORAL_TLS_CLIENT_CERT_PATH" "temporal.tls.clientCertKey"
   "TEMPORAL_TLS_CLIENT_KEY_PATH" "temporal.tls.clientKeyKey"
   "TEMPORAL_TLS_SERVER_CA_CERT_PATH" "temporal.tls.serverCAKey"
-  "TEMPORAL_TLS_SERVER_NAME" "temporal.tls.serverName" }}
+  "TEMPORAL_TLS_SERVER_NAME" "temporal.tls.serverName"
+  "FERRY_WORKER_VERSIONING" "versioning.enabled"
+  "FERRY_BUILD_ID" "versioning.buildId" }}
+{{- if .Values.versioning.enabled }}
+{{- $current := include "ferry-worker.buildId" . }}
+{{- $names := dict (include "ferry-worker.labelSafe" $current) $current }}
+{{- range .Values.versioning.keep }}
+{{- $safe := include "ferry-worker.labelSafe" .buildId }}
+{{- if hasKey $names $safe }}
+{{- fail (printf "versioning.keep: build ID %s is this release's or another kept one's (as a name: %s): keep each older version once" .buildId $safe) }}
+{{- end }}
+{{- $_ := set $names $safe .buildId }}
+{{- end }}
+{{- else if .Values.versioning.keep }}
+{{- fail "versioning.keep lists versions of a Worker Deployment: it needs versioning.enabled=true" }}
+{{- end }}
 {{- range .Values.extraEnv }}
 {{- if hasKey $owned .name }}
 {{- fail (printf "extraEnv sets %s, which the chart sets from %s: set that value instead" .name (get $owned .name)) }}
