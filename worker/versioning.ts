@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
+import proto from '@temporalio/proto';
 import type { Logger } from '@temporalio/worker';
 import { modelChangedSignal } from '../workflows/contract/index.js';
 
@@ -63,16 +64,22 @@ function buildIdFromCheckout(root: string): string | undefined {
 
 /** How often the keeper looks at the deployment (and, when this version is current, for runs pinned elsewhere). */
 const KEEPER_INTERVAL_MS = 30_000;
-/** A new current version reaches the task queue's partitions in a few seconds; a run woken before that stays put. */
+/**
+ * A new current version reaches the task queue's partitions in a few seconds, which the server reports; one that does
+ * not report it is given this long.
+ */
 const PROPAGATION_MS = 10_000;
 /** Until the server knows the deployment (its first poll), the keeper looks this often. */
 const SOON_MS = 1_000;
+/** A run still pinned elsewhere this long after its wake (busy in a step, or woken too early) is woken again. */
+const REWAKE_AFTER_MS = 30_000;
 /** Runs woken per round: a large fleet moves over a few rounds instead of in one burst of workflow tasks. */
 const WAKES_PER_ROUND = 200;
 
 export interface KeeperOptions {
   intervalMs?: number;
   propagationMs?: number;
+  rewakeAfterMs?: number;
 }
 
 export interface VersionKeeper {
@@ -102,6 +109,8 @@ export function keepVersion(
   const { deploymentName, buildId } = versioning;
   const interval = options.intervalMs ?? KEEPER_INTERVAL_MS;
   const propagation = options.propagationMs ?? PROPAGATION_MS;
+  const rewakeAfter = options.rewakeAfterMs ?? REWAKE_AFTER_MS;
+  const recentlyWoken = new Map<string, number>();
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
   let current = true;
@@ -133,17 +142,39 @@ export function keepVersion(
     current = currentBuildId === buildId;
     known();
     if (!current) return true;
+    // A run woken before the new routing reaches its task queue's partitions does not see the change: it looks, on
+    // the old version. The server says when it has propagated, and a little time more is given (seen on the dev
+    // server: a run woken 3 s after the change, propagation reported complete, still did not see it).
     const changedAt = Number(routing?.currentVersionChangedTime?.seconds ?? 0) * 1000;
-    if (Date.now() - changedAt < propagation) return true;
+    const state = described.workerDeploymentInfo?.routingConfigUpdateState;
+    const propagated =
+      (!state ||
+        state === proto.temporal.api.enums.v1.RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED) &&
+      Date.now() - changedAt >= propagation;
+    if (!propagated) return true;
     const query =
       `WorkflowType = 'ServeModelWorkflow' AND ExecutionStatus = 'Running' AND ` +
       `TemporalWorkerDeployment = '${deploymentName}' AND ` +
       `TemporalWorkerDeploymentVersion != '${deploymentName}:${buildId}'`;
     let woken = 0;
+    const now = Date.now();
+    for (const [runId, at] of recentlyWoken) if (now - at > rewakeAfter) recentlyWoken.delete(runId);
     for await (const run of client.workflow.list({ query })) {
       if (stopped || woken >= WAKES_PER_ROUND) break;
-      await client.workflow
-        .getHandle(run.workflowId, run.runId)
+      // Visibility lags: a run woken a moment ago may still be listed, and a run that has just moved may be listed
+      // with the search attributes its predecessor passed on. Its own description says where it is pinned.
+      if (recentlyWoken.has(run.runId)) continue;
+      const handle = client.workflow.getHandle(run.workflowId, run.runId);
+      const info = await handle.describe().then(
+        (d) => d.raw.workflowExecutionInfo?.versioningInfo,
+        () => undefined,
+      );
+      const pinnedElsewhere =
+        info?.behavior === proto.temporal.api.enums.v1.VersioningBehavior.VERSIONING_BEHAVIOR_PINNED &&
+        info.deploymentVersion?.buildId !== buildId;
+      if (!pinnedElsewhere) continue;
+      recentlyWoken.set(run.runId, now);
+      await handle
         .signal(modelChangedSignal, { objects: [] })
         .then(() => woken++)
         .catch(() => undefined); // ended meanwhile

@@ -1,7 +1,8 @@
 // Upgrading the worker under live models (docs/upgrading.md): the previous release's worker serves three models — one
 // Ready, one Degraded, one in the middle of its download — then stops, and this checkout's worker takes them over.
 // It must replay every history (no workflow task failure, no nondeterminism), leave the engine pods alone, finish the
-// download, and then update, repair and delete the models. Run twice: the new worker unversioned (the default), and
+// download, and then update and repair the models; unversioned, the previous release then takes them back (a
+// downgrade) and deletes them. Run twice: the new worker unversioned (the default), and
 // with Worker Versioning on (the move from an unversioned worker to a Worker Deployment). Real: the previous
 // release's code from git, both worker processes, Temporal, the control plane; simulated: KWOK pods, the engine
 // stand-in and the download (docs: what is simulated).
@@ -148,6 +149,16 @@ describe(`upgrading the worker from ${PREVIOUS.tag}`, { timeout: 900_000 }, () =
         );
         expect(await status(name)).toMatchObject({ phase: 'Ready', observedGeneration: 2 });
       }
+
+      // A downgrade, unversioned: the previous release's worker takes the models back, replays what this checkout's
+      // wrote, and tears them down. (With versioning, going back to a release without it is not tested.)
+      let last = current;
+      if (versioning === 'off') {
+        expect(await current.stop()).toBe(0);
+        last = await startWorkerProcess(cluster, undefined, {}, previousReleaseWorker());
+        workers.push(last);
+        for (const name of ['ready', 'degraded', 'downloading']) expect((await status(name)).phase).toBe('Ready');
+      }
       for (const name of ['ready', 'degraded', 'downloading']) {
         expectOk(
           await runFerry(['delete', name, '-n', kube.ns, '--cluster', cluster, '--wait']),
@@ -166,6 +177,7 @@ describe(`upgrading the worker from ${PREVIOUS.tag}`, { timeout: 900_000 }, () =
         await connection.close();
       }
       expect(current.log()).not.toMatch(/[Nn]ondeterminism/);
+      expect(last.log()).not.toMatch(/[Nn]ondeterminism/);
       if (versioning === 'on') expect(current.log()).toContain('made this version current');
     },
   );

@@ -54,7 +54,6 @@ async function startVersion(deploymentName: string, taskQueue: string, buildId: 
   const running = worker.run();
   const keeper = keepVersion(harness.client, 'default', { deploymentName, buildId }, QUIET, {
     intervalMs: 500,
-    propagationMs: 3_000,
   });
   const stop = async () => {
     keeper.stop();
@@ -106,7 +105,7 @@ describe('Worker Versioning', () => {
     expect(made.code).toBe(0);
 
     // The new version's keeper wakes the run pinned to the old one; the run continues as new onto the new version.
-    await expect.poll(() => pinnedTo(handle), { timeout: 30_000, interval: 250 }).toBe('0.2.0-bbbb');
+    await expect.poll(() => pinnedTo(handle), { timeout: 60_000, interval: 250 }).toBe('0.2.0-bbbb');
     const moved = await handle.describe();
     expect(moved.runId).not.toBe(started.firstExecutionRunId);
     expect(await handle.query(statusQuery)).toMatchObject({
@@ -115,20 +114,21 @@ describe('Worker Versioning', () => {
       endpoint: ready.endpoint,
       startedAt: ready.startedAt,
     });
-    // No activity ran for the move: no engine touched, nothing looked at.
-    expect(stub.names()).toEqual(callsBefore);
-
-    // What the move cost in history: the old run's events from the wake on, and the new run's so far.
     const oldEvents = (
       await harness.client.workflow.getHandle(started.workflowId, started.firstExecutionRunId).fetchHistory()
     ).events!;
+    const newEvents = (await handle.fetchHistory()).events!;
+    const types = `old run ${oldEvents.map((e) => e.eventType).join(',')}; new run ${newEvents.map((e) => e.eventType).join(',')}`;
+    // No activity ran for the move: no engine touched, nothing looked at.
+    expect(stub.names(), types).toEqual(callsBefore);
+
+    // What the move cost in history: the old run's events from the wake on, and the new run's so far.
     const wake = oldEvents.findIndex((e) => e.workflowExecutionSignaledEventAttributes);
     expect(wake).toBeGreaterThan(0);
     expect(oldEvents.at(-1)?.workflowExecutionContinuedAsNewEventAttributes).toBeTruthy();
-    const newEvents = (await handle.fetchHistory()).events!;
     // The old run: the wake's task and the continue-as-new; the new run: its start, first task and safety-net timer.
     // No patch marker and no search attribute written: the run is pinned, and continue-as-new copied them.
-    expect(oldEvents.length - wake + newEvents.length).toBeLessThanOrEqual(10);
+    expect(oldEvents.length - wake + newEvents.length, types).toBeLessThanOrEqual(10);
     expect(
       newEvents.filter((e) => e.markerRecordedEventAttributes ?? e.upsertWorkflowSearchAttributesEventAttributes),
     ).toEqual([]);
