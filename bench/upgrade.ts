@@ -146,7 +146,7 @@ try {
       max: perModel.at(-1),
     },
     secondsUntilEveryRunMoved: movedInSeconds,
-    note: 'a run moves at its next workflow task: the new version wakes runs pinned to older ones every 30 s, from 10 s after the switch',
+    note: 'a run moves at its next workflow task: the new version wakes runs pinned to older ones every 30 s, once the server reports the switch propagated and 10 s have passed',
   };
   console.log(JSON.stringify(result, null, 2));
 } catch (err) {
