@@ -3,13 +3,18 @@
 // pods the upgrade replaced (the bar: 0), the history events each model's move cost (the bar: ≤ 10; the old run's
 // events from the switch on, and the new run's), and how long until every run was on v2.
 //
-//   npm run bench:upgrade -- [--models 50] [--parallel 10]
+//   npm run bench:upgrade -- [--models 50] [--parallel 10] [--deadline 600]
+//
+// Progress goes to stderr every 20 s (which models are not Ready yet, and why; where each run is pinned). Past
+// --deadline seconds, or on Ctrl-C or SIGTERM, it stops, prints what it saw and the workers' logs, and cleans up.
 //
 // Real: Temporal's dev server (Worker Deployments), the API server and controllers, both worker processes (the
 // compiled worker, dist/). Simulated: KWOK pods and the engine stand-in.
 import { parseArgs } from 'node:util';
 import { CoreV1Api } from '@kubernetes/client-node';
+import proto from '@temporalio/proto';
 import { workflowIdFor } from '../workflows/contract/index.js';
+import { getModelStatus } from '../client/model-status.js';
 import { serveModel } from '../client/serve-model.js';
 import {
   adminKubeConfig,
@@ -33,9 +38,11 @@ const { values } = parseArgs({
   options: {
     models: { type: 'string', default: '50' },
     parallel: { type: 'string', default: '10' },
+    deadline: { type: 'string', default: '1800' },
   },
 });
 const models = Number(values.models);
+const deadlineMs = 1000 * Number(values.deadline);
 
 const kc = adminKubeConfig();
 const core = kc.makeApiClient(CoreV1Api);
@@ -46,7 +53,12 @@ const deploymentName = `ferry-${cluster}`;
 const names = Array.from({ length: models }, (_, i) => `m${String(i).padStart(3, '0')}`);
 const handles = names.map((name) => client.workflow.getHandle(workflowIdFor({ cluster, namespace, name })));
 const log = (msg: string) => process.stderr.write(`[bench] ${new Date().toISOString()} ${msg}\n`);
-const version = (buildId: string) => ({ FERRY_WORKER_VERSIONING: 'on', FERRY_BUILD_ID: buildId });
+// At INFO: the keeper's lines (made current, woke runs) are in the report of a run that stops early.
+const version = (buildId: string) => ({
+  FERRY_WORKER_VERSIONING: 'on',
+  FERRY_BUILD_ID: buildId,
+  FERRY_LOG_LEVEL: 'INFO',
+});
 
 const extraNodes = await ensureGpuNodes(kc, models);
 await createNamespace(kc, namespace);
@@ -68,7 +80,74 @@ async function engineUids(): Promise<Set<string>> {
   return new Set(pods.items.filter((p) => !p.metadata?.deletionTimestamp).map((p) => p.metadata!.uid!));
 }
 
-try {
+/** What the benchmark is waiting for, for the progress lines. */
+let stage: 'v1' | 'serving' | 'v2' | 'moving' | 'measuring' = 'v1';
+const readyModels = new Set<string>();
+
+/** One progress line: the models not Ready yet and why, or where each run is pinned, and the deployment's routing. */
+async function progress(): Promise<string> {
+  const deployment = await client.workflowService
+    .describeWorkerDeployment({ namespace: 'default', deploymentName })
+    .then((d) => {
+      const info = d.workerDeploymentInfo;
+      const versions = (info?.versionSummaries ?? []).map((v) => v.deploymentVersion?.buildId).join(',');
+      return `deployment current=${info?.routingConfig?.currentDeploymentVersion?.buildId ?? 'none'} versions=${versions} routing=${proto.temporal.api.enums.v1.RoutingConfigUpdateState[info?.routingConfigUpdateState ?? 0]}`;
+    })
+    .catch((err: Error) => `deployment: ${err.message}`);
+  if (stage === 'serving') {
+    const waiting = await Promise.all(
+      names
+        .filter((name) => !readyModels.has(name))
+        .slice(0, 5)
+        .map(async (name) => {
+          const status = await getModelStatus(client, { cluster, namespace, name }).catch((err: Error) => err);
+          if (status instanceof Error) return `${name}: ${status.message}`;
+          const step = status.timeline.at(-1);
+          const why =
+            status.waiting?.message ?? status.lastError?.message ?? (step && `${step.step} ${step.detail ?? ''}`);
+          return `${name} ${status.phase} ${why ?? ''}`.trim();
+        }),
+    );
+    return `${readyModels.size}/${models} Ready; ${waiting.join('; ')}; ${deployment}`;
+  }
+  if (stage === 'moving') return `pinned ${JSON.stringify([...(await pinnedVersions())])}; ${deployment}`;
+  return `${stage}; ${deployment}`;
+}
+
+let cleaned: Promise<void> | undefined;
+/** Deletes the models (their GPUs!), the namespace and nodes, and stops the workers; once, also on Ctrl-C. */
+function cleanUp(): Promise<void> {
+  cleaned ??= (async () => {
+    log('deleting the models');
+    await deleteModels(
+      client,
+      names.map((name) => ({ cluster, namespace, name })),
+    );
+    await deleteNamespace(kc, namespace);
+    await removeGpuNodes(kc, extraNodes);
+    for (const worker of workers) await worker.stop();
+    await client.connection.close();
+  })();
+  return cleaned;
+}
+
+/** Why it stopped early: what it was waiting for, and the end of each worker's log. */
+async function report(reason: string): Promise<void> {
+  log(`${reason}; ${await progress().catch((err: Error) => err.message)}`);
+  for (const [i, worker] of workers.entries()) {
+    process.stderr.write(`--- the end of worker v${i + 1}'s log\n${worker.log().slice(-4000)}\n`);
+  }
+}
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    void report(signal)
+      .then(cleanUp)
+      .finally(() => process.exit(130));
+  });
+}
+
+async function run(): Promise<Record<string, unknown>> {
   workers.push(await startWorker(cluster, localEnv().KUBECONFIG, version('bench-v1')));
   // v1's keeper makes it current: the deployment had none.
   for (let tries = 0; ; tries++) {
@@ -79,11 +158,12 @@ try {
     if (tries > 120) throw new Error('v1 was not made current within 60 s');
     await sleep(500);
   }
+  stage = 'serving';
   const setupStart = Date.now();
-  let ready = 0;
   await inParallel(names, Number(values.parallel), async (name) => {
     await serveModel(client, instantModel(name, namespace, cluster), { wait: true, timeoutMs: 10 * 60_000 });
-    if (++ready % 25 === 0 || ready === models) log(`${ready}/${models} Ready on v1`);
+    readyModels.add(name);
+    if (readyModels.size % 25 === 0 || readyModels.size === models) log(`${readyModels.size}/${models} Ready on v1`);
   });
   log(`all ${models} Ready in ${Math.round((Date.now() - setupStart) / 1000)} s`);
   const podsBefore = await engineUids();
@@ -91,6 +171,7 @@ try {
     await Promise.all(handles.map(async (h) => [h.workflowId, (await h.describe()).runId] as const)),
   );
 
+  stage = 'v2';
   workers.push(await startWorker(cluster, localEnv().KUBECONFIG, version('bench-v2')));
   const switchedAt = Date.now();
   for (let tries = 0; ; tries++) {
@@ -108,6 +189,7 @@ try {
     await sleep(500);
   }
   log('v2 is current; waiting for every run to move');
+  stage = 'moving';
   let pinned = await pinnedVersions();
   while ((pinned.get('bench-v2') ?? 0) < models) {
     if (Date.now() - switchedAt > 10 * 60_000)
@@ -117,6 +199,7 @@ try {
   }
   const movedInSeconds = Math.round((Date.now() - switchedAt) / 1000);
   log(`every run on v2 in ${movedInSeconds} s; stopping v1`);
+  stage = 'measuring';
   await workers[0]!.stop();
 
   const podsAfter = await engineUids();
@@ -135,7 +218,7 @@ try {
     perModel.push(events);
   });
   perModel.sort((a, b) => a - b);
-  const result = {
+  return {
     machine: machine(),
     config: { models },
     enginePodsBefore: podsBefore.size,
@@ -148,18 +231,25 @@ try {
     secondsUntilEveryRunMoved: movedInSeconds,
     note: 'a run moves at its next workflow task: the new version wakes runs pinned to older ones every 30 s, once the server reports the switch propagated and 10 s have passed',
   };
+}
+
+const ticker = setInterval(() => {
+  void progress().then(log, (err: Error) => log(`progress: ${err.message}`));
+}, 20_000);
+let deadlineTimer: NodeJS.Timeout | undefined;
+const pastDeadline = new Promise<never>((_, reject) => {
+  deadlineTimer = setTimeout(() => reject(new Error(`not done within --deadline ${values.deadline} s`)), deadlineMs);
+});
+try {
+  const result = await Promise.race([run(), pastDeadline]);
   console.log(JSON.stringify(result, null, 2));
 } catch (err) {
-  process.stderr.write(`[bench] failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  await report(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
   process.exitCode = 1;
 } finally {
-  log('deleting the models');
-  await deleteModels(
-    client,
-    names.map((name) => ({ cluster, namespace, name })),
-  );
-  await deleteNamespace(kc, namespace);
-  await removeGpuNodes(kc, extraNodes);
-  for (const worker of workers) await worker.stop();
-  await client.connection.close();
+  clearInterval(ticker);
+  clearTimeout(deadlineTimer);
+  await cleanUp();
 }
+// A run() abandoned at the deadline may still hold a request open.
+process.exit();

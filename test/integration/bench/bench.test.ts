@@ -12,8 +12,11 @@ describe('benchmarks, small slice', { timeout: 300_000 }, () => {
     expect(result.workerRssMiB).toBeGreaterThan(0);
   });
 
-  it('upgrade: three Ready models move to a new worker version with no engine pod replaced, 10 events each', async () => {
-    const result = await bench('upgrade.ts', ['--models', '3']);
+  it('upgrade: three Ready models move to a new worker version with no engine pod replaced, 10 events each', async ({
+    signal,
+  }) => {
+    // Its own deadline, before the test's: a run that stops there says what it was waiting for, in this test's error.
+    const result = await bench('upgrade.ts', ['--models', '3', '--deadline', '240'], signal);
     expect(result).toMatchObject({ config: { models: 3 }, enginePodsBefore: 3, enginePodsReplaced: 0 });
     expect((result.historyEventsPerModel as { max: number }).max).toBeLessThanOrEqual(10);
   });
