@@ -33,6 +33,7 @@ export class FerryMetrics {
   private readonly stepDuration;
   private readonly timeToReady;
   private readonly stepFailures;
+  private readonly refusedChanges;
   private readonly activityFailures;
   private readonly teardownRetries;
   private readonly phaseChanges;
@@ -61,6 +62,11 @@ export class FerryMetrics {
       'ferry_step_failures_total',
       '',
       'Failed attempts of a lifecycle step as the workflow saw them, by step, reason and whether it is retried',
+    );
+    this.refusedChanges = meter.createCounter(
+      'ferry_refused_changes_total',
+      '',
+      'Signalled changes (the update signal) a workflow refused, by change and reason; the model stayed as it was',
     );
     this.activityFailures = meter.createCounter(
       'ferry_activity_failures_total',
@@ -109,6 +115,9 @@ export class FerryMetrics {
           });
           if (event.step === 'teardown' && event.retrying)
             this.teardownRetries.add(1, { reason: reasonLabel(event.reason) });
+          break;
+        case 'changeRefused':
+          this.refusedChanges.add(1, { change: event.change, reason: reasonLabel(event.reason) });
           break;
         case 'phaseChanged':
           this.phaseChanges.add(1, { phase: event.to });

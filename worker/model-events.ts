@@ -99,6 +99,12 @@ function logLine(event: ModelEvent): [Level, string, Record<string, unknown>] {
         `${event.step} failed${event.retrying ? ', retrying' : ''}`,
         { step: event.step, generation: event.generation, reason: event.reason, message: event.message },
       ];
+    case 'changeRefused':
+      return [
+        'warn',
+        `${event.change} signal refused`,
+        { change: event.change, generation: event.generation, reason: event.reason, message: event.message },
+      ];
     case 'phaseChanged':
       return [
         event.to === 'Failed' ? 'error' : event.to === 'Degraded' ? 'warn' : 'info',
@@ -142,6 +148,14 @@ export function kubernetesEvent(event: ModelEvent): ModelEventNote[] {
             },
           ]
         : [];
+    case 'changeRefused':
+      return [
+        {
+          type: 'Warning',
+          reason: 'ChangeRefused',
+          message: `${event.change} by signal refused, generation ${event.generation} stays: ${event.reason}: ${event.message}`,
+        },
+      ];
     case 'phaseChanged': {
       const why = [event.reason, event.message].filter(Boolean).join(': ');
       if (event.to === 'Ready') return [{ type: 'Normal', reason: 'Ready', message: event.message ?? 'Ready' }];

@@ -126,10 +126,15 @@ export class ModelLifecycle extends ModelState {
   }
 
   async delete(request: DeleteModelInput | undefined): Promise<DeleteResult> {
-    this.deletion ??= { reason: request?.reason };
-    this.work.interrupt();
+    this.requestDelete(request);
     await condition(() => this.deleted !== undefined);
     return this.deleted!;
+  }
+
+  /** The main loop ends and tears down; the first delete's reason is kept. */
+  requestDelete(request: DeleteModelInput | undefined): void {
+    this.deletion ??= { reason: request?.reason };
+    this.work.interrupt();
   }
 
   /** Resolves with the status once the wait is decided, or when the run closes (phase-waits.ts). */

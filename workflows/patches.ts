@@ -111,4 +111,13 @@ export const PATCH_LEDGER: readonly PatchEntry[] = [
     introduced: 'v0.1.0',
     retire: BEFORE_0_1_0,
   },
+  {
+    id: 'signalled-changes',
+    module: 'workflows/signalled.ts',
+    state: 'patched',
+    guards:
+      'the update and delete signals change the model (before, they had no handler and were ignored); a start with no spec takes it from its first update signal',
+    introduced: 'v0.2.0',
+    retire: 'when no open run started before v0.2.0 holds an update or delete signal it ignored',
+  },
 ];

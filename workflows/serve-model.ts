@@ -16,6 +16,7 @@ import { patchedUnlessPinned, whenVersioned } from './pinned.js';
 import { resolveOptions } from './activity-options.js';
 import {
   awaitPhaseUpdate,
+  deleteModelSignal,
   deleteModelUpdate,
   failure,
   formatSpecIssues,
@@ -26,6 +27,7 @@ import {
   specQuery,
   statusQuery,
   UNSUPPORTED_INPUT,
+  updateModelSignal,
   updateModelUpdate,
   type AwaitPhaseInput,
   type FinalStatus,
@@ -36,9 +38,13 @@ import {
 import { withAcceptedDefaults } from './accepted-defaults.js';
 import { ModelLifecycle } from './lifecycle.js';
 import { validateAwaitPhase } from './phase-waits.js';
+import { SignalledChanges, withSignalledSpec } from './signalled.js';
 
-export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalStatus> {
+export async function ServeModelWorkflow(started: ServeModelInput): Promise<FinalStatus> {
+  const { input, later } = await withSignalledSpec(started);
   const model = new ModelLifecycle(checkedSpec(input), input, resolveOptions(input.options));
+  const signalled = new SignalledChanges(model);
+  for (const update of later) void signalled.update(update);
 
   setHandler(statusQuery, () => model.status, {
     description: 'The full status: phase, conditions, endpoint, replicas, last error, timeline, download progress',
@@ -58,6 +64,13 @@ export async function ServeModelWorkflow(input: ServeModelInput): Promise<FinalS
   });
   setHandler(deleteModelUpdate, (request) => model.delete(request), {
     description: 'Tear the model down; returns what was deleted and retained',
+  });
+  setHandler(updateModelSignal, (update) => signalled.update(update), {
+    description:
+      'Change the spec, for clients that can only signal: applied like the update Update, or refused and the reason shown in status (lastError, the timeline); input { spec: <ServedModel document> }',
+  });
+  setHandler(deleteModelSignal, (request) => signalled.delete(request), {
+    description: 'Tear the model down, like the delete Update without its answer; input {} or { reason }',
   });
   setHandler(awaitPhaseUpdate, (request) => model.awaitPhase(request), {
     validator: (request: AwaitPhaseInput) => validateAwaitPhase(request),

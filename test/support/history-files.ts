@@ -27,3 +27,35 @@ export function readHistory(file: string): History {
 export function historyAndWorkflowId(file: string): HistoryAndWorkflowId {
   return { workflowId: basename(file, '.json'), history: readHistory(file) };
 }
+
+/**
+ * `file`'s history with a signal inserted before event `beforeEventId` (a workflow task's scheduling, so the signal is
+ * delivered in that task), every later event and every reference to one (`…EventId`) moved up by one: a history as if
+ * someone had sent that signal then, for runs recorded before the workflow handled it.
+ */
+export function withSignal(file: string, beforeEventId: number, signalName: string, input: unknown): History {
+  const json = JSON.parse(readFileSync(file, 'utf8')) as { events: Record<string, unknown>[] };
+  const at = json.events.findIndex((e) => Number(e.eventId) === beforeEventId);
+  if (at < 0 || json.events[at]!.eventType !== 'EVENT_TYPE_WORKFLOW_TASK_SCHEDULED')
+    throw new Error(`${file}: event ${beforeEventId} is not a workflow task's scheduling`);
+  const shift = (value: unknown, key = ''): unknown => {
+    if (Array.isArray(value)) return value.map((v) => shift(v));
+    if (value !== null && typeof value === 'object')
+      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, shift(v, k)]));
+    if (/EventId$|^eventId$/.test(key) && Number(value) >= beforeEventId) return String(Number(value) + 1);
+    return value;
+  };
+  const events = json.events.map((e) => shift(e) as Record<string, unknown>);
+  const base64 = (text: string) => Buffer.from(text).toString('base64');
+  events.splice(at, 0, {
+    eventId: String(beforeEventId),
+    eventTime: json.events[at]!.eventTime,
+    eventType: 'EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED',
+    workflowExecutionSignaledEventAttributes: {
+      signalName,
+      input: { payloads: [{ metadata: { encoding: base64('json/plain') }, data: base64(JSON.stringify(input)) }] },
+      identity: 'test',
+    },
+  });
+  return HistoryMessage.fromObject({ ...json, events });
+}

@@ -34,6 +34,7 @@ import { activityInterceptors } from '../../worker/create-worker.js';
 import { modelEventsSinks } from '../../worker/model-events.js';
 import { readLocalEnv, repoRoot } from './local-env.js';
 import type { StubActivities } from './stub-activities.js';
+import { localActivities } from '../../activities/check-spec-change.js';
 
 export type ModelHandle = WorkflowHandle<typeof ServeModelWorkflow>;
 export type StartedModel = WorkflowHandleWithFirstExecutionRunId<typeof ServeModelWorkflow>;
@@ -163,7 +164,7 @@ export async function withWorker<T>(
     connection: harness.connection,
     taskQueue,
     workflowBundle: harness.bundle,
-    activities: { ...stub.activities(), ...extra },
+    activities: { ...localActivities, ...stub.activities(), ...extra },
     sinks: TEST_SINKS,
     // The keep-alive heartbeat, as createWorker gives every activity.
     interceptors: { activity: activityInterceptors() },

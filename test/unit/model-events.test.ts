@@ -17,6 +17,7 @@ import {
   initialStatus,
   markReady,
   observe,
+  refuseChange,
   retryingStep,
 } from '../../workflows/status/transitions.js';
 import { reasonLabel } from '../../worker/metrics.js';
@@ -124,6 +125,35 @@ describe('statusEvents', () => {
         detail: 'deleted 1 object(s)',
       }),
     );
+  });
+});
+
+describe('a refused signalled update', () => {
+  it('is one changeRefused event, a warning line, a ChangeRefused Event, and a metric; the status keeps its generation', () => {
+    const ready = markReady(initialStatus(spec, at(0)), { generation: 1, readyReplicas: 1 }, at(1));
+    const failure = { reason: 'InvalidSpec', message: 'spec.replicas: must be a whole number from 0, got -1' };
+    const [first, second] = run(
+      ready,
+      (s) => refuseChange(s, failure, at(2)),
+      (s) => refuseChange(s, { ...failure, message: 'spec.replicas: must be a whole number from 0, got -2' }, at(2)),
+    );
+    const refused = { kind: 'changeRefused', change: 'update', generation: 1, ...failure };
+    expect(first).toEqual([refused]);
+    expect(second).toEqual([{ ...refused, message: 'spec.replicas: must be a whole number from 0, got -2' }]);
+    const status = refuseChange(ready, failure, at(2));
+    expect(status).toMatchObject({ phase: 'Ready', generation: 1, lastError: { ...failure, refused: 'update' } });
+    expect(status.timeline.at(-1)).toMatchObject({
+      step: 'update',
+      outcome: 'Failed',
+      detail: `update by signal refused: InvalidSpec: ${failure.message}`,
+    });
+    expect(kubernetesEvent(refused as ModelEvent)).toEqual([
+      {
+        type: 'Warning',
+        reason: 'ChangeRefused',
+        message: `update by signal refused, generation 1 stays: InvalidSpec: ${failure.message}`,
+      },
+    ]);
   });
 });
 

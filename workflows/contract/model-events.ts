@@ -38,7 +38,15 @@ export type ModelEvent =
       /** Reaching Ready by a reconcile (not by recovering from Degraded): since the generation's work began. */
       readyAfterMs?: number;
     }
-  | { kind: 'specAccepted'; generation: number };
+  | { kind: 'specAccepted'; generation: number }
+  | {
+      /** A signalled change the workflow refused; the model stays at `generation`. */
+      kind: 'changeRefused';
+      change: 'update';
+      generation: number;
+      reason: string;
+      message: string;
+    };
 
 /** The model an event is about, and the uid of its root ConfigMap once it has been claimed. */
 export interface ModelEventSubject extends ModelRef {

@@ -72,6 +72,8 @@ export interface ModelError {
   step?: TimelineEntry['step'];
   /** The spec generation being reconciled (or watched) when it happened. */
   generation?: number;
+  /** Set when this is a signalled change the workflow refused (signalled.ts): nothing of it was applied. */
+  refused?: 'update';
 }
 
 export interface DownloadProgress {

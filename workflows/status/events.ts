@@ -11,10 +11,19 @@ export function statusEvents(previous: ModelStatus, next: ModelStatus): ModelEve
   const events: ModelEvent[] = [];
   if (next.generation > previous.generation) events.push({ kind: 'specAccepted', generation: next.generation });
 
+  const error = next.lastError;
+  const newError =
+    error?.step !== undefined &&
+    (previous.lastError?.at !== error.at ||
+      previous.lastError.reason !== error.reason ||
+      previous.lastError.message !== error.message);
+  // A refused signal's own timeline entry is told as the refusal, not as a failed step.
+  const refusal = newError && error.refused ? error : undefined;
   const before = new Map(previous.timeline.map((e) => [keyOf(e), e]));
   for (const entry of next.timeline) {
     const was = before.get(keyOf(entry));
     if (was?.outcome !== undefined) continue;
+    if (refusal && !was && entry.step === 'update' && entry.startedAt === refusal.at) continue;
     if (!was && entry.outcome === undefined) {
       events.push({
         kind: 'stepStarted',
@@ -37,13 +46,15 @@ export function statusEvents(previous: ModelStatus, next: ModelStatus): ModelEve
     }
   }
 
-  const error = next.lastError;
-  const newError =
-    error?.step !== undefined &&
-    (previous.lastError?.at !== error.at ||
-      previous.lastError.reason !== error.reason ||
-      previous.lastError.message !== error.message);
-  if (newError) {
+  if (refusal) {
+    events.push({
+      kind: 'changeRefused',
+      change: refusal.refused!,
+      generation: refusal.generation ?? next.generation,
+      reason: refusal.reason,
+      message: refusal.message,
+    });
+  } else if (newError) {
     events.push({
       kind: 'stepFailed',
       step: error.step!,

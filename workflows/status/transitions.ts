@@ -256,6 +256,22 @@ export function beginUpdate(status: ModelStatus, generation: number, now: string
   return startStep(next, 'update', generation, now, detail);
 }
 
+/**
+ * A signalled update that was refused: nothing changes but a closed, failed `update` entry on the timeline (beside any
+ * open one) and `lastError` saying why. The generation stays.
+ */
+export function refuseChange(status: ModelStatus, failure: FailureInfo, now: string): ModelStatus {
+  const { generation } = status;
+  const detail = `update by signal refused: ${failure.reason}: ${failure.message}`;
+  const entry = { step: 'update' as const, generation, startedAt: now, endedAt: now, durationMs: 0, detail };
+  return {
+    ...status,
+    timeline: [...status.timeline, { ...entry, outcome: 'Failed' }],
+    lastError: { ...failure, at: now, step: 'update', generation, refused: 'update' },
+    updatedAt: now,
+  };
+}
+
 /** A look put back what had drifted: one closed `repair` entry saying what. */
 export function recordRepair(status: ModelStatus, repaired: readonly string[], now: string): ModelStatus {
   return repaired.length === 0 ? status : endStep(status, 'repair', 'Succeeded', now, repaired.join('; '));

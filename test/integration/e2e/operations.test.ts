@@ -3,9 +3,10 @@
 // Ferry's own with the right values; `kubectl get events` on the model's root ConfigMap tells Ready, Degraded (and
 // Ready again, counted on the same Event), the update and the teardown; and the objects name their workflow.
 import type { CoreV1Event } from '@kubernetes/client-node';
+import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rootName } from '../../../activities/builders/index.js';
-import { workflowIdFor, type ModelStatus } from '../../../workflows/contract/index.js';
+import { updateModelSignal, workflowIdFor, type ModelStatus } from '../../../workflows/contract/index.js';
 import { runFerry, writeDoc } from '../../support/ferry-worker.js';
 import type { Doc } from '../../support/workflow-harness.js';
 import {
@@ -19,6 +20,7 @@ import {
 } from '../../support/e2e.js';
 import { RESTRICTED, useNamespace } from '../../support/fixtures.js';
 import { waitFor } from '../../support/kube.js';
+import { readLocalEnv } from '../../support/local-env.js';
 
 const kube = useNamespace('ops', RESTRICTED);
 const cluster = uniqueCluster('ops');
@@ -187,6 +189,31 @@ describe('operating Ferry: logs, metrics, Kubernetes Events, annotations', { tim
     expect(degraded.type).toBe('Warning');
     expect(degraded.message).toMatch(/^(ReplicasUnavailable|Unhealthy): /);
     expect(modelLines(name).find((l) => l.msg === 'phase Degraded')).toMatchObject({ level: 'warn' });
+
+    // An update signal the workflow refuses: a Warning Event, a warning line and a count; the model stays Ready.
+    const connection = await Connection.connect({ address: readLocalEnv().TEMPORAL_ADDRESS });
+    try {
+      const invalid = { ...modelDoc(name), spec: { ...modelDoc(name).spec, replicas: -1 } };
+      await new Client({ connection }).workflow.getHandle(workflowId).signal(updateModelSignal, { spec: invalid });
+    } finally {
+      await connection.close();
+    }
+    const refusal = await waitFor('a ChangeRefused Event', 20_000, async () =>
+      (await rootEvents(name)).find((e) => e.reason === 'ChangeRefused'),
+    );
+    expect(refusal.type).toBe('Warning');
+    expect(refusal.message).toMatch(/^update by signal refused, generation 1 stays: InvalidSpec: spec\.replicas: /);
+    expect(modelLines(name).find((l) => l.msg === 'update signal refused')).toMatchObject({
+      level: 'warn',
+      reason: 'InvalidSpec',
+      generation: 1,
+    });
+    await waitFor('the refusal counted', 20_000, async () =>
+      sample(await scrape(), 'ferry_refused_changes_total', { change: 'update', reason: 'InvalidSpec' }) === 1
+        ? true
+        : undefined,
+    );
+    expect(await status(name)).toMatchObject({ phase: 'Ready', generation: 1, lastError: { refused: 'update' } });
 
     // An update, then the teardown.
     expectOk(

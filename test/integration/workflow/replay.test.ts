@@ -2,7 +2,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { DefaultLogger, Runtime, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { historyAndWorkflowId, readHistory } from '../../support/history-files.js';
+import { historyAndWorkflowId, readHistory, withSignal } from '../../support/history-files.js';
 import { repoRoot } from '../../support/local-env.js';
 import { TEST_SINKS, workflowBundle } from '../../support/workflow-harness.js';
 
@@ -46,6 +46,23 @@ describe('ServeModelWorkflow replay of a spec accepted by older checks', () => {
     payload.data = Buffer.from(JSON.stringify(input));
     const results = Worker.runReplayHistories({ workflowBundle: bundle, sinks: TEST_SINKS }, [
       { workflowId: 'older-checks', history },
+    ]);
+    for await (const result of results) {
+      expect(result.error).toBeUndefined();
+    }
+  });
+});
+
+describe('ServeModelWorkflow replay of signals sent before it handled them', () => {
+  // Before the `signalled-changes` patch the update and delete signals had no handler: a history may hold one that
+  // was ignored, mid-rollout here. It replays ignored; acted on, the delete would cancel the rollout and not match.
+  it.each([
+    ['delete', { reason: 'tried the signal' }],
+    ['update', { spec: { replicas: 2 } }],
+  ])('replays a history holding an ignored %s signal', async (name, input) => {
+    const history = withSignal(join(dir, 'ready-update-delete.json'), 29, name, input);
+    const results = Worker.runReplayHistories({ workflowBundle: bundle, sinks: TEST_SINKS }, [
+      { workflowId: `ignored-${name}`, history },
     ]);
     for await (const result of results) {
       expect(result.error).toBeUndefined();

@@ -1,0 +1,263 @@
+// Changes by signal (`update`, `delete`) and Signal-With-Start, for clients that cannot send an Update: the same change
+// as the Update when valid; when not, the model stays as it was and its status says why. Their histories replay.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { WorkflowFailedError } from '@temporalio/client';
+import { Worker } from '@temporalio/worker';
+import { describe, expect, it } from 'vitest';
+import {
+  deleteModelSignal,
+  searchAttributesFor,
+  statusQuery,
+  updateModelSignal,
+  workflowIdFor,
+  type ModelStatus,
+} from '../../../workflows/contract/index.js';
+import { ServeModelWorkflow } from '../../../workflows/serve-model.js';
+import { StubActivities } from '../../support/stub-activities.js';
+import { useHarness } from '../../support/fixtures.js';
+import { readLocalEnv } from '../../support/local-env.js';
+import {
+  modelDoc,
+  readyAt,
+  TEST_SINKS,
+  waitForStatus,
+  withReadyModel,
+  withWorker,
+  type Doc,
+  type ModelHandle,
+} from '../../support/workflow-harness.js';
+
+const harness = useHarness();
+
+/** The activities called since the first `from` calls, but the looks that come and go with the watch. */
+const callsSince = (stub: StubActivities, from: number) =>
+  stub
+    .names()
+    .slice(from)
+    .filter((n) => n !== 'readStatus' && n !== 'lookAtModel');
+
+const refusedEntries = (status: ModelStatus) =>
+  status.timeline.filter((e) => e.step === 'update' && e.outcome === 'Failed');
+
+async function replays(handle: ModelHandle): Promise<void> {
+  const history = await handle.fetchHistory();
+  await Worker.runReplayHistory({ workflowBundle: harness.bundle, sinks: TEST_SINKS }, history, handle.workflowId);
+}
+
+describe('ServeModelWorkflow changes by signal', () => {
+  it('applies an update signal like the Update; the same document signalled again changes nothing', async () => {
+    const stub = new StubActivities();
+    await withReadyModel(harness, stub, async ({ doc, handle }) => {
+      const callsBefore = stub.calls.length;
+      doc.spec.engine.args = ['--max-model-len=4096'];
+      await handle.signal(updateModelSignal, { spec: doc });
+      const status = await waitForStatus(handle, readyAt(2));
+      expect(callsSince(stub, callsBefore)).toEqual(['applyEngine', 'awaitRollout', 'awaitHealth']);
+      expect(stub.callsOf('applyEngine').at(-1)!.input.model.spec.engine.args).toEqual(['--max-model-len=4096']);
+      expect(status.timeline.filter((e) => e.generation === 2).map((e) => `${e.step}:${e.outcome}`)).toEqual([
+        'update:Succeeded',
+        'rollout:Succeeded',
+        'startup:Succeeded',
+      ]);
+
+      await handle.signal(updateModelSignal, { spec: doc });
+      // Each signal's verdict is one local activity's marker: two signals, two markers, one change.
+      await expect.poll(async () => markers(handle), { timeout: 10_000 }).toBe(2);
+      const after = await handle.query(statusQuery);
+      expect(after).toMatchObject({ phase: 'Ready', generation: 2, observedGeneration: 2 });
+      expect(after.lastError).toBeUndefined();
+      expect(callsSince(stub, callsBefore)).toHaveLength(3);
+      await replays(handle);
+    });
+  });
+
+  it('refuses an invalid spec and a change of an immutable field: the model stays as it was, and says why', async () => {
+    const stub = new StubActivities();
+    await withReadyModel(harness, stub, async ({ doc, handle }) => {
+      const callsBefore = stub.calls.length;
+      await handle.signal(updateModelSignal, { spec: { ...doc, spec: { ...doc.spec, replicas: -1 } } });
+      const refused = await waitForStatus(handle, (s) => refusedEntries(s).length === 1);
+      expect(refused).toMatchObject({
+        phase: 'Ready',
+        generation: 1,
+        observedGeneration: 1,
+        lastError: {
+          reason: 'InvalidSpec',
+          step: 'update',
+          generation: 1,
+          refused: 'update',
+          message: expect.stringMatching(/^spec\.replicas: /) as string,
+        },
+      });
+      expect(refusedEntries(refused)[0]!.detail).toMatch(/^update by signal refused: InvalidSpec: spec\.replicas: /);
+
+      const moved: Doc = { ...doc, spec: { ...doc.spec, storage: { accessMode: 'ReadWriteMany' } } };
+      await handle.signal(updateModelSignal, { spec: moved });
+      const again = await waitForStatus(handle, (s) => refusedEntries(s).length === 2);
+      expect(again.lastError?.message).toMatch(/^spec\.storage\.accessMode: cannot change from "ReadWriteOnce"/);
+      expect(again).toMatchObject({ phase: 'Ready', generation: 1 });
+
+      // Not { spec }: refused without asking the worker.
+      await handle.signal(updateModelSignal, { model: doc } as never);
+      const shape = await waitForStatus(handle, (s) => refusedEntries(s).length === 3);
+      expect(shape.lastError?.message).toBe('the update signal needs { spec: <ServedModel document> }');
+
+      expect(callsSince(stub, callsBefore)).toEqual([]);
+      expect((await handle.query(statusQuery)).generation).toBe(1);
+      await replays(handle);
+    });
+  });
+
+  it('deletes by signal; a second delete and an update while it tears down change nothing', async () => {
+    const stub = new StubActivities();
+    const teardown = stub.gate('tearDown');
+    await withReadyModel(harness, stub, async ({ doc, handle }) => {
+      await handle.signal(deleteModelSignal, { reason: 'evaluation finished' });
+      await teardown.reached;
+      await handle.signal(deleteModelSignal, {});
+      doc.spec.replicas = 3;
+      await handle.signal(updateModelSignal, { spec: doc });
+      const deleting = await waitForStatus(handle, (s) => refusedEntries(s).length === 1);
+      expect(deleting).toMatchObject({ phase: 'Deleting', lastError: { reason: 'ModelDeleting', refused: 'update' } });
+      teardown.release();
+      const final = await handle.result();
+      expect(final).toMatchObject({ reason: 'evaluation finished', status: { phase: 'Deleted', generation: 1 } });
+      expect(stub.callsOf('tearDown')).toHaveLength(1);
+      await replays(handle);
+    });
+  });
+
+  it('serves a model by Signal-With-Start, and updates it by the same call once it runs', async () => {
+    const stub = new StubActivities();
+    await withWorker(harness, stub, async ({ client, taskQueue }) => {
+      const doc = modelDoc();
+      const ref = { cluster: 'test', namespace: 'models', name: doc.metadata.name as string };
+      const signalWithStart = (spec: Doc) =>
+        client.workflow.signalWithStart(ServeModelWorkflow, {
+          taskQueue,
+          workflowId: workflowIdFor(ref),
+          // No spec: it comes with the signal, so one call serves an absent model and updates a running one.
+          args: [{ version: 1 } as never],
+          signal: updateModelSignal,
+          signalArgs: [{ spec }],
+          typedSearchAttributes: searchAttributesFor(ref, 'Pending'),
+        });
+      const handle = await signalWithStart(doc);
+      try {
+        const ready = await waitForStatus(handle, readyAt(1));
+        expect(ready).toMatchObject({ name: doc.metadata.name, generation: 1 });
+        doc.spec.replicas = 2;
+        const again = await signalWithStart(doc);
+        expect(again.signaledRunId).toBe(handle.signaledRunId);
+        const updated = await waitForStatus(handle, readyAt(2));
+        expect(updated).toMatchObject({ replicas: 2, generation: 2 });
+        await replays(handle);
+      } finally {
+        await handle.terminate('test finished').catch(() => undefined);
+      }
+    });
+  });
+
+  it('fails a Signal-With-Start whose spec names another model, before it creates anything', async () => {
+    const stub = new StubActivities();
+    await withWorker(harness, stub, async ({ client, taskQueue }) => {
+      const doc = modelDoc();
+      const wrongId = workflowIdFor({ cluster: 'test', namespace: 'models', name: 'someone-else' });
+      const handle = await client.workflow.signalWithStart(ServeModelWorkflow, {
+        taskQueue,
+        workflowId: wrongId,
+        args: [{ version: 1 } as never],
+        signal: updateModelSignal,
+        signalArgs: [{ spec: doc }],
+      });
+      const err = await handle.result().then(
+        () => expect.fail('the workflow completed'),
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(WorkflowFailedError);
+      const cause = (err as WorkflowFailedError).cause as { type?: string; message: string };
+      expect(cause.type).toBe('InvalidSpec');
+      expect(cause.message).toBe(
+        `the spec is for ${workflowIdFor({ cluster: 'test', namespace: 'models', name: doc.metadata.name as string })}, not this workflow (${wrongId}): start it with that ID`,
+      );
+      expect(stub.calls).toEqual([]);
+    });
+  });
+});
+
+// The Temporal CLI that `local:up` installs (deploy/local/install.sh), as a person operating Ferry runs it.
+const temporalCli = join(process.env.FERRY_CACHE ?? join(homedir(), '.cache/ferry'), 'temporal-venv/bin/temporal');
+
+/**
+ * Runs `temporal workflow <args…>` against the local stack. JSON inputs go through files, as the docs show: an argument
+ * `@name` becomes the path of a file holding `files[name]`.
+ */
+async function temporal(args: string[], files: Record<string, unknown> = {}): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), 'ferry-signal-'));
+  const withFiles = args.map((a) => {
+    if (!a.startsWith('@')) return a;
+    const path = join(dir, `${a.slice(1)}.json`);
+    writeFileSync(path, JSON.stringify(files[a.slice(1)]));
+    return path;
+  });
+  const { stdout } = await promisify(execFile)(
+    temporalCli,
+    ['workflow', ...withFiles, '--address', readLocalEnv().TEMPORAL_ADDRESS, '--namespace', 'default'],
+    { timeout: 30_000 },
+  );
+  return stdout;
+}
+
+describe('ServeModelWorkflow changes by signal, through the Temporal CLI', () => {
+  it('updates by `temporal workflow signal --name update`, then deletes by `--name delete`', async () => {
+    const stub = new StubActivities();
+    await withReadyModel(harness, stub, async ({ doc, handle }) => {
+      doc.spec.replicas = 2;
+      const id = handle.workflowId;
+      const sent = await temporal(['signal', '--workflow-id', id, '--name', 'update', '--input-file', '@update'], {
+        update: { spec: doc },
+      });
+      expect(sent).toMatch(/Signal workflow succeeded/);
+      expect(await waitForStatus(handle, readyAt(2))).toMatchObject({ replicas: 2, readyReplicas: 2 });
+
+      await temporal(['signal', '--workflow-id', id, '--name', 'delete', '--input', '{"reason": "from the CLI"}']);
+      const final = await handle.result();
+      expect(final).toMatchObject({ reason: 'from the CLI', status: { phase: 'Deleted', generation: 2 } });
+    });
+  });
+
+  it('serves an absent model by `temporal workflow signal-with-start`, as the docs show', async () => {
+    const stub = new StubActivities();
+    await withWorker(harness, stub, async ({ client, taskQueue }) => {
+      const doc = modelDoc();
+      const id = workflowIdFor({ cluster: 'test', namespace: 'models', name: doc.metadata.name as string });
+      await temporal(
+        ['signal-with-start', '--type', 'ServeModelWorkflow', '--task-queue', taskQueue, '--workflow-id', id].concat([
+          '--input',
+          '{"version": 1}',
+          '--signal-name',
+          'update',
+          '--signal-input-file',
+          '@update',
+        ]),
+        { update: { spec: doc } },
+      );
+      const handle = client.workflow.getHandle<typeof ServeModelWorkflow>(id);
+      try {
+        expect(await waitForStatus(handle, readyAt(1))).toMatchObject({ name: doc.metadata.name, generation: 1 });
+      } finally {
+        await handle.terminate('test finished').catch(() => undefined);
+      }
+    });
+  });
+});
+
+/** Local activity markers in the run's history: one per checked update signal. */
+async function markers(handle: ModelHandle): Promise<number> {
+  const events = (await handle.fetchHistory()).events ?? [];
+  return events.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity').length;
+}
