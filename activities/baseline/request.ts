@@ -1,7 +1,8 @@
 // One streamed completion request, timed the way vLLM's `bench serve` times it: time to first token from the moment
 // the request is sent, and the inter-token latency averaged over the rest of the answer.
 import { performance } from 'node:perf_hooks';
-import { SseDecoder } from './sse.js';
+import { answerForMessage, formatBytes } from '../engine-answers.js';
+import { MAX_EVENT_BYTES, SseDecoder } from './sse.js';
 
 /** The engine under load: vLLM's OpenAI-compatible server. */
 export interface ProbeTarget {
@@ -91,18 +92,29 @@ async function exchange(target: ProbeTarget, request: CompletionRequest, signal:
     body: JSON.stringify(completionBody(target.model, request)),
     signal,
   });
-  if (res.status !== 200) return failure(`HTTP ${res.status}: ${await res.text()}`);
+  if (res.status !== 200) return failure(`HTTP ${res.status}: ${await answerForMessage(res)}`);
   if (res.body === null) return failure('HTTP 200 without a body');
   return readStream(res.body, sentAt);
 }
+
+/**
+ * The most one completion's stream may be: a token's chunk is about 300 bytes, so far more than any workload's answer
+ * (an event is bounded by SseDecoder).
+ */
+const MAX_STREAM_BYTES = 64 * 1024 * 1024;
 
 async function readStream(body: ReadableStream<Uint8Array>, sentAt: number): Promise<RequestOutcome> {
   const text = new TextDecoder();
   const sse = new SseDecoder();
   const timing = new StreamTiming(sentAt);
-  // Leaving the loop (at [DONE] or on an error chunk) cancels the body, which releases the connection.
+  let received = 0;
+  // Leaving the loop (at [DONE], on an error chunk or past a bound) cancels the body, which releases the connection.
   for await (const bytes of body) {
-    for (const payload of sse.push(text.decode(bytes, { stream: true }))) {
+    received += bytes.byteLength;
+    if (received > MAX_STREAM_BYTES) return failure(`the stream is larger than ${formatBytes(MAX_STREAM_BYTES)}`);
+    const payloads = sse.push(text.decode(bytes, { stream: true }));
+    if (payloads === undefined) return failure(`a stream event is larger than ${formatBytes(MAX_EVENT_BYTES)}`);
+    for (const payload of payloads) {
       if (payload === '[DONE]') return timing.outcome();
       const problem = timing.record(payload);
       if (problem !== undefined) return failure(problem);

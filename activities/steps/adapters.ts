@@ -9,7 +9,8 @@ import { adapterDir } from '../builders/index.js';
 import { readEngine } from '../cluster/model-reads.js';
 import type { ActivityDeps } from '../deps.js';
 import { isPodReady } from '../readers/revision.js';
-import type { ApiKeyResolver } from './health.js';
+import { keyNotHeld, type ApiKeyResolver } from './health.js';
+import { readAnswer } from '../engine-answers.js';
 
 const REQUEST_TIMEOUT_MS = 10_000;
 /** Rounds per replica while its engine does not answer (or answers 5xx), before the activity reports it. */
@@ -96,7 +97,8 @@ async function syncReplica(
       signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
       redirect: 'manual',
     });
-    return { status: res.status, body: await res.text().catch(() => '') };
+    // Past the bound the call fails (AnswerTooLarge), as an unreachable engine's does.
+    return { status: res.status, body: await readAnswer(res) };
   };
 
   for (let round = 1; round <= ROUNDS; round++) {
@@ -201,9 +203,7 @@ function refuseAll(outcome: ReplicaOutcome, desired: Map<string, string>, messag
 }
 
 const needsKey = (model: ServedModel, apiKey: string | undefined): string =>
-  apiKey
-    ? 'the engine refused the API key from engine.apiKeySecret (401)'
-    : `the engine needs its API key (engine.apiKeySecret ${model.spec.engine.apiKeySecret?.name ?? ''}) and this worker does not hold it: let the worker's Role get that Secret`;
+  apiKey ? 'the engine refused the API key from engine.apiKeySecret (401)' : keyNotHeld(model);
 
 /** vLLM's own message (`{"error": {"message"}}`), else the status and the start of the body. */
 function engineWords(res: { status: number; body: string }): string {

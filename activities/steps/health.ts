@@ -15,6 +15,7 @@ import { fatalProblems, podFailure } from './engine-failure.js';
 import { waitFor } from '../cluster/wait.js';
 import { ProblemConfirmer } from '../readers/problem-confirmer.js';
 import { HEALTH_PATH } from '../builders/index.js';
+import { AnswerTooLarge, readAnswer } from '../engine-answers.js';
 import { assertOurs } from '../readers/ownership.js';
 import { ProgressReporter } from '../cluster/progress.js';
 import { isPodReady, podsState } from '../readers/revision.js';
@@ -57,9 +58,16 @@ export async function probeEngine(
     if (opts.signal) signals.push(opts.signal);
     try {
       const res = await http(`${endpoint}${path}`, { headers, signal: AbortSignal.any(signals), redirect: 'manual' });
-      const text = await res.text().catch(() => '');
+      const text = await readAnswer(res).catch((err: unknown) => {
+        if (err instanceof AnswerTooLarge) throw err;
+        return '';
+      });
       return { status: res.status, text };
     } catch (err) {
+      if (err instanceof AnswerTooLarge) {
+        const large: NotReady = { ready: false, endpoint, state: 'Unhealthy', message: `GET ${path}: ${err.message}` };
+        return large;
+      }
       const failed: NotReady = {
         ready: false,
         endpoint,
@@ -120,10 +128,16 @@ export async function probeEngine(
       ready: false,
       endpoint,
       state: 'ModelNotListed',
-      message: `${MODELS_PATH} lists ${models.length ? models.join(', ') : 'no model'}, not the served model name ${served}`,
+      message: `${MODELS_PATH} lists ${models.length ? listed(models) : 'no model'}, not the served model name ${served}`,
     };
   }
   return { ready: true, endpoint, models };
+}
+
+/** The first few names of a list an engine gave, and how many more. */
+function listed(names: string[], shown = 10): string {
+  const more = names.length - shown;
+  return names.slice(0, shown).join(', ') + (more > 0 ? ` and ${more} more` : '');
 }
 
 function modelIds(text: string): string[] | undefined {
@@ -224,6 +238,12 @@ export async function awaitHealth(
     `the engine did not become ready within engine.startupTimeout (${budget}); last seen: ${last.state}: ${last.message}`,
     { lastState: last.state, lastMessage: last.message },
   );
+}
+
+/** Why a keyed model's engine refuses this worker, and what lets it in. */
+export function keyNotHeld(model: ServedModel): string {
+  const name = model.spec.engine.apiKeySecret?.name ?? '';
+  return `the engine needs its API key and this worker could not read it from Secret ${name} in namespace ${model.metadata.namespace} (engine.apiKeySecret): let the worker's Role get it (the chart's apiKeySecrets value: {${model.metadata.namespace}: [${name}]})`;
 }
 
 /**

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { probe, type LatencyGoal, type ProbeTarget, type Workload } from '../../activities/baseline/index.js';
-import { SseDecoder } from '../../activities/baseline/sse.js';
+import { MAX_EVENT_BYTES, SseDecoder } from '../../activities/baseline/sse.js';
 import { createEngineSim } from '../../deploy/engine-sim/server.js';
 
 const SECRET = 'sk-probe-secret-0123456789';
@@ -420,7 +420,7 @@ describe('SseDecoder', () => {
     for (const size of [1, 2, 3, 7, stream.length]) {
       const decoder = new SseDecoder();
       const payloads: string[] = [];
-      for (let at = 0; at < stream.length; at += size) payloads.push(...decoder.push(stream.slice(at, at + size)));
+      for (let at = 0; at < stream.length; at += size) payloads.push(...decoder.push(stream.slice(at, at + size))!);
       expect(payloads, `pieces of ${size}`).toEqual(expected);
     }
   });
@@ -429,5 +429,21 @@ describe('SseDecoder', () => {
     const decoder = new SseDecoder();
     expect(decoder.push('data: {"a":1}\n')).toEqual([]);
     expect(decoder.push('\n')).toEqual(['{"a":1}']);
+  });
+
+  it('gives up on an event that grows past MAX_EVENT_BYTES, whether in one line or many; comments do not add up', () => {
+    const kib = 'x'.repeat(1024);
+    const endless = new SseDecoder();
+    let last: string[] | undefined = [];
+    for (let i = 0; i <= 1024 && last; i++) last = endless.push(i === 0 ? `data: ${kib}` : kib);
+    expect(last).toBeUndefined();
+    const lines = new SseDecoder();
+    last = [];
+    for (let i = 0; i <= 1024 && last; i++) last = lines.push(`data: ${kib}\n`);
+    expect(last).toBeUndefined();
+    const comments = new SseDecoder();
+    for (let i = 0; i < 2048; i++) expect(comments.push(`: ${kib}\n`)).toEqual([]);
+    expect(comments.push('data: ok\n\n')).toEqual(['ok']);
+    expect(MAX_EVENT_BYTES).toBe(1024 * 1024);
   });
 });
