@@ -76,6 +76,9 @@ const WORKER_RULES: V1PolicyRule[] = [
   { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch', 'delete'] },
   { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
   { apiGroups: [''], resources: ['events'], verbs: ['get', 'list', 'watch', 'create', 'patch'] },
+];
+/** Only with endpointMode service-proxy: the engines through the API server. */
+const PROXY_RULES: V1PolicyRule[] = [
   { apiGroups: [''], resources: ['services/proxy'], verbs: ['get'] },
   { apiGroups: [''], resources: ['pods/proxy'], verbs: ['get', 'create'] },
 ];
@@ -197,6 +200,33 @@ describe('the namespaces served', () => {
     }
     // Nothing is granted in the release namespace itself.
     expect(kinds(objects.filter((o) => o.metadata?.namespace === 'ferry-system'))).not.toContain('Role');
+  });
+
+  it('let the worker get the listed API-key Secrets and no other, only in their namespace', () => {
+    const keyed = renderChart({
+      values: { namespaces: ['team-a', 'team-b'], apiKeySecrets: { 'team-a': ['qwen-key'] } },
+    });
+    const roleIn = (ns: string) =>
+      only<V1Role>(
+        keyed.filter((o) => o.metadata?.namespace === ns),
+        'Role',
+      );
+    expect(roleIn('team-a').rules).toEqual([
+      ...WORKER_RULES,
+      { apiGroups: [''], resources: ['secrets'], resourceNames: ['qwen-key'], verbs: ['get'] },
+    ]);
+    expect(roleIn('team-b').rules).toEqual(WORKER_RULES);
+    expect(chartRefusal({ values: { namespaces: ['team-a'], apiKeySecrets: { prod: ['k'] } } })).toContain(
+      'apiKeySecrets names namespace prod, which namespaces does not list',
+    );
+    expect(chartRefusal({ values: { namespaces: ['team-a'], apiKeySecrets: { 'team-a': ['Not_A_Name'] } } })).toContain(
+      'apiKeySecrets',
+    );
+  });
+
+  it('grant the proxy subresources only to a worker that reaches engines through the API server', () => {
+    const proxied = renderChart({ values: { namespaces: ['team-a'], endpointMode: 'service-proxy' } });
+    expect(only<V1Role>(proxied, 'Role').rules).toEqual([...WORKER_RULES, ...PROXY_RULES]);
   });
 
   it.each<[string, ChartRelease]>([
