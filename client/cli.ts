@@ -6,10 +6,11 @@ import { readFileSync } from 'node:fs';
 import { parseCommand, sendsEarly, UsageError, type Command } from './cli/args.js';
 import { EXIT } from './cli/exit-codes.js';
 import { COMMAND_HELP, MAIN_HELP } from './cli/help.js';
-import { processIO, type CliIO } from './cli/io.js';
+import { processIO, terminalSafe, type CliIO } from './cli/io.js';
 
 /** Runs one command line; resolves with the exit code. */
-export async function runCli(argv: readonly string[], io: CliIO): Promise<number> {
+export async function runCli(argv: readonly string[], given: CliIO): Promise<number> {
+  const io: CliIO = { ...given, stdout: terminalSafe(given.stdout), stderr: terminalSafe(given.stderr) };
   let command: Command;
   try {
     command = parseCommand(argv);

@@ -15,6 +15,7 @@ import { endpointResolverFromEnv } from '../activities/cluster/endpoints.js';
 import { ModelWatcher } from '../activities/cluster/model-watcher.js';
 import type { ProgressSink } from '../activities/cluster/progress.js';
 import { reportRetriedAttempt, retryProgress } from '../activities/cluster/retry-progress.js';
+import { apiKeyFromSecret } from '../activities/steps/health.js';
 import type { SpecSource } from '../activities/deps.js';
 import {
   ferryClusterKey,
@@ -69,16 +70,21 @@ export function realActivities(
   // A request being retried shows at once as the running step's waiting reason.
   const cluster = new Cluster(kc, { onRetry: retryProgress(progress) });
   const watcher = config.watch ? startWatcher(config, client, kc, cluster, logger, wakes) : undefined;
-  const activities = createActivities({
-    cluster,
-    endpoints: endpoints.endpoints,
-    ...(endpoints.http ? { http: endpoints.http } : {}),
-    ...(endpoints.mode === 'service-proxy' ? { proxiedEngines: true } : {}),
-    progress,
-    specs: specSource(client),
-    ...(watcher ? { watcher } : {}),
-    ...(config.webUiUrl ? { webUi: { url: config.webUiUrl, namespace: config.temporal.namespace } } : {}),
-  });
+  const activities = createActivities(
+    {
+      cluster,
+      endpoints: endpoints.endpoints,
+      ...(endpoints.http ? { http: endpoints.http } : {}),
+      ...(endpoints.mode === 'service-proxy' ? { proxiedEngines: true } : {}),
+      progress,
+      specs: specSource(client),
+      ...(watcher ? { watcher } : {}),
+      ...(config.webUiUrl ? { webUi: { url: config.webUiUrl, namespace: config.temporal.namespace } } : {}),
+    },
+    // A keyed model's key, read from its Secret when a step needs it (never into history or a log line); a worker
+    // whose Role may not get that Secret does without (docs/operations.md, "A model's API key").
+    { apiKeys: apiKeyFromSecret({ cluster }) },
+  );
   const version = kc.makeApiClient(VersionApi);
   // The gauges cost one visibility list per interval: only when someone scrapes them.
   const stopGauges =

@@ -15,7 +15,7 @@ import { findMaxConcurrency, probe, vocabularyIds, type LatencyGoal, type ProbeR
 import { readEngine } from '../cluster/model-reads.js';
 import type { ActivityDeps } from '../deps.js';
 import { isPodReady } from '../readers/revision.js';
-import type { ApiKeyResolver } from './health.js';
+import { keyNotHeld, type ApiKeyResolver } from './health.js';
 
 /** A request gets four times what the goal allows it, and never less than 30 s, before it counts as failed. */
 const REQUEST_TIMEOUT_FACTOR = 4;
@@ -43,9 +43,7 @@ export async function measureBaseline(
   }
   const apiKey = model.spec.engine.apiKeySecret ? await apiKeys?.(model).catch(() => undefined) : undefined;
   if (model.spec.engine.apiKeySecret && !apiKey) {
-    return skip(
-      `the engine needs its API key (engine.apiKeySecret ${model.spec.engine.apiKeySecret.name}) and this worker does not hold it: let the worker's Role get that Secret`,
-    );
+    return skip(keyNotHeld(model));
   }
 
   // One replica, the same one each attempt while it lives: the first ready pod of the current revision by name.

@@ -18,8 +18,10 @@ export async function readModelDocument(io: CliIO, file: string): Promise<{ doc:
 async function readDocument(io: CliIO, file: string): Promise<unknown> {
   let text: string;
   if (file === '-') {
-    text = '';
-    for await (const chunk of io.stdin) text += chunk.toString();
+    // One UTF-8 stream: a character split across two chunks is decoded whole.
+    const chunks: Buffer[] = [];
+    for await (const chunk of io.stdin) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+    text = Buffer.concat(chunks).toString('utf8');
   } else {
     try {
       text = await readFile(resolve(io.cwd, file), 'utf8');

@@ -2,9 +2,7 @@
 // redraws in place below them.
 import type { ModelStatus } from '../../workflows/contract/index.js';
 import { changeLine, downloadBar } from './format.js';
-import type { Output } from './io.js';
-
-const CLEAR_LINE = '\r\x1b[2K';
+import { CLEAR_LINE, type Output } from './io.js';
 
 export class StatusPrinter {
   private previous: ModelStatus | undefined;

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { parseCommand, UsageError } from '../../client/cli/args.js';
 import { repoRoot } from '../support/local-env.js';
 import { runCli } from '../../client/cli.js';
-import type { CliIO } from '../../client/cli/io.js';
+import { CLEAR_LINE, safeText, terminalSafe, type CliIO } from '../../client/cli/io.js';
 
 const parseError = (argv: string[]): UsageError => {
   try {
@@ -199,7 +199,7 @@ describe('parseCommand', () => {
 });
 
 /** I/O that records what the CLI writes; nothing here reaches a server. */
-function fakeIO(files: Record<string, string> = {}): CliIO & { out: string; err: string } {
+function fakeIO(files: Record<string, string> = {}, stdin: Buffer[] = []): CliIO & { out: string; err: string } {
   const cwd = mkdtempSync(join(tmpdir(), 'ferry-cli-'));
   for (const [name, text] of Object.entries(files)) writeFileSync(join(cwd, name), text);
   const io = {
@@ -207,7 +207,9 @@ function fakeIO(files: Record<string, string> = {}): CliIO & { out: string; err:
     err: '',
     stdout: { write: (text: string) => (io.out += text) },
     stderr: { write: (text: string) => (io.err += text) },
-    stdin: (async function* () {})(),
+    stdin: (async function* () {
+      yield* stdin;
+    })(),
     // An address nothing listens on: any attempt to connect would fail with exit code 5, not 2.
     env: { TEMPORAL_ADDRESS: '127.0.0.1:9', FERRY_LOCAL_ENV: join(cwd, 'missing.env') },
     cwd,
@@ -289,4 +291,32 @@ describe('runCli without a server', () => {
       /^error: cannot connect to Temporal at 127\.0\.0\.1:9: .*check TEMPORAL_ADDRESS, or run `npm run local:up`/,
     );
   }, 20_000);
+});
+
+describe('what the CLI reads and prints', () => {
+  it('decodes a document on stdin as one UTF-8 stream: a character split across two reads stays whole', async () => {
+    const doc = Buffer.from(
+      'apiVersion: ferry.dev/v1alpha1\nkind: ServedModel\nmetadata: { name: café }\n' +
+        'spec: { source: { huggingface: { repo: Qwen/Qwen2.5-0.5B-Instruct } } }\n',
+    );
+    const at = doc.indexOf(Buffer.from('é')) + 1; // between the two bytes of é
+    const io = fakeIO({}, [doc.subarray(0, at), doc.subarray(at)]);
+    expect(await runCli(['serve', '-f', '-'], io)).toBe(2);
+    expect(io.err).toContain('"café"');
+    expect(io.err).not.toContain('\ufffd');
+  });
+
+  it('writes control characters from outside Ferry as \\uXXXX, keeping lines, tabs and its own line clearing', () => {
+    const hostile = 'pull failed: \x1b]0;owned\x07\x1b[31mred\r\x9b2J \u202egnp.exe\n\tnext';
+    expect(safeText(hostile)).toBe(
+      'pull failed: \\u001b]0;owned\\u0007\\u001b[31mred\\u000d\\u009b2J \\u202egnp.exe\n\tnext',
+    );
+    expect(safeText(`${CLEAR_LINE}[####    ] 50%`)).toBe(`${CLEAR_LINE}[####    ] 50%`);
+    // In JSON output the escape is inside a string, where it means the same character.
+    const json = JSON.stringify({ message: 'a\u009bb' });
+    expect(JSON.parse(safeText(json))).toEqual({ message: 'a\u009bb' });
+    let written = '';
+    terminalSafe({ write: (t: string) => (written += t), isTTY: true }).write('\x1b[2J');
+    expect(written).toBe('\\u001b[2J');
+  });
 });

@@ -4,6 +4,7 @@ import { KubernetesObjectApi } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { kubeConfigForServiceAccount } from '../../../deploy/local/service-account-kubeconfig.js';
 import { createActivities } from '../../../activities/index.js';
+import { apiKeyFromSecret } from '../../../activities/steps/health.js';
 import { Cluster } from '../../../activities/cluster/api.js';
 import { EventRecorder } from '../../../activities/cluster/events.js';
 import { overrideEndpoints } from '../../../activities/cluster/endpoints.js';
@@ -24,7 +25,11 @@ let cluster: Cluster;
 
 beforeAll(async () => {
   const objects = admin.kc.makeApiClient(KubernetesObjectApi);
-  const release = renderChart({ release: 'ferry-worker', namespace: system.ns, values: { namespaces: [admin.ns] } });
+  const release = renderChart({
+    release: 'ferry-worker',
+    namespace: system.ns,
+    values: { namespaces: [admin.ns], apiKeySecrets: { [admin.ns]: ['rbac-key'] } },
+  });
   // The operator's namespace, not the chart's (`helm install --namespace … --create-namespace`).
   expect(release.filter((o) => o.kind === 'Namespace')).toEqual([]);
   for (const o of release) await objects.create(o);
@@ -59,6 +64,22 @@ describe("the chart's worker", () => {
 });
 
 describe("the chart's namespaced Role", () => {
+  it('lets the worker read a keyed model’s key from the Secret listed in apiKeySecrets, and no other Secret', async () => {
+    for (const name of ['rbac-key', 'other-key'])
+      await admin.core.createNamespacedSecret({
+        namespace: admin.ns,
+        body: { metadata: { name }, stringData: { token: `${name}-value` } },
+      });
+    const keyOf = apiKeyFromSecret({ cluster });
+    const keyed = (name: string) => testModel('keyed', admin.ns, { spec: { engine: { apiKeySecret: { name } } } });
+    expect(await keyOf(keyed('rbac-key'))).toBe('rbac-key-value');
+    expect(await keyOf(keyed('other-key'))).toBeUndefined();
+    const other = await cluster
+      .get({ apiVersion: 'v1', kind: 'Secret', name: 'other-key', namespace: admin.ns })
+      .catch((err: unknown) => err);
+    expect(other).toMatchObject({ type: 'Forbidden' });
+  });
+
   it('is enough for claim, download, release, rollout, health, Events, status and teardown', async () => {
     const overrides = join(repoRoot, '.ferry/run/endpoints.json');
     const acts = createActivities({

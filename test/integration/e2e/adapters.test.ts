@@ -16,9 +16,11 @@ import { waitFor } from '../../support/kube.js';
 const kube = useNamespace('e2e-lora', RESTRICTED);
 const startWorkerProcess = useWorkerProcesses();
 const cluster = uniqueCluster('lora');
+let started: Awaited<ReturnType<typeof startWorkerProcess>> | undefined;
+const worker = () => started!;
 
 beforeAll(async () => {
-  await startWorkerProcess(cluster);
+  started = await startWorkerProcess(cluster);
 }, 180_000);
 
 const NAME = 'lora';
@@ -139,5 +141,32 @@ describe('LoRA adapters, end to end', { timeout: 300_000 }, () => {
       string
     >;
     expect((await fetch(`${urls[`${kube.ns}/lora-bad`]}/health`)).status).toBe(200);
+  });
+
+  it('a keyed model gets its adapters: the worker reads the key from its Secret, and no log line holds it', async () => {
+    const key = 'lora-key-7f3a9c';
+    await kube.core.createNamespacedSecret({
+      namespace: kube.ns,
+      body: { metadata: { name: 'lora-keyed-key' }, stringData: { token: key } },
+    });
+    const keyed = doc(['sql']);
+    keyed.metadata.name = 'lora-keyed';
+    keyed.spec.replicas = 1;
+    keyed.spec.engine.apiKeySecret = { name: 'lora-keyed-key' };
+    expectOk(await runFerry(['serve', '-f', writeDoc(keyed), '--wait', '--timeout', '4m']), 'serve');
+    const s = await ferryJson<ModelStatus>(['status', 'lora-keyed', '-n', kube.ns, '--cluster', cluster]);
+    expect(s).toMatchObject({ phase: 'Ready' });
+    expect(s.adapters).toEqual([{ name: 'sql', state: 'Loaded', loadedReplicas: 1, readyReplicas: 1 }]);
+    // The engine holds it, behind its key: without the key it answers 401.
+    const urls = JSON.parse(readFileSync(join(repoRoot, '.ferry/run/endpoints.json'), 'utf8')) as Record<
+      string,
+      string
+    >;
+    const url = urls[`${kube.ns}/lora-keyed`]!;
+    expect((await fetch(`${url}/v1/models`)).status).toBe(401);
+    const listed = await fetch(`${url}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
+    expect(((await listed.json()) as { data: { id: string }[] }).data.map((m) => m.id)).toContain('sql');
+    expect(JSON.stringify(s)).not.toContain(key);
+    expect(worker().log()).not.toContain(key);
   });
 });
