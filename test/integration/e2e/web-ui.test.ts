@@ -291,4 +291,73 @@ describe('the Temporal Web UI shows a served model readably', { timeout: 120_000
     expect(await page.evaluate(() => document.querySelectorAll('main img, main b, main em, main del').length)).toBe(0);
     await page.close();
   });
+
+  it('a person deletes a model from its page: More Actions, Send a Signal, `delete`', async () => {
+    const name = 'webui-delete';
+    await serve(name);
+    const id = workflowIdFor({ cluster, namespace: kube.ns, name });
+    const page = await browser!.newPage();
+    await page.setViewport({ width: 1400, height: 1000 });
+    await page.goto(`${ui}/namespaces/default/workflows/${encodeURIComponent(id)}`, { waitUntil: 'domcontentloaded' });
+    await clickText(page, 'More Actions');
+    await clickText(page, 'Send a Signal');
+    // The Signal name menu lists the workflow's signals with their descriptions (from its metadata query).
+    const menu = await page.waitForSelector('dialog[open] input#signal-select', { visible: true });
+    await menu!.click();
+    const options = await page.waitForFunction(() => {
+      const items = Array.from(document.querySelectorAll('#signal-select-select li[role="option"]'), (li) =>
+        li.innerText.split('\n').map((l: string) => l.trim()),
+      );
+      return items.some(([n]) => n === 'delete') && Object.fromEntries(items);
+    });
+    expect(await options.jsonValue()).toMatchObject({
+      delete: expect.stringMatching(/^Tear the model down, like the delete Update/) as string,
+      update: expect.stringMatching(/^Change the spec, for clients that can only signal/) as string,
+    });
+    // Chosen as a person does, with the mouse, once the menu has stopped moving (the page holds a second, hidden copy
+    // of the list: the visible one is the last).
+    await new Promise((r) => setTimeout(r, 500));
+    const choices = await page.$$('#signal-select-select li[role="option"]');
+    const labels = await Promise.all(
+      choices.map((li) => li.evaluate((e) => (e as unknown as { innerText: string }).innerText.split('\n')[0]!.trim())),
+    );
+    await choices[labels.lastIndexOf('delete')]!.click();
+    await page.waitForFunction(
+      () =>
+        (document.querySelector('dialog[open] input#signal-select') as unknown as { value?: string })?.value ===
+        'delete',
+    );
+    // The input's editor (CodeMirror) closes brackets and quotes as they are typed, and steps over them after. It is
+    // drawn again once a signal is chosen: typed into when it has the focus.
+    await page.waitForFunction(() => {
+      const content = document.querySelector('dialog[open] .cm-content') as unknown as { focus(): void } | null;
+      content?.focus();
+      return document.querySelector('dialog[open] .cm-editor.cm-focused') !== null;
+    });
+    await page.keyboard.type('{"reason": "from the Web UI"}');
+    const editor = await page.waitForSelector('dialog[open] .cm-content');
+    const picture = await shot(page, 'send-delete-signal');
+    const typed = await editor!.evaluate((e) => (e as unknown as { innerText: string }).innerText);
+    expect(typed, picture).toBe('{"reason": "from the Web UI"}');
+    await clickText(page, 'Submit');
+
+    const handle = new Client({ connection: connection! }).workflow.getHandle(id);
+    const final = (await handle.result()) as { reason?: string; status: ModelStatus };
+    expect(final.reason, picture).toBe('from the Web UI');
+    expect(final.status.phase).toBe('Deleted');
+    expect(final.status.timeline.at(-1)).toMatchObject({ step: 'teardown', outcome: 'Succeeded' });
+    const described = await handle.describe();
+    expect(described.searchAttributes.FerryPhase).toEqual(['Deleted']);
+    // The page shows the run ended, as a person sees it once it refreshes.
+    await page.reload({ waitUntil: 'domcontentloaded' });
+    await page.waitForFunction(() => document.querySelector('main')?.innerText.includes('COMPLETED'));
+    await page.close();
+  });
 });
+
+/** Clicks the visible button, menu item or link whose text is `text`, once there is one. */
+async function clickText(page: Page, text: string): Promise<void> {
+  const visible = `Array.from(document.querySelectorAll('button, [role=menuitem], li, a')).find((e) => e.innerText?.trim() === ${JSON.stringify(text)} && e.offsetParent)`;
+  await page.waitForFunction(visible);
+  await page.evaluate(`${visible}.click()`);
+}
