@@ -14,7 +14,6 @@ import {
   type WorkflowBundleOption,
 } from '@temporalio/worker';
 import { createServingActivities } from '../client/serving-activities.js';
-import { localActivities } from '../activities/check-spec-change.js';
 import { connectOptionsOf } from '../client/temporal-env.js';
 import type { FerryActivities } from '../workflows/contract/index.js';
 import type { RealActivities } from './activities.js';
@@ -80,8 +79,7 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
     stopReal = real ? () => real.stop() : undefined;
     const ferry = overrides.activities ?? real!.activities;
     // The Nexus service's command workflows act on models through their workflows, with this worker's client.
-    // The workflow's local activity (the verdict on a signalled update) is the same code with stub activities too.
-    const activities = { ...createServingActivities(client), ...localActivities, ...ferry };
+    const activities = { ...createServingActivities(client), ...ferry };
     const worker = await Worker.create({
       connection,
       namespace: config.temporal.namespace,

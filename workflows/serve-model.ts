@@ -44,7 +44,7 @@ export async function ServeModelWorkflow(started: ServeModelInput): Promise<Fina
   const { input, later } = await withSignalledSpec(started);
   const model = new ModelLifecycle(checkedSpec(input), input, resolveOptions(input.options));
   const signalled = new SignalledChanges(model);
-  for (const update of later) void signalled.update(update);
+  for (const update of later) signalled.update(update);
 
   setHandler(statusQuery, () => model.status, {
     description: 'The full status: phase, conditions, endpoint, replicas, last error, timeline, download progress',

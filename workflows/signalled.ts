@@ -1,14 +1,7 @@
 // Changes by signal (`update`, `delete`), for clients that cannot send an Update: a Temporal Schedule, Signal-With-Start,
 // the Web UI, `temporal workflow signal`. Handled by the Updates' own code; what differs is that a signal cannot be
 // refused before it lands, so a refused one is recorded in status and changes nothing (docs/client.md, "Signals").
-import {
-  CancellationScope,
-  condition,
-  log,
-  proxyLocalActivities,
-  setHandler,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { condition, log, setHandler, workflowInfo } from '@temporalio/workflow';
 import { patchedUnlessPinned } from './pinned.js';
 import {
   failure,
@@ -16,10 +9,11 @@ import {
   MODEL_DELETING,
   modelRefOf,
   safeParseServedModel,
+  SpecError,
+  specForUpdate,
   updateModelSignal,
   workflowIdFor,
   type DeleteModelInput,
-  type FerryLocalActivities,
   type ModelStatus,
   type ServedModel,
   type ServeModelInput,
@@ -45,56 +39,46 @@ export interface SignalTarget {
   set(next: ModelStatus): void;
 }
 
-/** The verdict on a signalled spec, recorded in history as the local activity's result. */
-const { checkSpecChange } = proxyLocalActivities<FerryLocalActivities>({
-  startToCloseTimeout: '10 seconds',
-  retry: { maximumAttempts: 5 },
-});
-
+/**
+ * Handles the signals, in the order they came. The verdict on a signalled update is decided by the Update's validator
+ * in workflow code, so a replay decides again: a rule of the parser that is added or relaxed later must be guarded by a
+ * patch on this path as on a start's (`STRICTER_SPEC_CHECKS`, serve-model.ts), or a replay of a signal the old rules
+ * decided otherwise would not match its history. (A local activity would record the verdict instead, but its marker
+ * and the change it lets through can land in two workflow tasks when a query comes between, and a replay then puts
+ * them in one: tried, and refused for that.)
+ */
 export class SignalledChanges {
-  /** Signalled updates, one at a time in the order they came. */
-  private queue: Promise<void> = Promise.resolve();
-
   constructor(private readonly model: SignalTarget) {}
 
-  /** The `update` signal's handler: resolves once the change is applied or refused. */
-  update(input: UpdateModelInput): Promise<void> {
+  /** The `update` signal's handler: the change is applied or refused before it returns. */
+  update(input: UpdateModelInput): void {
     if (!patchedUnlessPinned(SIGNALLED_CHANGES)) return ignored('update');
-    this.queue = this.queue.then(() => this.apply(input));
-    return this.queue;
+    const why = this.check(input);
+    if (why) this.model.set(refuseChange(this.model.status, why, now()));
+    else this.model.update(input);
   }
 
   /** The `delete` signal's handler: the delete Update without its answer; on a model being deleted, nothing. */
   delete(input: DeleteModelInput | undefined): void {
-    if (!patchedUnlessPinned(SIGNALLED_CHANGES)) return void ignored('delete');
+    if (!patchedUnlessPinned(SIGNALLED_CHANGES)) return ignored('delete');
     if (this.model.deletion) return;
     const reason = typeof input?.reason === 'string' ? input.reason : 'delete signal';
     this.model.requestDelete({ reason });
   }
 
-  private async apply(input: UpdateModelInput): Promise<void> {
-    const refused = await this.check(input);
-    // A delete may have come while the check ran.
-    const why = this.model.deletion ? deleting : refused;
-    if (why) this.model.set(refuseChange(this.model.status, why, now()));
-    else this.model.update(input);
-  }
-
-  /** Why the change is refused, if it is. */
-  private async check(input: UpdateModelInput): Promise<FailureInfo | undefined> {
+  /** Why the change is refused, if it is: what the Update's validator would refuse it for. */
+  private check(input: UpdateModelInput): FailureInfo | undefined {
     if (this.model.deletion) return deleting;
     if (typeof input !== 'object' || input === null || !('spec' in input)) {
       return { reason: INVALID_SPEC, message: 'the update signal needs { spec: <ServedModel document> }' };
     }
-    // Not cancelled with the workflow: a check of a few milliseconds, whose verdict the history then holds.
-    const verdict = await CancellationScope.nonCancellable(() =>
-      checkSpecChange({ desired: this.model.desired, doc: input.spec }),
-    ).catch((err: unknown) => ({
-      accepted: false as const,
-      reason: 'CheckFailed',
-      message: `the spec could not be checked: ${err instanceof Error ? err.message : String(err)}`,
-    }));
-    return verdict.accepted ? undefined : { reason: verdict.reason, message: verdict.message };
+    try {
+      specForUpdate(this.model.desired, input.spec);
+      return undefined;
+    } catch (err) {
+      if (err instanceof SpecError) return { reason: INVALID_SPEC, message: err.message };
+      throw err;
+    }
   }
 }
 
@@ -138,7 +122,6 @@ const SPEC_SIGNAL_WAIT = '1 minute';
 const deleting: FailureInfo = { reason: MODEL_DELETING, message: 'the model is being deleted' };
 
 /** A run from before the patch did not handle the signal: its replay does not either. */
-function ignored(name: string): Promise<void> {
+function ignored(name: string): void {
   log.warn(`the ${name} signal is not handled by this run (it started before Ferry handled signals); send the Update`);
-  return Promise.resolve();
 }

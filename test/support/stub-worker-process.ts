@@ -7,7 +7,6 @@
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { activityInterceptors } from '../../worker/create-worker.js';
 import { StubActivities } from './stub-activities.js';
-import { localActivities } from '../../activities/check-spec-change.js';
 import { TEST_SINKS, workflowBundle } from './workflow-harness.js';
 
 Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -17,7 +16,7 @@ const worker = await Worker.create({
   connection: await NativeConnection.connect({ address }),
   taskQueue,
   workflowBundle: await workflowBundle(),
-  activities: { ...localActivities, ...new StubActivities().activities() },
+  activities: new StubActivities().activities(),
   sinks: TEST_SINKS,
   interceptors: { activity: activityInterceptors() },
   maxHeartbeatThrottleInterval: '20ms',

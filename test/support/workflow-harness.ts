@@ -34,7 +34,6 @@ import { activityInterceptors } from '../../worker/create-worker.js';
 import { modelEventsSinks } from '../../worker/model-events.js';
 import { readLocalEnv, repoRoot } from './local-env.js';
 import type { StubActivities } from './stub-activities.js';
-import { localActivities } from '../../activities/check-spec-change.js';
 
 export type ModelHandle = WorkflowHandle<typeof ServeModelWorkflow>;
 export type StartedModel = WorkflowHandleWithFirstExecutionRunId<typeof ServeModelWorkflow>;
@@ -164,7 +163,7 @@ export async function withWorker<T>(
     connection: harness.connection,
     taskQueue,
     workflowBundle: harness.bundle,
-    activities: { ...localActivities, ...stub.activities(), ...extra },
+    activities: { ...stub.activities(), ...extra },
     sinks: TEST_SINKS,
     // The keep-alive heartbeat, as createWorker gives every activity.
     interceptors: { activity: activityInterceptors() },

@@ -128,30 +128,15 @@ export const deleteModelUpdate = defineUpdate<DeleteResult, [DeleteModelInput]>(
 
 /**
  * The same change as the `update` Update, for a client that can only signal (a Temporal Schedule, Signal-With-Start,
- * the Web UI, `temporal workflow signal`). A signal cannot be refused before it lands: the workflow checks it (a local
- * activity records the verdict, so a later rule does not change what a replay decides) and applies it like the Update,
- * or records the refusal in status (`lastError`, the timeline, an Event, a metric) and changes nothing. One at a time,
- * in the order they came. A workflow started with no spec (Signal-With-Start) takes its spec from its first one.
+ * the Web UI, `temporal workflow signal`). A signal cannot be refused before it lands: the workflow checks it with the
+ * Update's validator and applies it like the Update, or records the refusal in status (`lastError`, the timeline, an
+ * Event, a metric) and changes nothing. In the order they came. A workflow started with no spec (Signal-With-Start)
+ * takes its spec from its first one.
  */
 export const updateModelSignal = defineSignal<[UpdateModelInput]>(UPDATE_NAMES.update);
 
 /** The same as the `delete` Update, without its answer: the model is torn down and the workflow completes. */
 export const deleteModelSignal = defineSignal<[DeleteModelInput?]>(UPDATE_NAMES.delete);
-
-/** The local activity that decides on a signalled update: the verdict is recorded in history as its result. */
-export interface SpecChangeCheck {
-  /** The spec the change is made to (the latest accepted one). */
-  desired: ServedModel;
-  /** The document the signal carried. */
-  doc: unknown;
-}
-
-export type SpecChangeVerdict = { accepted: true } | { accepted: false; reason: string; message: string };
-
-/** ServeModelWorkflow's local activities (activities/check-spec-change.ts). */
-export interface FerryLocalActivities {
-  checkSpecChange(input: SpecChangeCheck): Promise<SpecChangeVerdict>;
-}
 
 /** A wait for a phase, held inside the workflow: see `awaitPhaseUpdate`. */
 export interface AwaitPhaseInput {
