@@ -1,16 +1,13 @@
 // Changes by signal (`update`, `delete`), for clients that cannot send an Update: a Temporal Schedule, Signal-With-Start,
 // the Web UI, `temporal workflow signal`. Handled by the Updates' own code; what differs is that a signal cannot be
 // refused before it lands, so a refused one is recorded in status and changes nothing (docs/client.md, "Signals").
-import { condition, log, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, condition, log, setHandler, workflowInfo } from '@temporalio/workflow';
 import { patchedUnlessPinned } from './pinned.js';
 import {
   failure,
   INVALID_SPEC,
-  MODEL_DELETING,
   modelRefOf,
   safeParseServedModel,
-  SpecError,
-  specForUpdate,
   updateModelSignal,
   workflowIdFor,
   type DeleteModelInput,
@@ -32,7 +29,9 @@ const SIGNALLED_CHANGES = 'signalled-changes';
 export interface SignalTarget {
   readonly deletion: { reason?: string } | undefined;
   readonly desired: ServedModel;
-  /** Applies an update the check accepted, as the Update does. */
+  /** The Update's validator: throws the failure the Update would be refused with. */
+  validateUpdate(update: UpdateModelInput): void;
+  /** Applies an update the validator accepted, as the Update does. */
   update(update: UpdateModelInput): unknown;
   requestDelete(request: DeleteModelInput | undefined): void;
   readonly status: ModelStatus;
@@ -66,17 +65,13 @@ export class SignalledChanges {
     this.model.requestDelete({ reason });
   }
 
-  /** Why the change is refused, if it is: what the Update's validator would refuse it for. */
+  /** Why the change is refused, if it is: what the Update's validator refuses it for. */
   private check(input: UpdateModelInput): FailureInfo | undefined {
-    if (this.model.deletion) return deleting;
-    if (typeof input !== 'object' || input === null || !('spec' in input)) {
-      return { reason: INVALID_SPEC, message: 'the update signal needs { spec: <ServedModel document> }' };
-    }
     try {
-      specForUpdate(this.model.desired, input.spec);
+      this.model.validateUpdate(input);
       return undefined;
     } catch (err) {
-      if (err instanceof SpecError) return { reason: INVALID_SPEC, message: err.message };
+      if (err instanceof ApplicationFailure && err.type) return { reason: err.type, message: err.message };
       throw err;
     }
   }
@@ -118,8 +113,6 @@ export async function withSignalledSpec(
 }
 
 const SPEC_SIGNAL_WAIT = '1 minute';
-
-const deleting: FailureInfo = { reason: MODEL_DELETING, message: 'the model is being deleted' };
 
 /** A run from before the patch did not handle the signal: its replay does not either. */
 function ignored(name: string): void {

@@ -229,6 +229,13 @@ export async function startModel(
   });
 }
 
+/** The activities called since the first `from` calls, but the looks that come and go with the watch. */
+export const callsSince = (stub: StubActivities, from: number): string[] =>
+  stub
+    .names()
+    .slice(from)
+    .filter((n) => n !== 'readStatus' && n !== 'lookAtModel');
+
 /** Polls the status query until `predicate` holds; fails with the last status when it does not in time. */
 export async function waitForStatus(
   handle: ModelHandle,

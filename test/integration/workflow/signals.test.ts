@@ -23,6 +23,7 @@ import { useHarness } from '../../support/fixtures.js';
 import { readLocalEnv } from '../../support/local-env.js';
 import {
   FAST,
+  callsSince,
   modelDoc,
   readyAt,
   TEST_SINKS,
@@ -35,13 +36,6 @@ import {
 
 const harness = useHarness();
 const EventType = proto.temporal.api.enums.v1.EventType;
-
-/** The activities called since the first `from` calls, but the looks that come and go with the watch. */
-const callsSince = (stub: StubActivities, from: number) =>
-  stub
-    .names()
-    .slice(from)
-    .filter((n) => n !== 'readStatus' && n !== 'lookAtModel');
 
 const refusedEntries = (status: ModelStatus) =>
   status.timeline.filter((e) => e.step === 'update' && e.outcome === 'Failed');
@@ -107,7 +101,7 @@ describe('ServeModelWorkflow changes by signal', () => {
       // Not { spec }: refused without asking the worker.
       await handle.signal(updateModelSignal, { model: doc } as never);
       const shape = await waitForStatus(handle, (s) => refusedEntries(s).length === 3);
-      expect(shape.lastError?.message).toBe('the update signal needs { spec: <ServedModel document> }');
+      expect(shape.lastError?.message).toBe('the update needs { spec: <ServedModel document> }');
 
       expect(callsSince(stub, callsBefore)).toEqual([]);
       expect((await handle.query(statusQuery)).generation).toBe(1);

@@ -4,6 +4,7 @@ import { FAILURE, INVALID_SPEC, specQuery, statusQuery, updateModelUpdate } from
 import { failure, StubActivities } from '../../support/stub-activities.js';
 import { useHarness } from '../../support/fixtures.js';
 import {
+  callsSince,
   modelDoc,
   readyAt,
   waitForStatus,
@@ -25,13 +26,6 @@ const unchanged = (generation: number) => ({
   sourceChanged: false,
   changes: [],
 });
-
-/** The activities called since the first `from` calls, but the status reads that come and go with the watch. */
-const callsSince = (stub: StubActivities, from: number) =>
-  stub
-    .names()
-    .slice(from)
-    .filter((n) => n !== 'readStatus' && n !== 'lookAtModel');
 
 /** The rejection of an update, as the client sees it. */
 async function rejection(promise: Promise<unknown>): Promise<ApplicationFailure> {
