@@ -42,6 +42,11 @@ export interface ActivityDeps {
   watcher?: ModelWatcher;
   /** The Temporal Web UI (base URL, Temporal namespace): the root ConfigMap then links the model's workflow page. */
   webUi?: { url: string; namespace: string };
+  /**
+   * Why a tenant's grant does not allow `model` now (one line), or undefined when it does: the worker's tenants file
+   * (docs/security.md). Unset, the worker has none, and a look repairs every model.
+   */
+  grants?: (tenant: string, model: ServedModel) => string | undefined;
   /** Poll and back-off intervals, shrunk by tests. */
   timing?: Partial<ActivityTiming>;
 }

@@ -25,6 +25,11 @@ export interface ApplyOptions {
   onStatus?: (status: ModelStatus) => void;
   /** Workflow knobs for a model this call starts (watch interval, retries); production leaves them unset. */
   workflowOptions?: ServeModelOptions;
+  /**
+   * The tenant asking (set only by that tenant's Nexus handler, docs/security.md): a model this call starts is
+   * theirs, and a running one that is not theirs refuses the update as `ModelNotFoundError`.
+   */
+  tenant?: string;
 }
 
 export interface ApplyResult extends UpdateResult {
@@ -50,12 +55,12 @@ export async function applyModel(client: Client, doc: unknown, options: ApplyOpt
   // Sent again (a new start operation each time) if the server aborts the update or rejects it unseen.
   const handle = await accepted(client, ref, updateModelUpdate.name, ACCEPT_TIMEOUT_MS, (updateId) =>
     client.workflow.startUpdateWithStart(updateModelUpdate, {
-      args: [{ spec: doc }],
+      args: [{ spec: doc, ...(options.tenant !== undefined ? { tenant: options.tenant } : {}) }],
       waitForStage: 'ACCEPTED',
       updateId,
       startWorkflowOperation: new WithStartWorkflowOperation<typeof ServeModelWorkflow>(
         WORKFLOW_TYPE,
-        startOptionsFor(spec, options.workflowOptions),
+        startOptionsFor(spec, options.workflowOptions, options.tenant),
       ),
     }),
   );

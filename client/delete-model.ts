@@ -24,6 +24,8 @@ export interface DeleteOptions {
   reason?: string;
   /** Stops `wait` early (the teardown goes on); rejects with the signal's reason. */
   signal?: AbortSignal;
+  /** The tenant asking (its Nexus handler): a model it does not own refuses the delete as `ModelNotFoundError`. */
+  tenant?: string;
 }
 
 export interface DeleteModelResult {
@@ -65,7 +67,10 @@ export async function deleteModelAfter(
         client,
         ref,
         deleteModelUpdate,
-        options.reason ? { reason: options.reason } : {},
+        {
+          ...(options.reason ? { reason: options.reason } : {}),
+          ...(options.tenant !== undefined ? { tenant: options.tenant } : {}),
+        },
         undefined,
         attempt === 0 ? early : undefined,
       );

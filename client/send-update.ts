@@ -14,6 +14,7 @@ import { ApplicationFailure, type UpdateDefinition } from '@temporalio/common';
 import {
   INVALID_SPEC,
   MODEL_DELETING,
+  FAILURE,
   type ModelRef,
   type SpecIssue,
   taskQueueFor,
@@ -188,6 +189,8 @@ function updateError(err: unknown, ref: ModelRef): unknown {
       });
     }
     if (failure.type === MODEL_DELETING) return new ModelDeletedError(ref, 'Deleting');
+    // A tenant's change to a model it does not own (docs/security.md).
+    if (failure.type === FAILURE.ModelNotFound) return new ModelNotFoundError(ref);
   }
   return err;
 }

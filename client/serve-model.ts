@@ -14,6 +14,7 @@ import {
   specChanges,
   specQuery,
   taskQueueFor,
+  TENANT_MEMO,
   workflowIdFor,
 } from '../workflows/contract/index.js';
 import { parseModelDocument } from './document.js';
@@ -100,10 +101,17 @@ async function assertSameSpec(client: Client, ref: ModelRef, spec: ServedModel, 
  * How a model's workflow is started. With USE_EXISTING, starting the same model twice is one workflow: the second
  * start returns the running one, which the caller compares with what it asked for.
  */
-export function startOptionsFor(spec: ServedModel, workflowOptions?: ServeModelOptions) {
+export function startOptionsFor(spec: ServedModel, workflowOptions?: ServeModelOptions, tenant?: string) {
   const ref = modelRefOf(spec);
-  const input: ServeModelInput = { version: 1, spec, ...(workflowOptions ? { options: workflowOptions } : {}) };
+  const input: ServeModelInput = {
+    version: 1,
+    spec,
+    ...(workflowOptions ? { options: workflowOptions } : {}),
+    ...(tenant !== undefined ? { tenant } : {}),
+  };
   return {
+    // The owner, where a describe or a list reads it without asking the workflow (the tenants' Nexus handler).
+    ...(tenant !== undefined ? { memo: { [TENANT_MEMO]: tenant } } : {}),
     workflowId: workflowIdFor(ref),
     taskQueue: taskQueueFor(ref.cluster),
     args: [input] as [ServeModelInput],

@@ -29,13 +29,20 @@ const HEARTBEAT_MS = 10_000;
 /** The serving activities on `client`; register them on a worker (`activities: { ...serving }`). */
 export function createServingActivities(client: Client): ServingActivities {
   return {
-    async applyServedModel({ document, workflowOptions }: ApplyServedModelInput): Promise<ApplyServedModelResult> {
+    async applyServedModel({
+      document,
+      workflowOptions,
+      tenant,
+    }: ApplyServedModelInput): Promise<ApplyServedModelResult> {
       try {
         const { ref, workflowId, runId, started, accepted, generation, changed, sourceChanged, changes } =
-          await applyModel(client, document, workflowOptions ? { workflowOptions } : {});
+          await applyModel(client, document, {
+            ...(workflowOptions ? { workflowOptions } : {}),
+            ...(tenant !== undefined ? { tenant } : {}),
+          });
         return { ref, workflowId, runId, started, accepted, generation, changed, sourceChanged, changes };
       } catch (err) {
-        throw typed(err);
+        throw typedFailure(err);
       }
     },
 
@@ -50,17 +57,21 @@ export function createServingActivities(client: Client): ServingActivities {
           signal: ctx.cancellationSignal,
         });
       } catch (err) {
-        throw typed(err);
+        throw typedFailure(err);
       } finally {
         clearInterval(beat);
       }
     },
 
-    async deleteServedModel({ ref, reason }) {
+    async deleteServedModel({ ref, reason, tenant }) {
       const ctx = Context.current();
       const beat = setInterval(() => ctx.heartbeat(), HEARTBEAT_MS);
       try {
-        const result = await deleteModel(client, ref, { wait: true, ...(reason ? { reason } : {}) });
+        const result = await deleteModel(client, ref, {
+          wait: true,
+          ...(reason ? { reason } : {}),
+          ...(tenant !== undefined ? { tenant } : {}),
+        });
         return {
           ref,
           alreadyDeleted: result.alreadyDeleted,
@@ -68,7 +79,7 @@ export function createServingActivities(client: Client): ServingActivities {
           retained: result.teardown?.retained ?? [],
         };
       } catch (err) {
-        throw typed(err);
+        throw typedFailure(err);
       } finally {
         clearInterval(beat);
       }
@@ -77,7 +88,7 @@ export function createServingActivities(client: Client): ServingActivities {
 }
 
 /** What no retry fixes, as the catalogue's non-retryable types; anything else as it is (retried). */
-function typed(err: unknown): unknown {
+export function typedFailure(err: unknown): unknown {
   if (err instanceof InvalidSpecError) return failure(FAILURE.InvalidSpec, formatSpecIssues(err.issues), err.issues);
   if (err instanceof ModelDeletedError) return failure(FAILURE.ModelDeleting, err.message);
   if (err instanceof ModelNotFoundError) return failure(FAILURE.ModelNotFound, err.message);

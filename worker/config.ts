@@ -10,6 +10,7 @@ import {
 } from '../client/temporal-env.js';
 import { DEFAULT_CLUSTER, DNS1123_LABEL, parseDuration, taskQueueFor } from '../workflows/contract/index.js';
 import { parseAddress } from './health.js';
+import { loadTenants, type Tenants } from './tenants.js';
 import { buildIdOf, deploymentNameFor, type Versioning } from './versioning.js';
 
 export interface WorkerConfig {
@@ -26,6 +27,13 @@ export interface WorkerConfig {
   logLevel: LogLevel;
   /** Host the `ferry.models.v1` Nexus service (off for a Temporal server without Nexus). */
   nexus: boolean;
+  /**
+   * The tenants file's grants (docs/security.md): each tenant's Nexus service is hosted on its own task queue, and
+   * the cluster's task queue hosts none. Unset: one team, every caller may do everything.
+   */
+  tenants?: Tenants;
+  /** Where `tenants` was read from (for the log). */
+  tenantsFile?: string;
   /**
    * Watch the models' objects and wake their workflows when one changes (on); off, a Ready model is looked at only
    * every safety-net interval (30 min), for a worker whose Role lacks list/watch.
@@ -78,6 +86,8 @@ Options (each overrides its environment variable):
   --shutdown-grace DURATION       FERRY_SHUTDOWN_GRACE   (default ${DEFAULT_SHUTDOWN_GRACE})
   --log-level LEVEL               FERRY_LOG_LEVEL        TRACE, DEBUG, INFO, WARN or ERROR (default INFO)
   --nexus on|off                  FERRY_NEXUS            host the ferry.models.v1 Nexus service (default on)
+  --tenants FILE                  FERRY_TENANTS_FILE     the tenants and their grants (docs/security.md); each
+                                  tenant's Nexus service on its own task queue (default: none, one team)
   --watch on|off                  FERRY_WATCH            watch models' objects, wake their workflows (default on)
   --worker-versioning on|off      FERRY_WORKER_VERSIONING  run as a version of Worker Deployment ferry-CLUSTER,
                                   runs pinned to it (default off: unversioned; docs/upgrading.md)
@@ -128,6 +138,7 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | Repl
         'shutdown-grace': { type: 'string' },
         'log-level': { type: 'string' },
         nexus: { type: 'string' },
+        tenants: { type: 'string' },
         watch: { type: 'string' },
         'worker-versioning': { type: 'string' },
         'build-id': { type: 'string' },
@@ -169,6 +180,16 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | Repl
   }
   const nexusText = (values.nexus ?? env.FERRY_NEXUS ?? 'on').toLowerCase();
   if (nexusText !== 'on' && nexusText !== 'off') problems.push(`nexus ${JSON.stringify(nexusText)} must be on or off`);
+  const tenantsFile = values.tenants ?? (env.FERRY_TENANTS_FILE || undefined);
+  let tenants: Tenants | undefined;
+  if (tenantsFile !== undefined) {
+    try {
+      tenants = loadTenants(tenantsFile);
+      if (nexusText === 'off') problems.push('--tenants grants Nexus access: it needs --nexus on');
+    } catch (err) {
+      problems.push((err as Error).message);
+    }
+  }
   const watchText = (values.watch ?? env.FERRY_WATCH ?? 'on').toLowerCase();
   if (watchText !== 'on' && watchText !== 'off') problems.push(`watch ${JSON.stringify(watchText)} must be on or off`);
   const versioningText = (values['worker-versioning'] ?? env.FERRY_WORKER_VERSIONING ?? 'off').toLowerCase();
@@ -241,6 +262,7 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | Repl
     shutdownGraceMs,
     logLevel: level as LogLevel,
     nexus: nexusText !== 'off',
+    ...(tenants ? { tenants, tenantsFile } : {}),
     watch: watchText !== 'off',
     ...(versioning ? { versioning } : {}),
     ...(command ? { command } : {}),
@@ -254,9 +276,10 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | Repl
 
 /** The configuration as it may be logged: secrets redacted, the environment reduced to Ferry's own settings. */
 export function redactWorkerConfig(config: WorkerConfig): Record<string, unknown> {
-  const { temporal, env, ...rest } = config;
+  const { temporal, env, tenants, ...rest } = config;
   return {
     ...rest,
+    ...(tenants ? { tenants: tenants.map((t) => `${t.name} (task queue ${t.nexusTaskQueue})`) } : {}),
     temporal: redactTemporalSettings(temporal),
     ...(env.FERRY_ENDPOINT_MODE ? { endpointMode: env.FERRY_ENDPOINT_MODE } : {}),
     ...(env.FERRY_ENDPOINT_OVERRIDES ? { endpointOverrides: describeOverrides(env.FERRY_ENDPOINT_OVERRIDES) } : {}),

@@ -23,7 +23,7 @@ import { keepAlive } from '../activities/cluster/progress.js';
 import type { ReadinessCheck } from './health.js';
 import { ActivityFailureCounter, FerryMetrics } from './metrics.js';
 import { modelEventsSinks } from './model-events.js';
-import { ferryModelsHandler } from './nexus-handler.js';
+import { ferryModelsHandler, tenantModelsHandler, type TenantHandlerOptions } from './nexus-handler.js';
 import { keepVersion, type KeeperOptions } from './versioning.js';
 
 // The workflows' entry next to this module: `.ts` when run from the sources, `.js` when run from the package.
@@ -49,6 +49,10 @@ export interface FerryWorker {
   /** A client on the worker's connection (progress signals use it). */
   client: Client;
   connection: NativeConnection;
+  /** Runs the worker and every tenant's Nexus worker until all have stopped (`shutdown`, or one failing). */
+  run(): Promise<void>;
+  /** Stops polling everywhere; `run()` resolves once in-flight work is done. */
+  shutdown(): void;
   /** What /readyz checks: the worker polls, Temporal answers, and (with the real activities) the API server. */
   readiness: Record<string, ReadinessCheck>;
   /** Closes the connection if the worker opened it; call after `worker.run()` has resolved. */
@@ -85,7 +89,8 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
       namespace: config.temporal.namespace,
       taskQueue: config.taskQueue,
       activities,
-      ...(config.nexus ? { nexusServices: [ferryModelsHandler] } : {}),
+      // With a tenants file, each tenant's service is on its own queue (below) and this queue hosts none.
+      ...(config.nexus && !config.tenants ? { nexusServices: [ferryModelsHandler] } : {}),
       ...(await workflowSource(config, overrides, logger)),
       // Status changes become log lines, metrics and Kubernetes Events; failed activity attempts are counted by type.
       sinks: modelEventsSinks({ logger, metrics, ...(real ? { events: real.events } : {}) }),
@@ -107,10 +112,19 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
       shutdownGraceTime: config.shutdownGraceMs,
       shutdownForceTime: config.shutdownGraceMs + FORCE_AFTER_GRACE_MS,
     });
+    const tenantWorkers = config.nexus
+      ? await createTenantWorkers(connection, config, (refusal) => {
+          metrics.tenantRefused(refusal.tenant, refusal.operation);
+          logger.warn('tenant request refused', { ...refusal });
+        })
+      : [];
+    const all = [worker, ...tenantWorkers];
     const readiness: Record<string, ReadinessCheck> = {
       worker: async () => {
-        const state = worker.getState();
-        if (state !== 'RUNNING') throw new Error(`the worker is ${state.toLowerCase()}, not polling`);
+        for (const each of all) {
+          const state = each.getState();
+          if (state !== 'RUNNING') throw new Error(`the worker is ${state.toLowerCase()}, not polling`);
+        }
       },
       temporal: async () => {
         await connection
@@ -126,6 +140,20 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
       client,
       connection,
       readiness,
+      async run() {
+        // One stops, all stop: a tenant's queue left unpolled would leave its callers waiting.
+        const runs = all.map((each) =>
+          each.run().finally(() => {
+            for (const other of all) if (other.getState() === 'RUNNING') other.shutdown();
+          }),
+        );
+        const results = await Promise.allSettled(runs);
+        const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+        if (failed) throw failed.reason;
+      },
+      shutdown() {
+        for (const each of all) if (each.getState() === 'RUNNING') each.shutdown();
+      },
       async close() {
         stopKeeper?.();
         stopReal?.();
@@ -138,6 +166,30 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
     if (ownConnection) await connection.close().catch(() => undefined);
     throw err;
   }
+}
+
+/**
+ * One Nexus-only worker per tenant, on the task queue its endpoint targets (docs/security.md); the command workflows
+ * it starts run on the cluster's queue.
+ */
+async function createTenantWorkers(
+  connection: NativeConnection,
+  config: WorkerConfig,
+  onRefused: TenantHandlerOptions['onRefused'],
+): Promise<Worker[]> {
+  const workers: Worker[] = [];
+  for (const tenant of config.tenants ?? []) {
+    workers.push(
+      await Worker.create({
+        connection,
+        namespace: config.temporal.namespace,
+        taskQueue: tenant.nexusTaskQueue,
+        nexusServices: [tenantModelsHandler(tenant, { taskQueue: config.taskQueue, onRefused })],
+        shutdownGraceTime: config.shutdownGraceMs,
+      }),
+    );
+  }
+  return workers;
 }
 
 /**

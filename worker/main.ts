@@ -84,20 +84,21 @@ async function main(): Promise<number> {
       signal,
       graceMs: config.shutdownGraceMs,
     });
-    ferry.worker.shutdown();
+    ferry.shutdown();
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
 
   logger.info('polling', {
     taskQueue: config.taskQueue,
+    ...(config.tenants ? { tenantQueues: config.tenants.map((t) => t.nexusTaskQueue) } : {}),
     namespace: config.temporal.namespace,
     address: config.temporal.address,
     ...(health ? { health: health.address } : {}),
     ...(config.metricsAddress ? { metrics: config.metricsAddress } : {}),
   });
   try {
-    await ferry.worker.run();
+    await ferry.run();
   } finally {
     await health?.close();
     await ferry.close();

@@ -34,6 +34,7 @@ export class FerryMetrics {
   private readonly timeToReady;
   private readonly stepFailures;
   private readonly refusedChanges;
+  private readonly tenantRefusals;
   private readonly activityFailures;
   private readonly teardownRetries;
   private readonly phaseChanges;
@@ -67,6 +68,11 @@ export class FerryMetrics {
       'ferry_refused_changes_total',
       '',
       'Signalled changes (the update signal) a workflow refused, by change and reason; the model stayed as it was',
+    );
+    this.tenantRefusals = meter.createCounter(
+      'ferry_tenant_refusals_total',
+      '',
+      "Nexus requests a tenant's grant or ownership refused, by tenant and operation; nothing was started (docs/security.md)",
     );
     this.activityFailures = meter.createCounter(
       'ferry_activity_failures_total',
@@ -128,6 +134,11 @@ export class FerryMetrics {
           break;
       }
     }
+  }
+
+  /** A tenant's Nexus request refused (`operation`: ensureModel, deleteModel, getModelStatus). */
+  tenantRefused(tenant: string, operation: string): void {
+    this.tenantRefusals.add(1, { tenant, operation });
   }
 
   activityFailed(activity: string, type: string): void {

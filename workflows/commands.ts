@@ -2,9 +2,9 @@
 // its own workflow (Update-with-Start, the delete Update) and never own it: cancelling a command stops the command.
 import { proxyActivities, setWorkflowOptions } from '@temporalio/workflow';
 import type {
-  DeleteModelOperationInput,
+  DeleteModelCommandInput,
   DeleteModelOperationOutput,
-  EnsureModelInput,
+  EnsureModelCommandInput,
   EnsureModelOutput,
   ServingActivities,
 } from './contract/index.js';
@@ -16,8 +16,12 @@ const { applyServedModel, deleteServedModel } = proxyActivities<ServingActivitie
 });
 
 /** Serves or updates the model, then waits until it is Ready at that generation. */
-export async function ensureModelWorkflow(input: EnsureModelInput): Promise<EnsureModelOutput> {
-  const applied = await applyServedModel({ document: input.document });
+export async function ensureModelWorkflow(input: EnsureModelCommandInput): Promise<EnsureModelOutput> {
+  // A tenant's command (its endpoint's handler set the tenant) acts as that tenant; an older command had none.
+  const applied = await applyServedModel({
+    document: input.document,
+    ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
+  });
   const { awaitModelReady } = proxyActivities<ServingActivities>({
     // The wait's own budget, plus room for a retry after a lost worker; the heartbeat notices a lost one sooner.
     startToCloseTimeout: (input.timeoutMs ?? 6 * 3_600_000) + 60_000,
@@ -36,7 +40,7 @@ export async function ensureModelWorkflow(input: EnsureModelInput): Promise<Ensu
 }
 
 /** Deletes the model and waits until its teardown is done. */
-export async function deleteModelWorkflow(input: DeleteModelOperationInput): Promise<DeleteModelOperationOutput> {
+export async function deleteModelWorkflow(input: DeleteModelCommandInput): Promise<DeleteModelOperationOutput> {
   return await deleteServedModel(input);
 }
 

@@ -5,6 +5,7 @@ import { ApplicationFailure, condition, workflowInfo } from '@temporalio/workflo
 import { patchedUnlessPinned } from './pinned.js';
 import { ActivityIds, activitiesFor, type Naming, type ResolvedOptions } from './activity-options.js';
 import {
+  describeRef,
   describeSource,
   failure,
   FAILURE,
@@ -83,7 +84,7 @@ export class ModelLifecycle extends ModelState {
     private readonly input: ServeModelInput,
     options: ResolvedOptions,
   ) {
-    super(spec, input.state?.status ?? initialStatus(spec, now()), input.state, options);
+    super(spec, input.state?.status ?? initialStatus(spec, now(), input.tenant), input.state, options);
     this.attempted = input.state?.attemptedGeneration ?? 0;
     const splitSafe = patchedUnlessPinned(SPLIT_SAFE);
     this.ids = new ActivityIds(splitSafe);
@@ -107,7 +108,20 @@ export class ModelLifecycle extends ModelState {
     if (typeof update !== 'object' || update === null || !('spec' in update)) {
       throw failure(INVALID_SPEC, 'the update needs { spec: <ServedModel document> }');
     }
+    this.checkOwner(update.tenant);
     checkUpdateSpec(this.desired, update.spec);
+  }
+
+  /** Rejects a tenant's delete of a model it does not own (`validateDelete`). */
+  validateDelete(request: DeleteModelInput | undefined): void {
+    this.checkOwner(request?.tenant);
+  }
+
+  /** A tenant's change to a model it does not own is answered as if no model had that name (docs/security.md). */
+  private checkOwner(tenant: string | undefined): void {
+    if (tenant !== undefined && tenant !== this.status.tenant) {
+      throw failure(FAILURE.ModelNotFound, `${describeRef(this.status)}: no such model`);
+    }
   }
 
   update(update: UpdateModelInput): UpdateResult {
@@ -178,6 +192,7 @@ export class ModelLifecycle extends ModelState {
       version: 1,
       spec: this.desired,
       options: this.input.options,
+      ...(this.input.tenant !== undefined ? { tenant: this.input.tenant } : {}),
       state: { ...this.world, status: trimTimeline(this.status), attemptedGeneration: this.attempted },
     };
   }

@@ -30,6 +30,7 @@ import {
   updateModelSignal,
   updateModelUpdate,
   type AwaitPhaseInput,
+  type DeleteModelInput,
   type FinalStatus,
   type ServedModel,
   type ServeModelInput,
@@ -63,6 +64,7 @@ export async function ServeModelWorkflow(started: ServeModelInput): Promise<Fina
     description: 'Change the spec; rejected with field-level errors, reconciled afterwards',
   });
   setHandler(deleteModelUpdate, (request) => model.delete(request), {
+    validator: (request: DeleteModelInput | undefined) => model.validateDelete(request),
     description: 'Tear the model down; returns what was deleted and retained',
   });
   setHandler(updateModelSignal, (update) => signalled.update(update), {

@@ -54,6 +54,13 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
   const ns = model.metadata.namespace;
   deps.watcher?.watchNamespace(ns);
   const reads = cachedReads(deps.cluster, deps.watcher);
+  // A grant narrowed since the model was accepted: nothing is put back or rebuilt, and the model says why (Degraded).
+  const refusal = input.tenant !== undefined ? deps.grants?.(input.tenant, model) : undefined;
+  if (refusal) {
+    const observed = await observeEngine(deps, reads, model, apiKeys);
+    const message = `${refusal}: nothing is repaired until the grant or the model changes`;
+    return { ...observed, problem: { reason: FAILURE.Forbidden, message }, repaired: [] };
+  }
   const ref = (apiVersion: string, kind: string, name: string) => ({ apiVersion, kind, name, namespace: ns });
   // The watch selects Ferry's objects by label: one whose labels someone edited away looks deleted there, so an
   // object missing from memory is asked of the API server before anything is re-created or rebuilt.

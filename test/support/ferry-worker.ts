@@ -24,13 +24,18 @@ export interface FerryTestWorker {
 }
 
 /** Starts a worker through `createWorker` (the same path as `worker/main.ts`), hosting `stub`'s activities. */
-export async function startFerryWorker(harness: WorkflowHarness, stub: StubActivities): Promise<FerryTestWorker> {
-  const cluster = `t-${randomBytes(4).toString('hex')}`;
+export async function startFerryWorker(
+  harness: WorkflowHarness,
+  stub: StubActivities,
+  options: { cluster?: string; env?: Record<string, string> } = {},
+): Promise<FerryTestWorker> {
+  const cluster = options.cluster ?? `t-${randomBytes(4).toString('hex')}`;
   const config = parseWorkerConfig([], {
     HOME: mkdtempSync(join(tmpdir(), 'ferry-home-')),
     TEMPORAL_ADDRESS: readLocalEnv().TEMPORAL_ADDRESS,
     FERRY_CLUSTER: cluster,
     FERRY_SHUTDOWN_GRACE: '200ms',
+    ...options.env,
   });
   if (config === 'help' || 'replayCheck' in config) throw new Error('unexpected mode');
   const ferry = await createWorker(config, {
@@ -38,12 +43,11 @@ export async function startFerryWorker(harness: WorkflowHarness, stub: StubActiv
     workflowBundle: harness.bundle,
     connection: harness.connection,
   });
-  const running = ferry.worker.run();
+  const running = ferry.run();
   const models: ModelRef[] = [];
   return {
     cluster,
     doc(patch, name = `m-${randomBytes(4).toString('hex')}`) {
-      models.push({ cluster, namespace: 'models', name });
       const doc: Doc = {
         apiVersion: 'ferry.dev/v1alpha1',
         kind: 'ServedModel',
@@ -56,6 +60,8 @@ export async function startFerryWorker(harness: WorkflowHarness, stub: StubActiv
         },
       };
       patch?.(doc);
+      // Wherever the patch put it, so that close() finds it.
+      models.push({ cluster: doc.spec?.cluster ?? cluster, namespace: doc.metadata?.namespace ?? 'default', name });
       return doc;
     },
     async close() {
@@ -64,7 +70,7 @@ export async function startFerryWorker(harness: WorkflowHarness, stub: StubActiv
           .terminate('test finished')
           .catch(() => undefined);
       }
-      ferry.worker.shutdown();
+      ferry.shutdown();
       await running;
       await ferry.close();
     },

@@ -218,12 +218,14 @@ export async function startModel(
   taskQueue: string,
   spec: ServedModel,
   options: ServeModelOptions,
+  /** The owning tenant, as a tenant's Nexus handler would start it (docs/security.md). */
+  tenant?: string,
 ): Promise<StartedModel> {
   const ref = modelRefOf(spec);
   return client.workflow.start(ServeModelWorkflow, {
     taskQueue,
     workflowId: workflowIdFor(ref),
-    args: [{ version: 1, spec, options }],
+    args: [{ version: 1, spec, options, ...(tenant !== undefined ? { tenant } : {}) }],
     workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
     typedSearchAttributes: searchAttributesFor(ref, 'Pending'),
   });

@@ -84,6 +84,8 @@ export interface LookInput {
   admissionLimit?: number;
   /** Wait this long before looking: a look woken right after another keeps its distance (set by the workflow). */
   delayMs?: number;
+  /** The owning tenant (`status.tenant`): the look checks the model against its grant as it is now. */
+  tenant?: string;
 }
 
 /** What a look found and did: the engine as it is, and what it put back. */

@@ -22,7 +22,11 @@ export const FAILURES = {
     retryable: false,
     meaning: 'the API server refused the request as invalid (400, 422), or the object is not there (404)',
   },
-  Forbidden: { retryable: false, meaning: "RBAC forbids the worker's identity the request (403)" },
+  Forbidden: {
+    retryable: false,
+    meaning:
+      "RBAC forbids the worker's identity the request (403), or a tenant's grant forbids the tenant the model (docs/security.md)",
+  },
   KubernetesUnreachable: { retryable: true, meaning: 'the API server could not be reached' },
   KubernetesHttp: {
     retryable: true,

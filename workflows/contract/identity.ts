@@ -17,6 +17,9 @@ export function describeRef(ref: ModelRef): string {
   return `${ref.name} (namespace ${ref.namespace}, cluster ${ref.cluster})`;
 }
 
+/** The memo key of a model's workflow that names its owning tenant (docs/security.md); absent on an admin's model. */
+export const TENANT_MEMO = 'ferry.tenant';
+
 /** `servedmodel/<cluster>/<namespace>/<name>`: one workflow per model, so Temporal keeps the name unique. */
 export function workflowIdFor({ cluster, namespace, name }: ModelRef): string {
   return `servedmodel/${cluster}/${namespace}/${name}`;

@@ -77,6 +77,11 @@ export interface ServeModelInput {
   /** A parsed spec (`parseServedModel`); the workflow does not parse it again. */
   spec: ServedModel;
   options?: ServeModelOptions;
+  /**
+   * The tenant that owns the model (docs/security.md): set only by the Nexus handler of that tenant's endpoint, never
+   * read from a document. Unset: an admin's model, which no tenant can reach.
+   */
+  tenant?: string;
   /** Set only by continue-as-new. */
   state?: CarriedState;
 }
@@ -95,6 +100,8 @@ export interface FinalStatus {
 export interface UpdateModelInput {
   /** The whole ServedModel document, as people write it; validated with the same schema as at start. */
   spec: unknown;
+  /** Set by a tenant's Nexus handler: the update is refused (`ModelNotFound`) unless that tenant owns the model. */
+  tenant?: string;
 }
 
 export interface UpdateResult {
@@ -111,6 +118,8 @@ export interface UpdateResult {
 
 export interface DeleteModelInput {
   reason?: string;
+  /** Set by a tenant's Nexus handler: the delete is refused (`ModelNotFound`) unless that tenant owns the model. */
+  tenant?: string;
 }
 
 export interface DeleteResult extends TeardownResult {

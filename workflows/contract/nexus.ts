@@ -33,6 +33,19 @@ export interface DeleteModelOperationOutput {
   retained: string[];
 }
 
+/**
+ * What a command workflow behind `ensureModel` is started with: the caller's input, and the tenant whose endpoint the
+ * request came through, which the handler sets (never the caller; docs/security.md).
+ */
+export interface EnsureModelCommandInput extends EnsureModelInput {
+  tenant?: string;
+}
+
+/** What a command workflow behind `deleteModel` is started with (see `EnsureModelCommandInput`). */
+export interface DeleteModelCommandInput extends DeleteModelOperationInput {
+  tenant?: string;
+}
+
 export const ferryModelsService = nexus.service('ferry.models.v1', {
   /** Serve (or update) a model and wait until it is Ready at that spec; returns its endpoint. */
   ensureModel: nexus.operation<EnsureModelInput, EnsureModelOutput>(),

@@ -3,7 +3,7 @@
 // `applyServedModel` in workflows/compose/.
 import type { ModelRef } from './identity.js';
 import type { ServeModelOptions, UpdateResult } from './messages.js';
-import type { DeleteModelOperationInput, DeleteModelOperationOutput } from './nexus.js';
+import type { DeleteModelCommandInput, DeleteModelOperationOutput } from './nexus.js';
 import type { ModelStatus } from './status.js';
 
 export interface ApplyServedModelInput {
@@ -11,6 +11,8 @@ export interface ApplyServedModelInput {
   document: unknown;
   /** Knobs for a model this call starts; production leaves them unset. */
   workflowOptions?: ServeModelOptions;
+  /** The tenant asking: set only by a tenant's Nexus handler (docs/security.md). */
+  tenant?: string;
 }
 
 export interface ApplyServedModelResult extends UpdateResult {
@@ -27,5 +29,5 @@ export interface ServingActivities {
   /** Waits (heartbeating) until the model is Ready at `generation` or newer; fails with its reason if it fails. */
   awaitModelReady(input: { ref: ModelRef; generation: number; timeoutMs?: number }): Promise<ModelStatus>;
   /** Tears the model down and waits until it is gone (already gone is fine). */
-  deleteServedModel(input: DeleteModelOperationInput): Promise<DeleteModelOperationOutput>;
+  deleteServedModel(input: DeleteModelCommandInput): Promise<DeleteModelOperationOutput>;
 }

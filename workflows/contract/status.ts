@@ -130,6 +130,8 @@ export interface ModelStatus {
   name: string;
   namespace: string;
   cluster: string;
+  /** The tenant that owns the model, when a tenant's Nexus endpoint started it (docs/security.md). */
+  tenant?: string;
   phase: Phase;
   conditions: Condition[];
   /** Where clients send requests once Ready. */

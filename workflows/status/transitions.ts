@@ -26,11 +26,12 @@ export interface FailureInfo {
 export const SETTLED: readonly Phase[] = ['Ready', 'Degraded', 'Failed'];
 
 /** The status of a model the workflow has just been given. */
-export function initialStatus(spec: ServedModel, now: string): ModelStatus {
+export function initialStatus(spec: ServedModel, now: string, tenant?: string): ModelStatus {
   return {
     name: spec.metadata.name,
     namespace: spec.metadata.namespace,
     cluster: spec.spec.cluster,
+    ...(tenant !== undefined ? { tenant } : {}),
     phase: 'Pending',
     conditions: [],
     servedModelName: spec.spec.engine.servedModelName,

@@ -25,6 +25,7 @@ export async function look(ctx: StepContext, acts: Activities, delayMs: number):
       ...(engineGeneration !== undefined ? { engineGeneration } : {}),
       ...admissionLimit(ctx.status, ctx.desired),
       ...(delayMs > 0 ? { delayMs } : {}),
+      ...(ctx.status.tenant !== undefined ? { tenant: ctx.status.tenant } : {}),
     });
     if (result.engineGeneration !== undefined) ctx.world.engineGeneration = result.engineGeneration;
     const at = now();

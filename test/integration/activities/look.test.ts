@@ -256,6 +256,32 @@ describe('lookAtModel', () => {
     expect((await activity(look, input)).repaired).toEqual([]);
   });
 
+  it("repairs nothing of a tenant's model that its grant no longer allows, and says why", async () => {
+    const { input } = await served('narrowed');
+    const grants = (tenant: string) =>
+      tenant === 'team-a' ? `tenant team-a may not serve into namespace ${env.ns}` : undefined;
+    const guarded = createActivities({ ...env.deps, watcher, grants }).lookAtModel;
+    await env.cluster.delete({ apiVersion: 'v1', kind: 'Service', name: 'narrowed', namespace: env.ns });
+    await until(
+      () => watcher.get('Service', env.ns, 'narrowed'),
+      (v) => v === undefined,
+    );
+    const refused = await activity(guarded, { ...input, tenant: 'team-a' });
+    expect(refused).toMatchObject({
+      repaired: [],
+      problem: {
+        reason: 'Forbidden',
+        message: `tenant team-a may not serve into namespace ${env.ns}: nothing is repaired until the grant or the model changes`,
+      },
+    });
+    expect(await serviceOf('narrowed')).toBeUndefined();
+    // Another tenant's grant allows it, and an admin's model (no tenant) is not checked: both are repaired.
+    expect((await activity(guarded, { ...input, tenant: 'team-b' })).repaired).toEqual([
+      'Service/narrowed deleted; re-applied',
+    ]);
+    expect(await serviceOf('narrowed')).toBeDefined();
+  });
+
   it('reports a weights volume being deleted, and a deleted root object, as lost', async () => {
     const { model, input } = await served('unmoored');
     const pvc = { apiVersion: 'v1', kind: 'PersistentVolumeClaim', name: pvcName('unmoored'), namespace: env.ns };

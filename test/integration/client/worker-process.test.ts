@@ -2,11 +2,12 @@
 // cluster's task queue, logs JSON lines without secrets, and drains on SIGTERM.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { expectPollingWorker } from '../../support/child-output.js';
+import { runWorkerCommand } from '../../support/ferry-worker.js';
 import { readLocalEnv, repoRoot } from '../../support/local-env.js';
 
 it('polls its task queue, logs JSON without secrets, and stops cleanly on SIGTERM', async () => {
@@ -40,3 +41,14 @@ it('polls its task queue, logs JSON without secrets, and stops cleanly on SIGTER
   expect(entries.find((e) => e.msg === 'kubernetes')).toMatchObject({ server: expect.stringMatching(/^https:\/\//) });
   expect(stdout + output.stderr()).not.toContain(secret);
 }, 120_000);
+
+it('does not start with a tenants file that is wrong, and says which grant and field', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ferry-tenants-'));
+  const file = join(dir, 'tenants.yaml');
+  writeFileSync(file, 'tenants:\n  team-a:\n    nexusTaskQueue: ferry-nexus-team-a\n    clusters: [gpu-east]\n');
+  const run = await runWorkerCommand(['--tenants', file]);
+  expect(run.code).toBe(2);
+  const line = JSON.parse(run.stdout.split('\n').find((l) => l.includes('invalid configuration'))!);
+  expect(line.error).toContain('tenants.team-a.namespaces');
+  expect(line.error).toContain('tenants.team-a.gpus: is required');
+});

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { basename, dirname, join } from 'node:path';
 import type {
   KubernetesObject,
+  V1ConfigMap,
   V1Deployment,
   V1EnvVar,
   V1Job,
@@ -13,6 +14,8 @@ import type {
   V1ServiceAccount,
 } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { parseTenants } from '../../../worker/tenants.js';
 import { RESTRICTED, useNamespace } from '../../support/fixtures.js';
 import {
   cacheDir,
@@ -382,6 +385,7 @@ describe('every option', () => {
       TEMPORAL_TLS_SERVER_CA_CERT_PATH: '/etc/ferry/temporal-tls/ca.crt',
       TEMPORAL_TLS_SERVER_NAME: 'temporal.example.com',
       FERRY_MAX_CACHED_WORKFLOWS: '200',
+      FERRY_TENANTS_FILE: '/etc/ferry/tenants/tenants.yaml',
     });
     expect(envOf(deployment).TEMPORAL_GRPC_META_X_TEAM?.valueFrom).toEqual({
       configMapKeyRef: { name: 'ferry-meta', key: 'team' },
@@ -404,7 +408,10 @@ describe('every option', () => {
       { key: 'dedicated', operator: 'Equal', value: 'control', effect: 'NoSchedule' },
     ]);
     expect(pod.spec?.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution).toHaveLength(1);
-    expect(pod.metadata?.annotations).toEqual({ 'example.com/owner': 'ml-platform' });
+    expect(pod.metadata?.annotations).toEqual({
+      'example.com/owner': 'ml-platform',
+      'checksum/tenants': expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
     expect(pod.metadata?.labels).toMatchObject({ team: 'ml-platform', ...deployment.spec?.selector.matchLabels });
     expect(pod.spec?.serviceAccountName).toBe('ferry');
     expect(only<V1ServiceAccount>(objects, 'ServiceAccount', 'ferry').metadata?.annotations).toEqual({
@@ -543,6 +550,69 @@ describe('upgrades (docs/upgrading.md)', () => {
     expect(chartRefusal({ values: { extraEnv: [{ name: 'FERRY_BUILD_ID', value: 'x' }] } })).toContain(
       'extraEnv sets FERRY_BUILD_ID, which the chart sets from versioning.buildId',
     );
+  });
+});
+
+describe('tenants (docs/security.md)', () => {
+  const tenants = {
+    'team-a': {
+      nexusTaskQueue: 'ferry-nexus-team-a',
+      clusters: ['default'],
+      namespaces: ['team-a'],
+      images: { repositories: ['vllm/vllm-openai:'] },
+      gpus: { perModel: 2, total: 4 },
+      engineArgs: 'free',
+    },
+  };
+
+  it('reach the worker as a file it reads as it would its own, and roll it when they change', () => {
+    const objects = renderChart({ values: { namespaces: ['team-a'], tenants } });
+    const deployment = only<V1Deployment>(objects, 'Deployment');
+    expect(envOf(deployment).FERRY_TENANTS_FILE?.value).toBe('/etc/ferry/tenants/tenants.yaml');
+    const config = only<V1ConfigMap>(objects, 'ConfigMap', 'ferry-worker-tenants');
+    // What the worker reads at start: the same grant, with the same defaults.
+    expect(parseTenants(parseYaml(config.data!['tenants.yaml']!))).toEqual([
+      {
+        ...tenants['team-a'],
+        name: 'team-a',
+        images: { repositories: ['vllm/vllm-openai:'], digestsOnly: false },
+        secrets: [],
+        pvcs: [],
+        env: [],
+      },
+    ]);
+    const pod = deployment.spec!.template;
+    expect(containerOf(deployment).volumeMounts).toContainEqual({
+      name: 'tenants',
+      mountPath: '/etc/ferry/tenants',
+      readOnly: true,
+    });
+    expect(pod.spec?.volumes).toContainEqual({ name: 'tenants', configMap: { name: 'ferry-worker-tenants' } });
+    const changed = renderChart({
+      values: { namespaces: ['team-a'], tenants: { 'team-a': { ...tenants['team-a'], namespaces: ['prod'] } } },
+    });
+    const checksum = (o: KubernetesObject[]) =>
+      only<V1Deployment>(o, 'Deployment').spec!.template.metadata?.annotations?.['checksum/tenants'];
+    expect(checksum(objects)).toMatch(/^[0-9a-f]{64}$/);
+    expect(checksum(changed)).not.toBe(checksum(objects));
+  });
+
+  it('are none by default: no file, no variable', () => {
+    const objects = renderChart();
+    expect(kinds(objects)).not.toContain('ConfigMap');
+    expect(envOf(only<V1Deployment>(objects, 'Deployment')).FERRY_TENANTS_FILE).toBeUndefined();
+  });
+
+  it.each<[string, object, string]>([
+    [
+      'a grant without GPUs',
+      { nexusTaskQueue: 'q', clusters: ['a'], namespaces: ['a'], images: { repositories: ['x/'] } },
+      "missing property 'gpus'",
+    ],
+    ['a misspelt field', { ...tenants['team-a'], namespace: ['a'] }, "additional properties 'namespace' not allowed"],
+    ['engineArgs in words', { ...tenants['team-a'], engineArgs: 'any' }, "at '/tenants/team-a/engineArgs'"],
+  ])('refuse %s, naming the value', (_what, grant, message) => {
+    expect(chartRefusal({ values: { tenants: { 'team-a': grant } } })).toContain(message);
   });
 });
 

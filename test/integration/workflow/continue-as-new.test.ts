@@ -1,11 +1,18 @@
 import { describe, expect, it } from 'vitest';
-import { deleteModelUpdate, statusQuery, updateModelUpdate, workflowIdFor } from '../../../workflows/contract/index.js';
+import {
+  deleteModelUpdate,
+  parseServedModel,
+  statusQuery,
+  updateModelUpdate,
+  workflowIdFor,
+} from '../../../workflows/contract/index.js';
 import { StubActivities } from '../../support/stub-activities.js';
 import { useHarness } from '../../support/fixtures.js';
 import {
   FAST,
   modelDoc,
   readyAt,
+  startModel,
   waitForStatus,
   withWorker,
   type ModelHandle,
@@ -54,6 +61,52 @@ describe('ServeModelWorkflow continue-as-new', () => {
       expect(result.attempts).toBe(1);
       const final = await handle.result();
       expect(final.status).toMatchObject({ phase: 'Deleted', generation: 2, observedGeneration: 2 });
+    });
+  });
+
+  it("keeps a tenant's model its own across runs: another tenant's update and delete find no such model", async () => {
+    const stub = new StubActivities();
+    await withWorker(harness, stub, async ({ client, taskQueue }) => {
+      const doc = modelDoc();
+      const spec = parseServedModel(doc);
+      const options = { ...FAST, watchIntervalMs: 150, continueAsNewAfterEvents: 60 };
+      const started = await startModel(client, taskQueue, spec, options, 'team-a');
+      try {
+        expect(await waitForStatus(started, readyAt(1))).toMatchObject({ tenant: 'team-a' });
+        const handle: ModelHandle = client.workflow.getHandle(started.workflowId);
+        const refusedToTeamB = async () => {
+          const update = handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc, tenant: 'team-b' }] });
+          await expect(update).rejects.toMatchObject({ cause: { type: 'ModelNotFound' } });
+          const del = handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'mine', tenant: 'team-b' }] });
+          await expect(del).rejects.toMatchObject({
+            cause: {
+              type: 'ModelNotFound',
+              message: `${doc.metadata.name} (namespace models, cluster test): no such model`,
+            },
+          });
+        };
+        await refusedToTeamB();
+        await expect
+          .poll(async () => (await handle.describe()).runId, { timeout: 20_000, interval: 100 })
+          .not.toBe(started.firstExecutionRunId);
+        expect(await handle.query(statusQuery)).toMatchObject({ phase: 'Ready', tenant: 'team-a' });
+        await refusedToTeamB();
+        // Its owner and an admin (no tenant) may change it.
+        doc.spec.replicas = 2;
+        expect(
+          await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc, tenant: 'team-a' }] }),
+        ).toMatchObject({ generation: 2 });
+        doc.spec.replicas = 3;
+        expect(await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] })).toMatchObject({
+          generation: 3,
+        });
+        expect(stub.callsOf('tearDown')).toHaveLength(0);
+        // Each look carries the owner, so the worker checks the model against the tenant's grant as it is now.
+        expect(stub.callsOf('lookAtModel').length).toBeGreaterThan(0);
+        expect(stub.callsOf('lookAtModel').every((c) => c.input.tenant === 'team-a')).toBe(true);
+      } finally {
+        await started.terminate('test finished').catch(() => undefined);
+      }
     });
   });
 });

@@ -163,7 +163,8 @@ Checks of values that values.schema.json cannot word clearly: combinations. Each
   "TEMPORAL_TLS_SERVER_CA_CERT_PATH" "temporal.tls.serverCAKey"
   "TEMPORAL_TLS_SERVER_NAME" "temporal.tls.serverName"
   "FERRY_WORKER_VERSIONING" "versioning.enabled"
-  "FERRY_BUILD_ID" "versioning.buildId" }}
+  "FERRY_BUILD_ID" "versioning.buildId"
+  "FERRY_TENANTS_FILE" "tenants" }}
 {{- if .Values.versioning.enabled }}
 {{- $current := include "ferry-worker.buildId" . }}
 {{- $names := dict (include "ferry-worker.labelSafe" $current) $current }}

@@ -1,0 +1,175 @@
+// The tenants file and a grant's check (worker/tenants.ts): a file with any wrong part is refused whole, naming it;
+// a document outside a grant is refused with one line naming the rule; deny by default.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseServedModel } from '../../workflows/contract/index.js';
+import { parseWorkerConfig, WorkerConfigError } from '../../worker/config.js';
+import { grantRefusal, loadTenants, parseTenants, TenantsFileError, type TenantGrant } from '../../worker/tenants.js';
+
+const teamA = {
+  nexusTaskQueue: 'ferry-nexus-team-a',
+  clusters: ['gpu-east'],
+  namespaces: ['team-a', 'shared'],
+  images: { repositories: ['vllm/vllm-openai:', 'registry.example.com/team-a/'] },
+  gpus: { perModel: 4, total: 6 },
+  secrets: ['hf-token-a'],
+  pvcs: ['checkpoints-a'],
+  engineArgs: ['--max-model-len'],
+};
+
+const grant = (patch: Record<string, unknown> = {}): TenantGrant =>
+  parseTenants({ tenants: { 'team-a': { ...teamA, ...patch } } })[0]!;
+
+type Spec = Record<string, any>;
+const model = (patch: (spec: Spec, metadata: Spec) => void = () => undefined) => {
+  const doc = {
+    apiVersion: 'ferry.dev/v1alpha1',
+    kind: 'ServedModel',
+    metadata: { name: 'qwen', namespace: 'team-a' },
+    spec: {
+      cluster: 'gpu-east',
+      source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision: 'main' } },
+    } as Spec,
+  };
+  patch(doc.spec, doc.metadata);
+  return parseServedModel(doc);
+};
+
+describe('the tenants file', () => {
+  it('reads each tenant with its defaults: no Secrets, no PVCs, no env, only tags or digests as written', () => {
+    const [tenant] = parseTenants({ tenants: { 'team-a': { ...teamA, secrets: undefined, engineArgs: undefined } } });
+    expect(tenant).toMatchObject({
+      name: 'team-a',
+      secrets: [],
+      pvcs: ['checkpoints-a'],
+      engineArgs: [],
+      env: [],
+      images: { digestsOnly: false },
+    });
+  });
+
+  it('refuses a file with a missing or wrong part, naming the field', () => {
+    const { clusters: _clusters, ...noClusters } = teamA;
+    expect(() => parseTenants({ tenants: { 'team-a': noClusters } })).toThrow(/tenants\.team-a\.clusters/);
+    expect(() => parseTenants({ tenants: { 'team-a': { ...teamA, namespaces: [] } } })).toThrow(
+      /must name at least one namespace/,
+    );
+    expect(() => parseTenants({ tenants: { 'Team A': teamA } })).toThrow(TenantsFileError);
+    expect(() => parseTenants({ tenants: { 'team-a': { ...teamA, gpu: 1 } } })).toThrow(/unknown field/);
+    expect(() => parseTenants({ tenants: { 'team-a': { ...teamA, env: 'any' } } })).toThrow(/"free" or a list/);
+  });
+
+  it('refuses two tenants on one task queue, and a per-model limit above the total', () => {
+    expect(() => parseTenants({ tenants: { 'team-a': teamA, 'team-b': teamA } })).toThrow(
+      /tenants team-a and team-b have the same nexusTaskQueue/,
+    );
+    expect(() => parseTenants({ tenants: { 'team-a': { ...teamA, gpus: { perModel: 8, total: 4 } } } })).toThrow(
+      /perModel \(8\) is more than its total \(4\)/,
+    );
+  });
+
+  it('stops the worker from starting when the file is wrong or unreadable', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ferry-tenants-'));
+    const bad = join(dir, 'bad.yaml');
+    writeFileSync(bad, 'tenants:\n  team-a:\n    clusters: [gpu-east]\n');
+    const env = { HOME: dir, FERRY_TENANTS_FILE: bad };
+    expect(() => parseWorkerConfig([], env)).toThrow(WorkerConfigError);
+    expect(() => parseWorkerConfig([], env)).toThrow(/tenants\.team-a\.nexusTaskQueue: is required/);
+    expect(() => parseWorkerConfig(['--tenants', join(dir, 'absent.yaml')], { HOME: dir })).toThrow(
+      /tenants file .*absent\.yaml: ENOENT/,
+    );
+    const good = join(dir, 'good.yaml');
+    writeFileSync(good, JSON.stringify({ tenants: { 'team-a': teamA } }));
+    expect(() => parseWorkerConfig(['--tenants', good, '--nexus', 'off'], { HOME: dir })).toThrow(/needs --nexus on/);
+    const config = parseWorkerConfig(['--tenants', good], { HOME: dir });
+    expect(config).toMatchObject({ tenants: [{ name: 'team-a', nexusTaskQueue: 'ferry-nexus-team-a' }] });
+    expect(loadTenants(good)).toHaveLength(1);
+  });
+});
+
+describe("a tenant's grant", () => {
+  it('allows a document inside it', () => {
+    expect(grantRefusal(grant(), model(), 0)).toBeUndefined();
+    expect(
+      grantRefusal(
+        grant(),
+        model((spec) => {
+          spec.engine = { args: ['--max-model-len', '4096'], apiKeySecret: undefined };
+          spec.source = { pvc: { claimName: 'checkpoints-a', path: 'run-1' } };
+          spec.resources = { gpus: 2 };
+          spec.replicas = 2;
+        }),
+        2,
+      ),
+    ).toBeUndefined();
+  });
+
+  it('refuses, in one line naming the rule, each thing outside it', () => {
+    const refused = (patch: (spec: Spec, metadata: Spec) => void, others = 0, g = grant()) =>
+      grantRefusal(g, model(patch), others);
+    expect(refused((_s, m) => (m.namespace = 'prod'))).toBe('tenant team-a may not serve into namespace prod');
+    expect(refused((s) => (s.cluster = 'gpu-west'))).toBe('tenant team-a may not serve into cluster gpu-west');
+    expect(refused((s) => (s.engine = { image: 'evil.example.com/vllm:1' }))).toMatch(
+      /^tenant team-a may not run image "evil.example.com\/vllm:1" \(engine.image\): allowed are/,
+    );
+    expect(refused((s) => (s.puller = { image: 'busybox' }))).toMatch(/may not run image "busybox" \(puller.image\)/);
+    expect(refused(() => undefined, 0, grant({ images: { repositories: ['vllm/'], digestsOnly: true } }))).toMatch(
+      /may run images only by digest \(engine.image: "vllm\/vllm-openai:v[\d.]+" has no @sha256/,
+    );
+    expect(refused((s) => ((s.resources = { gpus: 3 }), (s.replicas = 2)))).toBe(
+      'tenant team-a may hold 4 GPUs per model, this one asks for 6 (resources.gpus × replicas)',
+    );
+    expect(refused((s) => (s.resources = { gpus: 2 }), 5)).toBe(
+      'tenant team-a may hold 6 GPUs in total; its other models hold 5, this one asks for 2',
+    );
+    expect(refused((s) => (s.source.huggingface.tokenSecret = { name: 'hf-token-b', key: 'token' }))).toBe(
+      'tenant team-a may not read Secret hf-token-b (source.huggingface.tokenSecret)',
+    );
+    expect(refused((s) => (s.engine = { apiKeySecret: { name: 'keys', key: 'k' } }))).toBe(
+      'tenant team-a may not read Secret keys (engine.apiKeySecret)',
+    );
+    expect(
+      refused(
+        (s) => (s.puller = { env: [{ name: 'X', valueFrom: { secretKeyRef: { name: 'aws', key: 'k' } } }] }),
+        0,
+        grant({ env: 'free' }),
+      ),
+    ).toBe('tenant team-a may not read Secret aws (puller.env X)');
+    expect(refused((s) => (s.source = { pvc: { claimName: 'checkpoints-b' } }))).toBe(
+      'tenant team-a may not mount PersistentVolumeClaim checkpoints-b (source.pvc)',
+    );
+    expect(refused((s) => (s.engine = { args: ['--enforce-eager'] }))).toBe(
+      'tenant team-a may not pass --enforce-eager in engine.args (allowed: --max-model-len)',
+    );
+    // As vLLM reads it: --max_model_len is --max-model-len; a value is not a flag.
+    expect(refused((s) => (s.engine = { args: ['--max_model_len=4096'] }))).toBeUndefined();
+    expect(refused((s) => (s.engine = { env: [{ name: 'VLLM_LOGGING_LEVEL', value: 'DEBUG' }] }))).toBe(
+      'tenant team-a may not set VLLM_LOGGING_LEVEL in engine.env (its grant allows none)',
+    );
+    expect(
+      refused(
+        (s) => (s.engine = { args: ['--enforce-eager'], env: [{ name: 'A', value: '1' }] }),
+        0,
+        grant({ engineArgs: 'free', env: ['A'] }),
+      ),
+    ).toBeUndefined();
+  });
+
+  it('checks the total only when told what the other models hold', () => {
+    expect(
+      grantRefusal(
+        grant(),
+        model((s) => (s.resources = { gpus: 4 })),
+      ),
+    ).toBeUndefined();
+    expect(
+      grantRefusal(
+        grant(),
+        model((s) => (s.resources = { gpus: 4 })),
+        3,
+      ),
+    ).toMatch(/6 GPUs in total/);
+  });
+});
