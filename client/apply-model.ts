@@ -30,6 +30,8 @@ export interface ApplyOptions {
    * theirs, and a running one that is not theirs refuses the update as `ModelNotFoundError`.
    */
   tenant?: string;
+  /** Who asks, recorded for audit (default: the client's Temporal identity); a tenant's handler names the tenant. */
+  requestedBy?: string;
 }
 
 export interface ApplyResult extends UpdateResult {
@@ -52,15 +54,17 @@ export async function applyModel(client: Client, doc: unknown, options: ApplyOpt
   const spec = parseModelDocument(doc);
   const ref = modelRefOf(spec);
   const previousRunId = await runningRunId(client, ref);
+  const requestedBy = options.requestedBy ?? client.options.identity;
+  const owner = { ...(options.tenant !== undefined ? { tenant: options.tenant } : {}), requestedBy };
   // Sent again (a new start operation each time) if the server aborts the update or rejects it unseen.
   const handle = await accepted(client, ref, updateModelUpdate.name, ACCEPT_TIMEOUT_MS, (updateId) =>
     client.workflow.startUpdateWithStart(updateModelUpdate, {
-      args: [{ spec: doc, ...(options.tenant !== undefined ? { tenant: options.tenant } : {}) }],
+      args: [{ spec: doc, ...owner }],
       waitForStage: 'ACCEPTED',
       updateId,
       startWorkflowOperation: new WithStartWorkflowOperation<typeof ServeModelWorkflow>(
         WORKFLOW_TYPE,
-        startOptionsFor(spec, options.workflowOptions, options.tenant),
+        startOptionsFor(spec, options.workflowOptions, owner),
       ),
     }),
   );

@@ -26,6 +26,8 @@ export interface DeleteOptions {
   signal?: AbortSignal;
   /** The tenant asking (its Nexus handler): a model it does not own refuses the delete as `ModelNotFoundError`. */
   tenant?: string;
+  /** Who asks, recorded for audit (default: the client's Temporal identity). */
+  requestedBy?: string;
 }
 
 export interface DeleteModelResult {
@@ -70,6 +72,7 @@ export async function deleteModelAfter(
         {
           ...(options.reason ? { reason: options.reason } : {}),
           ...(options.tenant !== undefined ? { tenant: options.tenant } : {}),
+          requestedBy: options.requestedBy ?? client.options.identity,
         },
         undefined,
         attempt === 0 ? early : undefined,

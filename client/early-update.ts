@@ -21,6 +21,9 @@ import { splitProtoHostPort } from '@temporalio/common/lib/internal-non-workflow
 import { normalizeTlsConfig } from '@temporalio/common/lib/internal-non-workflow/tls-config.js';
 import { connectOptionsOf, type Env, type TemporalSettings } from './temporal-env.js';
 
+/** The Temporal identity a client of the SDK has by default: the CLI's early update says the same. */
+export const SDK_IDENTITY = `${process.pid}@${hostname()}`;
+
 /** An update on its way: the SDK's path waits for `answer`, then goes on under `updateId`. */
 export interface EarlyUpdate {
   workflowId: string;
@@ -88,7 +91,7 @@ export function sendEarlyUpdate(
     namespace: settings.namespace,
     workflowId: request.workflowId,
     updateId,
-    identity: `${process.pid}@${hostname()}`, // the SDK's default identity
+    identity: SDK_IDENTITY,
     updateName: request.updateName,
     json: JSON.stringify(request.arg),
   });

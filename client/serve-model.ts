@@ -59,7 +59,7 @@ export async function serveModel(client: Client, doc: unknown, options: ServeOpt
   const previousRunId = await runningRunId(client, ref);
   const handle = await client.workflow.start<typeof ServeModelWorkflow>(
     WORKFLOW_TYPE,
-    startOptionsFor(spec, options.workflowOptions),
+    startOptionsFor(spec, options.workflowOptions, { requestedBy: client.options.identity }),
   );
   // With USE_EXISTING the returned run is the running one. Ours needs no check; one that ran before is compared
   // with what it is being brought to (a start racing ours between describe and start would pass unchecked).
@@ -101,13 +101,19 @@ async function assertSameSpec(client: Client, ref: ModelRef, spec: ServedModel, 
  * How a model's workflow is started. With USE_EXISTING, starting the same model twice is one workflow: the second
  * start returns the running one, which the caller compares with what it asked for.
  */
-export function startOptionsFor(spec: ServedModel, workflowOptions?: ServeModelOptions, tenant?: string) {
+export function startOptionsFor(
+  spec: ServedModel,
+  workflowOptions?: ServeModelOptions,
+  owner: { tenant?: string; requestedBy?: string } = {},
+) {
   const ref = modelRefOf(spec);
+  const { tenant, requestedBy } = owner;
   const input: ServeModelInput = {
     version: 1,
     spec,
     ...(workflowOptions ? { options: workflowOptions } : {}),
     ...(tenant !== undefined ? { tenant } : {}),
+    ...(requestedBy !== undefined ? { requestedBy } : {}),
   };
   return {
     // The owner, where a describe or a list reads it without asking the workflow (the tenants' Nexus handler).

@@ -33,12 +33,14 @@ export function createServingActivities(client: Client): ServingActivities {
       document,
       workflowOptions,
       tenant,
+      requestedBy,
     }: ApplyServedModelInput): Promise<ApplyServedModelResult> {
       try {
         const { ref, workflowId, runId, started, accepted, generation, changed, sourceChanged, changes } =
           await applyModel(client, document, {
             ...(workflowOptions ? { workflowOptions } : {}),
             ...(tenant !== undefined ? { tenant } : {}),
+            ...(requestedBy !== undefined ? { requestedBy } : {}),
           });
         return { ref, workflowId, runId, started, accepted, generation, changed, sourceChanged, changes };
       } catch (err) {
@@ -63,7 +65,7 @@ export function createServingActivities(client: Client): ServingActivities {
       }
     },
 
-    async deleteServedModel({ ref, reason, tenant }) {
+    async deleteServedModel({ ref, reason, tenant, requestedBy }) {
       const ctx = Context.current();
       const beat = setInterval(() => ctx.heartbeat(), HEARTBEAT_MS);
       try {
@@ -71,6 +73,7 @@ export function createServingActivities(client: Client): ServingActivities {
           wait: true,
           ...(reason ? { reason } : {}),
           ...(tenant !== undefined ? { tenant } : {}),
+          ...(requestedBy !== undefined ? { requestedBy } : {}),
         });
         return {
           ref,

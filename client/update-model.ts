@@ -49,7 +49,8 @@ export async function updateModelAfter(
 ): Promise<UpdateModelResult> {
   const spec = parseModelDocument(doc);
   const ref = modelRefOf(spec);
-  const handle = await sendUpdate(client, ref, updateModelUpdate, { spec: doc }, undefined, early);
+  const request = { spec: doc, requestedBy: client.options.identity };
+  const handle = await sendUpdate(client, ref, updateModelUpdate, request, undefined, early);
   const result: UpdateModelResult = { ...(await updateOutcome(handle, ref)), ref };
   if (!options.wait) return result;
   const status = await waitForPhase(client, ref, ['Ready'], {

@@ -73,7 +73,7 @@ function logLines(events: readonly ModelEvent[]): [Level, string, Record<string,
 function logLine(event: ModelEvent): [Level, string, Record<string, unknown>] {
   switch (event.kind) {
     case 'specAccepted':
-      return ['info', 'spec accepted', { generation: event.generation }];
+      return ['info', 'spec accepted', { generation: event.generation, ...(event.by ? { by: event.by } : {}) }];
     case 'stepStarted':
       return [
         'info',
@@ -126,7 +126,13 @@ export function kubernetesEvent(event: ModelEvent): ModelEventNote[] {
   switch (event.kind) {
     case 'specAccepted':
       return event.generation > 1
-        ? [{ type: 'Normal', reason: 'UpdateAccepted', message: `generation ${event.generation} accepted` }]
+        ? [
+            {
+              type: 'Normal',
+              reason: 'UpdateAccepted',
+              message: `generation ${event.generation} accepted${event.by ? `, asked by ${event.by}` : ''}`,
+            },
+          ]
         : [];
     case 'stepStarted':
       return event.step === 'teardown'

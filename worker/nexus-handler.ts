@@ -38,11 +38,13 @@ export const ferryModelsHandler = nexus.serviceHandler(ferryModelsService, {
   ensureModel: new temporalNexus.WorkflowRunOperationHandler<EnsureModelInput, EnsureModelOutput>(
     async (ctx, input) => {
       const model = parsed(input.document);
-      return await startEnsure(ctx, model, { document: input.document, timeoutMs: input.timeoutMs });
+      const requestedBy = requesterOf(ctx);
+      return await startEnsure(ctx, model, { document: input.document, timeoutMs: input.timeoutMs, requestedBy });
     },
   ),
   deleteModel: new temporalNexus.WorkflowRunOperationHandler<DeleteModelOperationInput, DeleteModelOperationOutput>(
-    async (ctx, input) => await startDelete(ctx, { ref: input.ref, reason: input.reason }),
+    async (ctx, input) =>
+      await startDelete(ctx, { ref: input.ref, reason: input.reason, requestedBy: requesterOf(ctx) }),
   ),
   getModelStatus: async (_ctx, { ref }) =>
     await getModelStatus(temporalNexus.getClient(), ref).catch((err: unknown) => {
@@ -87,7 +89,12 @@ export function tenantModelsHandler(tenant: TenantGrant, options: TenantHandlerO
         return await startEnsure(
           ctx,
           model,
-          { document: input.document, timeoutMs: input.timeoutMs, tenant: tenant.name },
+          {
+            document: input.document,
+            timeoutMs: input.timeoutMs,
+            tenant: tenant.name,
+            requestedBy: requesterOf(ctx, tenant.name),
+          },
           options.taskQueue,
         );
       },
@@ -96,7 +103,12 @@ export function tenantModelsHandler(tenant: TenantGrant, options: TenantHandlerO
       async (ctx, input) => {
         const ref = refOf(input.ref);
         if ((await ownerOf(temporalNexus.getClient(), ref)) !== tenant.name) notFound('deleteModel', ref);
-        return await startDelete(ctx, { ref, reason: input.reason, tenant: tenant.name }, options.taskQueue);
+        const requestedBy = requesterOf(ctx, tenant.name);
+        return await startDelete(
+          ctx,
+          { ref, reason: input.reason, tenant: tenant.name, requestedBy },
+          options.taskQueue,
+        );
       },
     ),
     getModelStatus: async (_ctx, input) => {
@@ -107,6 +119,24 @@ export function tenantModelsHandler(tenant: TenantGrant, options: TenantHandlerO
       return status.tenant === tenant.name ? status : notFound('getModelStatus', ref);
     },
   });
+}
+
+/**
+ * Who asked, for the model's timeline and Events: the tenant, which the endpoint proves, and the caller workflow the
+ * request's links name, which only the caller says (a link is the caller's SDK's, or anyone's on the HTTP API).
+ */
+function requesterOf(ctx: Pick<nexus.StartOperationContext, 'inboundLinks'>, tenant?: string): string {
+  const callers = ctx.inboundLinks.flatMap((link) => {
+    const match = /^\/namespaces\/([^/]+)\/workflows\/([^/]+)\//.exec(link.url.pathname);
+    if (!match) return [];
+    try {
+      return [`${decodeURIComponent(match[1]!)}/${decodeURIComponent(match[2]!)}`];
+    } catch {
+      return [];
+    }
+  });
+  const caller = callers.length > 0 ? `caller ${callers[0]}, as its links say` : 'no caller named';
+  return tenant !== undefined ? `tenant ${tenant} through Nexus (${caller})` : `Nexus (${caller})`;
 }
 
 function parsed(document: unknown): ServedModel {

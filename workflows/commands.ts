@@ -21,6 +21,7 @@ export async function ensureModelWorkflow(input: EnsureModelCommandInput): Promi
   const applied = await applyServedModel({
     document: input.document,
     ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
+    ...(input.requestedBy !== undefined ? { requestedBy: input.requestedBy } : {}),
   });
   const { awaitModelReady } = proxyActivities<ServingActivities>({
     // The wait's own budget, plus room for a retry after a lost worker; the heartbeat notices a lost one sooner.

@@ -31,7 +31,9 @@ import { adapterProblem } from './status/adapters.js';
 import { currentStep, trimTimeline } from './status/timeline.js';
 import {
   acceptSpec,
+  askedBy,
   beginTeardown,
+  byWhom,
   beginUpdate,
   foldProgress,
   initialStatus,
@@ -66,7 +68,7 @@ const SPLIT_SAFE = 'split-activation-safe';
 
 export class ModelLifecycle extends ModelState {
   /** A delete (or the workflow's cancellation) was asked for; the main loop ends and tears down. */
-  deletion: { reason?: string } | undefined;
+  deletion: { reason?: string; requestedBy?: string } | undefined;
   /** The generation last reconciled (Ready or Failed); below `status.generation` means work is due. */
   private attempted: number;
   /** The work that an update or a delete interrupts: a reconcile, or a look at the model. */
@@ -84,7 +86,7 @@ export class ModelLifecycle extends ModelState {
     private readonly input: ServeModelInput,
     options: ResolvedOptions,
   ) {
-    super(spec, input.state?.status ?? initialStatus(spec, now(), input.tenant), input.state, options);
+    super(spec, input.state?.status ?? initialStatus(spec, now(), input), input.state, options);
     this.attempted = input.state?.attemptedGeneration ?? 0;
     const splitSafe = patchedUnlessPinned(SPLIT_SAFE);
     this.ids = new ActivityIds(splitSafe);
@@ -134,7 +136,7 @@ export class ModelLifecycle extends ModelState {
       return { accepted: true, generation, changed: false, sourceChanged: false, changes };
     }
     this.desired = next;
-    this.set(acceptSpec(this.status, next, generation + 1, now()));
+    this.set(acceptSpec(this.status, next, generation + 1, now(), update.requestedBy));
     this.work.interrupt();
     return { accepted: true, generation: generation + 1, changed: changes.length > 0, sourceChanged, changes };
   }
@@ -147,7 +149,7 @@ export class ModelLifecycle extends ModelState {
 
   /** The main loop ends and tears down; the first delete's reason is kept. */
   requestDelete(request: DeleteModelInput | undefined): void {
-    this.deletion ??= { reason: request?.reason };
+    this.deletion ??= { reason: request?.reason, requestedBy: askedBy(request?.requestedBy) };
     this.work.interrupt();
   }
 
@@ -237,7 +239,7 @@ export class ModelLifecycle extends ModelState {
   async tearDown(): Promise<DeleteResult> {
     if (this.deleted) return this.deleted;
     const reason = this.deletion?.reason;
-    this.set(beginTeardown(this.status, reason, now()));
+    this.set(beginTeardown(this.status, reason, now(), this.deletion?.requestedBy));
     const acts = activitiesFor(this.desired, this.options, this.naming(this.status.generation));
     const { result, attempts } = await tearDown(this, acts, budgetsOf(this.desired));
     this.deleted = { ...result, reason, attempts };
@@ -279,7 +281,8 @@ export class ModelLifecycle extends ModelState {
       this.lost = undefined;
     } else if (this.status.observedGeneration > 0 || generation > 1) {
       const how = newWeights ? `new weights ${describeSource(spec.spec.source)}` : 'in place';
-      this.set(beginUpdate(this.status, generation, now(), `generation ${generation}: ${how}`));
+      const by = byWhom(this.status.requestedBy);
+      this.set(beginUpdate(this.status, generation, now(), `generation ${generation}: ${how}${by}`));
     }
     const sourceHash = newWeights ? await claim(this, acts, spec, generation) : world.sourceHash!;
     const objects = { model: spec, rootUid: world.rootUid!, sourceHash };

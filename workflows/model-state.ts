@@ -26,7 +26,7 @@ import {
   type ServedModel,
   type Step,
 } from './contract/index.js';
-import { statusEvents } from './status/events.js';
+import { specAccepted, statusEvents } from './status/events.js';
 import { classifyFailure, type Budgets } from './status/failure.js';
 import { summarizeStatus } from './status/summary.js';
 import { beginStep, failStep, finishStep, retryingStep } from './status/transitions.js';
@@ -70,6 +70,8 @@ export class ModelState implements StepContext {
       upsertSearchAttributes(searchAttributesFor(modelRefOf(this.desired), this.status.phase));
     }
     setCurrentDetails(summarizeStatus(this.status));
+    // The start's spec, told once (a sink: no history); later ones are told as they are accepted (statusEvents).
+    if (!continued) worker.modelEvents(modelRefOf(this.desired), [specAccepted(this.status)]);
   }
 
   set(next: ModelStatus): void {

@@ -75,6 +75,7 @@ export function formatStatus(status: ModelStatus, now: Date, webUi?: string): st
   const lines = [`${status.name}  (namespace ${status.namespace}, cluster ${status.cluster})`];
   const field = (name: string, value: string) => lines.push(`  ${`${name}:`.padEnd(12)} ${value}`);
   field('phase', status.phase);
+  if (status.tenant !== undefined) field('tenant', status.tenant);
   if (status.endpoint) field('endpoint', `${status.endpoint}  (model ${status.servedModelName})`);
   else field('model', status.servedModelName);
   field('replicas', `${status.readyReplicas}/${status.replicas} ready`);

@@ -3,7 +3,7 @@
 // (client/early-update.ts). `client/cli.ts` runs this from the small prelude bundle before the commands' bundle
 // loads, so that the update is on its way while the SDK loads; `run.ts` runs it for every other command. When the
 // workflow's answer is all the command prints (no `--wait`), the prelude prints it and the SDK never loads.
-import { type Accepted, type EarlyUpdate, sendEarlyUpdate } from '../early-update.js';
+import { type Accepted, type EarlyUpdate, SDK_IDENTITY, sendEarlyUpdate } from '../early-update.js';
 import { readLocalStackEnv } from '../local-stack.js';
 import { temporalSettingsFromEnv, type TemporalSettings } from '../temporal-env.js';
 import { modelRefOf, UPDATE_NAMES, workflowIdFor } from '../../workflows/contract/identity.js';
@@ -39,13 +39,14 @@ export async function prepareCommand(command: ServerCommand, io: CliIO): Promise
       ? {
           workflowId: workflowIdFor(modelRefOf(input.spec)),
           updateName: UPDATE_NAMES.update,
-          arg: { spec: input.doc },
+          // Who asks, as the SDK's client would say it (its default identity): the same update either way.
+          arg: { spec: input.doc, requestedBy: SDK_IDENTITY },
         }
       : command.kind === 'delete' && command.ref.cluster !== undefined
         ? {
             workflowId: workflowIdFor({ ...command.ref, cluster: command.ref.cluster }),
             updateName: UPDATE_NAMES.delete,
-            arg: command.reason ? { reason: command.reason } : {},
+            arg: { ...(command.reason ? { reason: command.reason } : {}), requestedBy: SDK_IDENTITY },
           }
         : undefined;
   if (!request) return { target, input };

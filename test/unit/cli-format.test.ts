@@ -103,6 +103,12 @@ describe('formatStatus', () => {
     expect(formatStatus(status(), now)).not.toContain('web UI');
   });
 
+  it("names a tenant's model's owner after its phase, and nothing for an admin's model", () => {
+    const lines = formatStatus(status({ tenant: 'team-a' }), now).split('\n');
+    expect(lines[lines.indexOf('  phase:       Ready') + 1]).toBe('  tenant:      team-a');
+    expect(formatStatus(status(), now)).not.toContain('tenant');
+  });
+
   it('shows the load baseline and the probes that found it', () => {
     const baseline = sampleBaseline({ pod: 'qwen-7d9c-x' });
     const lines = formatStatus(status({ baseline }), now).split('\n');

@@ -122,7 +122,7 @@ describe('statusEvents', () => {
         kind: 'stepEnded',
         step: 'teardown',
         outcome: 'Succeeded',
-        detail: 'deleted 1 object(s)',
+        detail: 'deleted 1 object(s) (done)',
       }),
     );
   });
@@ -251,6 +251,13 @@ describe('the worker side of model events', () => {
     expect(kubernetesEvent({ kind: 'specAccepted', generation: 1 })).toEqual([]);
     expect(kubernetesEvent({ kind: 'specAccepted', generation: 3 })).toEqual([
       { type: 'Normal', reason: 'UpdateAccepted', message: 'generation 3 accepted' },
+    ]);
+    expect(kubernetesEvent({ kind: 'specAccepted', generation: 3, by: 'tenant team-a through Nexus' })).toEqual([
+      {
+        type: 'Normal',
+        reason: 'UpdateAccepted',
+        message: 'generation 3 accepted, asked by tenant team-a through Nexus',
+      },
     ]);
     expect(
       kubernetesEvent({

@@ -170,6 +170,26 @@ describe('steps', () => {
     expect(status.conditions[0]).toMatchObject({ status: 'True' });
   });
 
+  it('records who asked for each generation, as the caller said, and for the teardown (audit)', () => {
+    const started = initialStatus(spec, t(0), { tenant: 'team-a', requestedBy: 'tenant team-a through Nexus' });
+    expect(started).toMatchObject({ tenant: 'team-a', requestedBy: 'tenant team-a through Nexus', generation: 1 });
+    const updated = acceptSpec(readyModel(), spec, 2, t(30), '4242@laptop');
+    expect(updated.requestedBy).toBe('4242@laptop');
+    // A later change that does not say who asked does not keep the earlier requester.
+    expect(acceptSpec(updated, spec, 3, t(40))).not.toHaveProperty('requestedBy');
+    // The caller's words are kept printable and short.
+    const odd = acceptSpec(readyModel(), spec, 2, t(30), `\u001b[31mred\u001b[0m${'x'.repeat(500)}`).requestedBy!;
+    expect(odd.startsWith('\\u001b[31mred')).toBe(true);
+    expect(Buffer.byteLength(odd)).toBeLessThanOrEqual(200);
+    expect(acceptSpec(readyModel(), spec, 2, t(30), '   ')).not.toHaveProperty('requestedBy');
+
+    const teardown = (reason?: string, by?: string) =>
+      beginTeardown(readyModel(), reason, t(50), by).timeline.at(-1)!.detail;
+    expect(teardown('done', '4242@laptop')).toBe('done, asked by 4242@laptop');
+    expect(teardown(undefined, '4242@laptop')).toBe('asked by 4242@laptop');
+    expect(teardown('done')).toBe('done');
+  });
+
   it('fails with reason, message and step; an update in progress fails with it', () => {
     let status = beginUpdate(readyModel(), 2, t(20), 'generation 2: in place');
     status = beginStep(status, 'startup', 2, t(21));
@@ -326,7 +346,7 @@ describe('teardown', () => {
       step: 'teardown',
       outcome: 'Succeeded',
       durationMs: 4_000,
-      detail: 'deleted 1 object(s); retained PersistentVolumeClaim/qwen-weights after 2 attempts',
+      detail: 'deleted 1 object(s); retained PersistentVolumeClaim/qwen-weights after 2 attempts (evaluation done)',
     });
   });
 });

@@ -82,6 +82,11 @@ export interface ServeModelInput {
    * read from a document. Unset: an admin's model, which no tenant can reach.
    */
   tenant?: string;
+  /**
+   * Who asked, in the caller's own words: its Temporal identity (the library and CLI send the client's), or the tenant
+   * and Nexus caller (a tenant's handler). Recorded on the timeline and in Events for audit; never decided on.
+   */
+  requestedBy?: string;
   /** Set only by continue-as-new. */
   state?: CarriedState;
 }
@@ -102,6 +107,11 @@ export interface UpdateModelInput {
   spec: unknown;
   /** Set by a tenant's Nexus handler: the update is refused (`ModelNotFound`) unless that tenant owns the model. */
   tenant?: string;
+  /**
+   * Who asked, in the caller's own words: its Temporal identity (the library and CLI send the client's), or the tenant
+   * and Nexus caller (a tenant's handler). Recorded on the timeline and in Events for audit; never decided on.
+   */
+  requestedBy?: string;
 }
 
 export interface UpdateResult {
@@ -120,6 +130,11 @@ export interface DeleteModelInput {
   reason?: string;
   /** Set by a tenant's Nexus handler: the delete is refused (`ModelNotFound`) unless that tenant owns the model. */
   tenant?: string;
+  /**
+   * Who asked, in the caller's own words: its Temporal identity (the library and CLI send the client's), or the tenant
+   * and Nexus caller (a tenant's handler). Recorded on the timeline and in Events for audit; never decided on.
+   */
+  requestedBy?: string;
 }
 
 export interface DeleteResult extends TeardownResult {

@@ -38,7 +38,11 @@ export type ModelEvent =
       /** Reaching Ready by a reconcile (not by recovering from Degraded): since the generation's work began. */
       readyAfterMs?: number;
     }
-  | { kind: 'specAccepted'; generation: number }
+  | {
+      kind: 'specAccepted';
+      generation: number;
+      /** Who asked, as the caller said (`status.requestedBy`). */ by?: string;
+    }
   | {
       /** A signalled change the workflow refused; the model stays at `generation`. */
       kind: 'changeRefused';

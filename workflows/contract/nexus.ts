@@ -39,11 +39,15 @@ export interface DeleteModelOperationOutput {
  */
 export interface EnsureModelCommandInput extends EnsureModelInput {
   tenant?: string;
+  /** Who asked, for audit: the tenant and the caller the request's links name (the handler writes it). */
+  requestedBy?: string;
 }
 
 /** What a command workflow behind `deleteModel` is started with (see `EnsureModelCommandInput`). */
 export interface DeleteModelCommandInput extends DeleteModelOperationInput {
   tenant?: string;
+  /** See `EnsureModelCommandInput`. */
+  requestedBy?: string;
 }
 
 export const ferryModelsService = nexus.service('ferry.models.v1', {

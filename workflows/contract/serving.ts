@@ -13,6 +13,8 @@ export interface ApplyServedModelInput {
   workflowOptions?: ServeModelOptions;
   /** The tenant asking: set only by a tenant's Nexus handler (docs/security.md). */
   tenant?: string;
+  /** Who asks, for audit; unset: the client's Temporal identity. */
+  requestedBy?: string;
 }
 
 export interface ApplyServedModelResult extends UpdateResult {

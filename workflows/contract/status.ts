@@ -145,6 +145,8 @@ export interface ModelStatus {
   sourceHash?: string;
   /** Incremented by every accepted spec change (start is 1). */
   generation: number;
+  /** Who asked for `generation`, as the caller said (`requestedBy` of its start or update); unset when it did not say. */
+  requestedBy?: string;
   /** The generation the cluster was last brought to. */
   observedGeneration: number;
   lastError?: ModelError;

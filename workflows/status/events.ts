@@ -9,7 +9,7 @@ const keyOf = (e: TimelineEntry): string => `${e.step}|${e.generation}|${e.start
 export function statusEvents(previous: ModelStatus, next: ModelStatus): ModelEvent[] {
   if (previous === next) return [];
   const events: ModelEvent[] = [];
-  if (next.generation > previous.generation) events.push({ kind: 'specAccepted', generation: next.generation });
+  if (next.generation > previous.generation) events.push(specAccepted(next));
 
   const error = next.lastError;
   const newError =
@@ -86,4 +86,10 @@ function sinceWorkBegan(status: ModelStatus): number | undefined {
   const first = status.timeline.find((e) => e.generation === status.observedGeneration);
   if (!first) return undefined;
   return Math.max(0, Date.parse(status.updatedAt) - Date.parse(first.startedAt));
+}
+
+/** The accepted spec of `status.generation`, and who asked for it when the caller said. */
+export function specAccepted(status: ModelStatus): ModelEvent {
+  const { generation, requestedBy } = status;
+  return { kind: 'specAccepted', generation, ...(requestedBy !== undefined ? { by: requestedBy } : {}) };
 }

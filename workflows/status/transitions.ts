@@ -12,6 +12,7 @@ import {
   type StepProgress,
   type TeardownResult,
 } from '../contract/index.js';
+import { clip, printable } from '../contract/spec/text.js';
 import { setCondition } from './conditions.js';
 import { stepRow } from '../steps/table.js';
 import { closeOpenSteps, endStep, openEntry, skipStep, startStep } from './timeline.js';
@@ -26,7 +27,13 @@ export interface FailureInfo {
 export const SETTLED: readonly Phase[] = ['Ready', 'Degraded', 'Failed'];
 
 /** The status of a model the workflow has just been given. */
-export function initialStatus(spec: ServedModel, now: string, tenant?: string): ModelStatus {
+export function initialStatus(
+  spec: ServedModel,
+  now: string,
+  owner: { tenant?: string; requestedBy?: string } = {},
+): ModelStatus {
+  const { tenant } = owner;
+  const requestedBy = askedBy(owner.requestedBy);
   return {
     name: spec.metadata.name,
     namespace: spec.metadata.namespace,
@@ -39,6 +46,7 @@ export function initialStatus(spec: ServedModel, now: string, tenant?: string): 
     replicas: spec.spec.replicas,
     readyReplicas: 0,
     generation: 1,
+    ...(requestedBy !== undefined ? { requestedBy } : {}),
     observedGeneration: 0,
     timeline: [],
     startedAt: now,
@@ -46,16 +54,35 @@ export function initialStatus(spec: ServedModel, now: string, tenant?: string): 
   };
 }
 
-/** Records an accepted spec as generation `generation`. */
-export function acceptSpec(status: ModelStatus, spec: ServedModel, generation: number, now: string): ModelStatus {
+/** Records an accepted spec as generation `generation`, asked for by `requestedBy` (as the caller said). */
+export function acceptSpec(
+  status: ModelStatus,
+  spec: ServedModel,
+  generation: number,
+  now: string,
+  requestedBy?: string,
+): ModelStatus {
+  const { requestedBy: _before, ...rest } = status;
+  const by = askedBy(requestedBy);
   return {
-    ...status,
+    ...rest,
     servedModelName: spec.spec.engine.servedModelName,
     source: describeSource(spec.spec.source),
     replicas: spec.spec.replicas,
     generation,
+    ...(by !== undefined ? { requestedBy: by } : {}),
     updatedAt: now,
   };
+}
+
+/** A caller's words about itself as status keeps them: printable, at most 200 bytes; nothing when empty. */
+export function askedBy(text: unknown): string | undefined {
+  return typeof text === 'string' && text.trim() !== '' ? clip(printable(text.trim()), 200) : undefined;
+}
+
+/** `, asked by X` for a timeline entry's detail, when the caller said who it was. */
+export function byWhom(requestedBy: string | undefined): string {
+  return requestedBy !== undefined ? `, asked by ${requestedBy}` : '';
 }
 
 /** The phase a step puts the model in. Engine steps of a model that has served before are an update. */
@@ -367,9 +394,16 @@ export function downloadWritten(status: ModelStatus, bytes: number, now: string)
 }
 
 /** Deletion starts: whatever ran is cancelled, phase Deleting. */
-export function beginTeardown(status: ModelStatus, reason: string | undefined, now: string): ModelStatus {
+export function beginTeardown(
+  status: ModelStatus,
+  reason: string | undefined,
+  now: string,
+  requestedBy?: string,
+): ModelStatus {
   let next = supersede(status, now, 'cancelled by delete');
-  next = beginStep(next, 'teardown', next.generation, now, reason);
+  const asked = requestedBy !== undefined ? `asked by ${requestedBy}` : undefined;
+  const detail = reason !== undefined && asked !== undefined ? `${reason}, ${asked}` : (reason ?? asked);
+  next = beginStep(next, 'teardown', next.generation, now, detail);
   return notReady(next, 'Deleting', reason ? `deleting: ${reason}` : 'deleting', next.generation, now);
 }
 
@@ -382,12 +416,14 @@ export function finishTeardown(
 ): ModelStatus {
   const retained = result.retained.length > 0 ? `; retained ${result.retained.join(', ')}` : '';
   const tries = attempts > 1 ? ` after ${attempts} attempts` : '';
+  // Why and by whom, as the delete said, stays on the closed entry.
+  const asked = openEntry(status, 'teardown')?.detail;
   let next = endStep(
     status,
     'teardown',
     'Succeeded',
     now,
-    `deleted ${result.deleted.length} object(s)${retained}${tries}`,
+    `deleted ${result.deleted.length} object(s)${retained}${tries}${asked ? ` (${asked})` : ''}`,
   );
   next = {
     ...withPhase(next, 'Deleted', now),

@@ -73,6 +73,12 @@ describe('client library', () => {
     const updated = await updateModel(client, bigger, { wait: true, timeoutMs: 60_000 });
     expect(updated).toMatchObject({ generation: 2, changed: true, changes: ['spec.replicas'] });
     expect(updated.status).toMatchObject({ phase: 'Ready', observedGeneration: 2, readyReplicas: 3 });
+    // Who asked for each generation (audit): the client's Temporal identity, as it says.
+    expect(first.status?.requestedBy).toBe(client.options.identity);
+    expect(updated.status?.requestedBy).toBe(client.options.identity);
+    expect(updated.status?.timeline.find((e) => e.step === 'update')?.detail).toBe(
+      `generation 2: in place, asked by ${client.options.identity}`,
+    );
     // After the update, serving the updated spec is the same model again.
     expect(await serveModel(client, bigger)).toMatchObject({ started: false, runId: first.runId });
     expect(await updateModel(client, bigger)).toMatchObject({ generation: 2, changed: false });

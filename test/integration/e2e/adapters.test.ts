@@ -101,7 +101,10 @@ describe('LoRA adapters, end to end', { timeout: 300_000 }, () => {
     expect(after.metadata?.generation).toBe(deployment.metadata?.generation);
     const added = await status();
     expect(added.timeline.filter((e) => e.step === 'download')).toHaveLength(1);
-    expect(added.timeline.some((e) => e.step === 'update' && e.detail === 'generation 2: in place')).toBe(true);
+    // In place, asked by the CLI's process (its Temporal identity, pid@host).
+    expect(
+      added.timeline.some((e) => e.step === 'update' && /^generation 2: in place, asked by \d+@\S+$/.test(e.detail!)),
+    ).toBe(true);
 
     // One removed: unloaded on every replica.
     expectOk(await runFerry(['apply', '-f', writeDoc(doc(['sql', 'code'])), '--wait', '--timeout', '2m']), 'apply');

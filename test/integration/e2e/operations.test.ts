@@ -225,7 +225,11 @@ describe('operating Ferry: logs, metrics, Kubernetes Events, annotations', { tim
       const events = await rootEvents(name);
       return events.some((e) => e.reason === 'Deleted') ? events : undefined;
     });
-    expect(last.find((e) => e.reason === 'UpdateAccepted')?.message).toBe('generation 2 accepted');
+    // Who asked, as the CLI said: its Temporal identity (pid@host).
+    expect(last.find((e) => e.reason === 'UpdateAccepted')?.message).toMatch(
+      /^generation 2 accepted, asked by \d+@\S+$/,
+    );
+    expect(last.find((e) => e.reason === 'Deleting')?.message).toMatch(/^deleting: asked by \d+@\S+$/);
     expect(last.find((e) => e.reason === 'Deleting')?.type).toBe('Normal');
     expect(last.find((e) => e.reason === 'Deleted')?.message).toMatch(/^deleted \d+ object\(s\)/);
     // At least once: a workflow task that outlives its timeout on an overloaded machine runs (and reports) again.

@@ -184,6 +184,12 @@ describe('two tenants sharing a namespace', () => {
   it("records the owner: team-a reads its model's status with its tenant", async () => {
     const outcome = await call('team-a', 'getModelStatus', { ref });
     expect(outcome.ok).toMatchObject({ name, tenant: A, phase: 'Ready' });
+    // Who asked (audit): the tenant, which its endpoint proves, and the caller workflow the request's links name.
+    expect((outcome.ok as ModelStatus).requestedBy).toMatch(
+      new RegExp(
+        `^tenant ${A} through Nexus \\(caller ${callerNamespace}/call-ensureModel-[0-9a-f]+, as its links say\\)$`,
+      ),
+    );
   });
 
   it("answers team-b as if team-a's model did not exist, and leaves it as it was", async () => {
@@ -229,6 +235,12 @@ describe('two tenants sharing a namespace', () => {
     expect(outcome.ok).toMatchObject({ ref, alreadyDeleted: false });
     const status: ModelStatus = (await call('team-a', 'getModelStatus', { ref })).ok as ModelStatus;
     expect(status).toMatchObject({ phase: 'Deleted', tenant: A });
+    const teardown = status.timeline.find((e) => e.step === 'teardown');
+    expect(teardown?.detail).toMatch(
+      new RegExp(
+        `^deleted \\d+ object\\(s\\) \\(done, asked by tenant ${A} through Nexus \\(caller ${callerNamespace}/`,
+      ),
+    );
   });
 });
 

@@ -46,7 +46,7 @@ describe('ServeModelWorkflow deletion', () => {
       expect(final.status.timeline.at(-1)).toMatchObject({
         step: 'teardown',
         outcome: 'Succeeded',
-        detail: 'deleted 3 object(s)',
+        detail: 'deleted 3 object(s) (evaluation finished)',
       });
       await expect.poll(() => rollout.outcome).toBe('cancelled');
       expect(stub.callsOf('tearDown')).toHaveLength(1);
@@ -91,7 +91,7 @@ describe('ServeModelWorkflow deletion', () => {
       expect(status.timeline.at(-1)).toMatchObject({
         step: 'teardown',
         outcome: 'Succeeded',
-        detail: 'deleted 3 object(s)',
+        detail: 'deleted 3 object(s) (workflow cancelled)',
       });
     });
   });
@@ -126,7 +126,7 @@ describe('ServeModelWorkflow deletion', () => {
       expect(final.status.lastError).toBeUndefined();
       expect(final.status.timeline.at(-1)).toMatchObject({
         step: 'teardown',
-        detail: 'deleted 3 object(s) after 2 attempts',
+        detail: 'deleted 3 object(s) after 2 attempts (done)',
       });
     });
   });
