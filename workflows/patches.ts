@@ -120,4 +120,13 @@ export const PATCH_LEDGER: readonly PatchEntry[] = [
     introduced: 'v0.2.0',
     retire: 'when no open run started before v0.2.0 holds an update or delete signal it ignored',
   },
+  {
+    id: 'spec-bounds-signalled',
+    module: 'workflows/signalled.ts',
+    state: 'patched',
+    guards:
+      'a signalled update that only the bounds or the image grammar refuse is refused; in an older run it replays accepted',
+    introduced: 'v0.2.0',
+    retire: 'when no open run started before v0.2.0',
+  },
 ];

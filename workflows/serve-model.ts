@@ -140,15 +140,17 @@ function checkedSpec(input: ServeModelInput): ServedModel {
   }
   const parsed = safeParseServedModel(input.spec);
   // A start recorded before a default existed (or a run continued from one) keeps the spec it was accepted with.
-  if (parsed.ok)
-    return withAcceptedDefaults(
+  const withDefaults = (model: ServedModel) =>
+    withAcceptedDefaults(
       input.spec,
-      parsed.model,
+      model,
       () => input.state === undefined && patchedUnlessPinned(NEW_DEFAULTS_AT_START),
     );
+  if (parsed.ok) return withDefaults(parsed.model);
   // A spec accepted by the checks of its day (before control characters, flag abbreviations, revision and enum
-  // rules were refused) keeps its model running: in a run it continued into, and in a history recorded before.
-  // Only a new start is refused.
+  // rules, the bounds and the image grammar were refused) keeps its model running: in a run it continued into, and in
+  // a history recorded before. Only a new start is refused: the marker is written only here, when the parser refuses,
+  // so a history whose start it accepted holds none, whichever rule came later.
   if (input.state !== undefined || !patchedUnlessPinned(STRICTER_SPEC_CHECKS)) {
     log.warn('the spec breaks a rule it was accepted without; serving it as it was accepted', {
       issues: formatSpecIssues(parsed.issues),

@@ -4,6 +4,7 @@
 import { ApplicationFailure, condition, log, setHandler, workflowInfo } from '@temporalio/workflow';
 import { patchedUnlessPinned } from './pinned.js';
 import {
+  asAcceptedBeforeBounds,
   failure,
   INVALID_SPEC,
   modelRefOf,
@@ -24,6 +25,13 @@ import { now } from './steps/context.js';
  * one that was ignored: it replays ignored. One ID for the handlers and for a start whose spec comes by signal.
  */
 const SIGNALLED_CHANGES = 'signalled-changes';
+
+/**
+ * Runs with this patch refuse a signalled update that only the bounds (32-bit whole numbers, durations up to 3650d,
+ * quantities up to 2^53 - 1) and the image reference grammar refuse; older ones replay it accepted, as it was. Written
+ * only when such a signal is refused, so a run that never met one holds no marker (as `stricter-spec-checks`).
+ */
+const SIGNALLED_SPEC_BOUNDS = 'spec-bounds-signalled';
 
 /** What the signals act on: the model (lifecycle.ts). */
 export interface SignalTarget {
@@ -67,8 +75,20 @@ export class SignalledChanges {
 
   /** Why the change is refused, if it is: what the Update's validator refuses it for. */
   private check(input: UpdateModelInput): FailureInfo | undefined {
+    const why = this.verdict(() => this.model.validateUpdate(input));
+    // Refused only by the bounds or the image grammar: accepted in a history recorded before them.
+    if (
+      why?.reason === INVALID_SPEC &&
+      !this.verdict(() => asAcceptedBeforeBounds(() => this.model.validateUpdate(input)))
+    ) {
+      if (!patchedUnlessPinned(SIGNALLED_SPEC_BOUNDS)) return undefined;
+    }
+    return why;
+  }
+
+  private verdict(validate: () => void): FailureInfo | undefined {
     try {
-      this.model.validateUpdate(input);
+      validate();
       return undefined;
     } catch (err) {
       if (err instanceof ApplicationFailure && err.type) return { reason: err.type, message: err.message };

@@ -58,7 +58,8 @@ export function specOf(document: unknown): ServedModel {
   const parsed = safeParseServedModel(document);
   if (parsed.ok) return parsed.model;
   // A document a newer rule refuses, in a history recorded before that rule (the child was started then), is replayed
-  // as it was accepted; a new start is refused.
+  // as it was accepted; a new start is refused. The marker is written only when the parser refuses, so a history
+  // whose document it accepted holds none, whichever rule came later (the bounds and the image grammar too).
   const before = asAcceptedBefore(() => safeParseServedModel(document));
   if (before.ok && !patched(NEWER_SPEC_RULES)) return before.model;
   throw failure(FAILURE.InvalidSpec, formatSpecIssues(parsed.issues), parsed.issues);

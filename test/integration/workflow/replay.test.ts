@@ -53,6 +53,31 @@ describe('ServeModelWorkflow replay of a spec accepted by older checks', () => {
   });
 });
 
+describe('ServeModelWorkflow replay of a spec accepted before the bounds and the image grammar', () => {
+  // Accepted before (and failed later, at the API server): a history holding one replays as it ran, because the
+  // `stricter-spec-checks` marker is written only when a start is refused, and its start was not.
+  it.each<[string, (spec: { engine: Record<string, unknown>; puller: Record<string, unknown> }) => void]>([
+    ['an image with a non-ASCII character', (spec) => (spec.engine.image = 'vllm/vllm-öpenai:v0.32.0')],
+    ['a startup timeout past 32-bit seconds', (spec) => (spec.engine.startupTimeout = '25000d')],
+    ['a backoff limit past 32 bits', (spec) => (spec.puller.backoffLimit = 2 ** 31)],
+  ])('replays a history whose start spec has %s', async (_what, patch) => {
+    const history = readHistory(join(dir, 'ready-update-delete.json'));
+    const payload = history.events![0]!.workflowExecutionStartedEventAttributes!.input!.payloads![0]!;
+    const input = JSON.parse(Buffer.from(payload.data!).toString('utf8')) as {
+      spec: { spec: { engine: Record<string, unknown>; puller: Record<string, unknown> } };
+    };
+    input.spec.spec.puller ??= {};
+    patch(input.spec.spec);
+    payload.data = Buffer.from(JSON.stringify(input));
+    const results = Worker.runReplayHistories({ workflowBundle: bundle, sinks: TEST_SINKS }, [
+      { workflowId: 'before-bounds', history },
+    ]);
+    for await (const result of results) {
+      expect(result.error).toBeUndefined();
+    }
+  });
+});
+
 describe('ServeModelWorkflow replay of signals sent before it handled them', () => {
   // Before the `signalled-changes` patch the update and delete signals had no handler: a history may hold one that
   // was ignored, mid-rollout here. It replays ignored; acted on, the delete would cancel the rollout and not match.

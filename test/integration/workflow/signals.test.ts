@@ -109,6 +109,31 @@ describe('ServeModelWorkflow changes by signal', () => {
     });
   });
 
+  it('replays a signalled image a history accepted before the reference grammar, and refuses one now', async () => {
+    const stub = new StubActivities();
+    await withReadyModel(harness, stub, async ({ doc, handle }) => {
+      // A history recorded before the grammar, when such an image was accepted: this run, its accepted signal's
+      // image made one the grammar refuses. It replays accepted (the `spec-bounds-signalled` patch); tried: without
+      // the patch, the replay refuses it and fails.
+      const image = (value: string) => ({ spec: { ...doc, spec: { ...doc.spec, engine: { image: value } } } });
+      await handle.signal(updateModelSignal, image('vllm/vllm-openai:v1'));
+      await waitForStatus(handle, readyAt(2));
+      const history = await handle.fetchHistory();
+      const signal = history.events!.find((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'update');
+      const payload = signal!.workflowExecutionSignaledEventAttributes!.input!.payloads![0]!;
+      const input = JSON.parse(Buffer.from(payload.data!).toString('utf8')) as { spec: Doc };
+      input.spec.spec.engine.image = 'vllm/vllm-öpenai:v1';
+      payload.data = Buffer.from(JSON.stringify(input));
+      await Worker.runReplayHistory({ workflowBundle: harness.bundle, sinks: TEST_SINKS }, history, handle.workflowId);
+
+      await handle.signal(updateModelSignal, image('vllm/vllm-öpenai:v2'));
+      const refused = await waitForStatus(handle, (s) => refusedEntries(s).length === 1);
+      expect(refused).toMatchObject({ generation: 2, lastError: { reason: 'InvalidSpec', refused: 'update' } });
+      expect(refused.lastError?.message).toMatch(/^spec\.engine\.image: must be an image reference like /);
+      await replays(handle);
+    });
+  });
+
   it('costs a quiet Ready model 4 history events: the signal and the workflow task that handles it', async () => {
     const stub = new StubActivities();
     await withWorker(harness, stub, async ({ start }) => {

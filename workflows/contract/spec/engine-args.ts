@@ -1,5 +1,6 @@
 // engine.args read as vLLM reads them: Ferry's own flags refused, every item a flag or a value its flag takes; and
 // asAcceptedBefore, which relaxes the rules added later for replays. Pure (no Node): it is bundled into workflow code.
+import { acceptedBefore } from './accepted-before.js';
 import { quote } from './rules.js';
 import { VLLM_FLAG_VALUES } from './vllm-flags.js';
 
@@ -107,25 +108,12 @@ function notAValue(arg: string, last: FlagItem | undefined): string {
   }
 }
 
-// Rules added after a spec may already have been accepted (the positional-argument rule above, 2026-12): a workflow
-// replaying an update or a child start accepted before the rule existed must accept it again, so the parse that
-// replays it runs with them relaxed. Synchronous, so workflow code stays deterministic.
-let relaxed = false;
-
-/** Runs `parse` with the rules added after specs were accepted without them turned off (replays only). */
-export function asAcceptedBefore<T>(parse: () => T): T {
-  relaxed = true;
-  try {
-    return parse();
-  } finally {
-    relaxed = false;
-  }
-}
+// The positional-argument rule was added after specs were accepted without it: off inside asAcceptedBefore.
 
 /** The items of engine.args that vLLM would refuse as positional arguments (or as a value it cannot take), by index. */
 export function positionalProblems(args: readonly string[]): Map<number, string> {
   const problems = new Map<number, string>();
-  if (relaxed) return problems;
+  if (acceptedBefore('positional')) return problems;
   let last: FlagItem | undefined;
   args.forEach((arg, index) => {
     if (last?.takes === 'dotted' && last.values.length === 0) {

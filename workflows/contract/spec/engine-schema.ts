@@ -1,14 +1,27 @@
 // The vLLM engine: its image, arguments, environment, API key and LoRA adapters. Pure (no Node): it is bundled into
 // workflow code.
 import { z } from 'zod';
+import { acceptedBefore } from './accepted-before.js';
 import { argProblem, positionalProblems } from './engine-args.js';
+import { imageProblem } from './image-ref.js';
 import { C_IDENTIFIER, duration, int, objectName, quote, rules, strict } from './rules.js';
 import { describedSecretRef, sourceSchema } from './source-schema.js';
 
 export const DEFAULT_ENGINE_IMAGE = 'vllm/vllm-openai:v0.32.0';
 
-export const imageRef = rules(z.string(), (v) =>
-  v.length > 0 && !/\s/.test(v) ? undefined : `must be a container image like ${DEFAULT_ENGINE_IMAGE}, got ${quote(v)}`,
+export const imageRef = rules(
+  z.string(),
+  (v) =>
+    v.length > 0 && !/\s/.test(v)
+      ? undefined
+      : `must be a container image like ${DEFAULT_ENGINE_IMAGE}, got ${quote(v)}`,
+  (v) => {
+    // The whole grammar was added after images were accepted with only the rule above.
+    const problem = acceptedBefore('bounds') ? undefined : imageProblem(v);
+    return problem
+      ? `must be an image reference like ${DEFAULT_ENGINE_IMAGE} ([registry/]repository[:tag][@digest]), got ${quote(v)}: ${problem}`
+      : undefined;
+  },
 );
 
 const RESERVED_ENV: Record<string, string> = {

@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import { parseDuration, parseQuantity } from './quantities.js';
 import { DNS1123_LABEL } from './names.js';
+import { acceptedBefore } from './accepted-before.js';
 import { quote } from './text.js';
 
 export { DNS1123_LABEL, quote };
@@ -220,9 +221,10 @@ export const quantity = (example: string) =>
     .pipe(
       rules(z.string(), (v) => {
         const value = parseQuantity(v);
-        return value !== undefined && value > 0
+        if (value === undefined || !(value > 0)) return `must be a positive quantity like ${example}, got ${quote(v)}`;
+        return value <= MAX_QUANTITY || acceptedBefore('bounds')
           ? undefined
-          : `must be a positive quantity like ${example}, got ${quote(v)}`;
+          : `must be at most ${MAX_QUANTITY} (2^53 - 1) in its unit, got ${quote(v)}: Kubernetes could not hold it`;
       }),
     );
 
@@ -234,7 +236,23 @@ export const duration = (example: string) =>
     } catch {
       return `must be a duration like 90s, 40m, 2h or 1h30m, got ${quote(v)}`;
     }
-    return ms > 0 ? undefined : `must be a positive duration like ${example}, got ${quote(v)}`;
+    if (!(ms > 0)) return `must be a positive duration like ${example}, got ${quote(v)}`;
+    return ms <= MAX_DURATION_MS || acceptedBefore('bounds')
+      ? undefined
+      : `must be at most ${MAX_DURATION_DAYS}d, got ${quote(v)}: Kubernetes keeps deadlines as 32-bit seconds, and nothing Ferry waits for takes longer`;
   });
 
-export const int = (what: string) => z.number({ error: `must be ${what}` }).int(`must be ${what}`);
+export const int = (what: string) =>
+  rules(z.number({ error: `must be ${what}` }).int(`must be ${what}`), (v) =>
+    !Number.isSafeInteger(v) || v <= INT32_MAX || acceptedBefore('bounds')
+      ? undefined
+      : `must be at most ${INT32_MAX} (Kubernetes and vLLM keep it as a 32-bit integer), got ${v}`,
+  );
+
+/** The largest whole number Kubernetes' 32-bit fields (replicas, backoffLimit, ports) hold. */
+export const INT32_MAX = 2 ** 31 - 1;
+/** The longest duration a spec may give: well inside 32-bit seconds, with room for the margins Ferry adds. */
+export const MAX_DURATION_DAYS = 3650;
+const MAX_DURATION_MS = MAX_DURATION_DAYS * 86_400_000;
+/** The largest quantity in its unit: a whole number JavaScript holds exactly, far below Kubernetes' own limit. */
+export const MAX_QUANTITY = Number.MAX_SAFE_INTEGER;

@@ -9,7 +9,7 @@ import { dnsLabel, int, labelMap, modelName, mustBe, quote, strict } from './rul
 import { inferencePoolSchema, sloSchema } from './slo-schema.js';
 import { sourceSchema } from './source-schema.js';
 
-export { asAcceptedBefore } from './engine-args.js';
+export { asAcceptedBefore, asAcceptedBeforeBounds } from './accepted-before.js';
 export { DEFAULT_ENGINE_IMAGE, type AdapterSpec, type EnvVar } from './engine-schema.js';
 export { type Affinity, type Toleration } from './placement-schema.js';
 export { type InferencePoolSpec, type SloSpec } from './slo-schema.js';
