@@ -113,7 +113,10 @@ export function tenantModelsHandler(tenant: TenantGrant, options: TenantHandlerO
     ),
     getModelStatus: async (_ctx, input) => {
       const ref = refOf(input.ref);
-      const status = await getModelStatus(temporalNexus.getClient(), ref).catch((err: unknown) => {
+      const client = temporalNexus.getClient();
+      // The owner from the memo first: another's model is not asked anything (nor its worker's absence told).
+      if ((await ownerOf(client, ref)) !== tenant.name) notFound('getModelStatus', ref);
+      const status = await getModelStatus(client, ref).catch((err: unknown) => {
         throw typedFailure(err);
       });
       return status.tenant === tenant.name ? status : notFound('getModelStatus', ref);

@@ -69,6 +69,12 @@ const KEEPER_INTERVAL_MS = 30_000;
  * not report it is given this long.
  */
 const PROPAGATION_MS = 10_000;
+/**
+ * A propagation the server still reports in progress this long after the change is taken as done: the server can
+ * lose the report (temporalio/temporal#11842: the state stays IN_PROGRESS for good, though the task queues have the
+ * new routing), and the runs would otherwise never be woken. A run woken too early stays where it is and is woken again.
+ */
+const STUCK_PROPAGATION_MS = 60_000;
 /** Until the server knows the deployment (its first poll), the keeper looks this often. */
 const SOON_MS = 1_000;
 /** A run still pinned elsewhere this long after its wake (busy in a step, or woken too early) is woken again. */
@@ -79,6 +85,8 @@ const WAKES_PER_ROUND = 200;
 export interface KeeperOptions {
   intervalMs?: number;
   propagationMs?: number;
+  /** How long an IN_PROGRESS propagation is waited for before the runs are woken anyway (STUCK_PROPAGATION_MS). */
+  stuckPropagationMs?: number;
   rewakeAfterMs?: number;
 }
 
@@ -110,6 +118,9 @@ export function keepVersion(
   const interval = options.intervalMs ?? KEEPER_INTERVAL_MS;
   const propagation = options.propagationMs ?? PROPAGATION_MS;
   const rewakeAfter = options.rewakeAfterMs ?? REWAKE_AFTER_MS;
+  const stuckAfter = options.stuckPropagationMs ?? STUCK_PROPAGATION_MS;
+  /** The change whose propagation was taken as done without the server's word (warned once). */
+  let warnedFor = 0;
   const recentlyWoken = new Map<string, number>();
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
@@ -147,11 +158,23 @@ export function keepVersion(
     // server: a run woken 3 s after the change, propagation reported complete, still did not see it).
     const changedAt = Number(routing?.currentVersionChangedTime?.seconds ?? 0) * 1000;
     const state = described.workerDeploymentInfo?.routingConfigUpdateState;
-    const propagated =
-      (!state ||
-        state === proto.temporal.api.enums.v1.RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED) &&
-      Date.now() - changedAt >= propagation;
-    if (!propagated) return true;
+    const since = Date.now() - changedAt;
+    const completed =
+      !state || state === proto.temporal.api.enums.v1.RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED;
+    if (!(completed ? since >= propagation : since >= stuckAfter)) return true;
+    if (!completed && warnedFor !== changedAt) {
+      warnedFor = changedAt;
+      logger.warn(
+        'the deployment still reports its routing change in progress; waking the runs pinned elsewhere anyway',
+        {
+          deploymentName,
+          buildId,
+          routingConfigUpdateState: state,
+          sinceChangeMs: since,
+          see: 'https://github.com/temporalio/temporal/issues/11842',
+        },
+      );
+    }
     const query =
       `WorkflowType = 'ServeModelWorkflow' AND ExecutionStatus = 'Running' AND ` +
       `TemporalWorkerDeployment = '${deploymentName}' AND ` +
