@@ -71,8 +71,9 @@ const KEEPER_INTERVAL_MS = 30_000;
 const PROPAGATION_MS = 10_000;
 /**
  * A propagation the server still reports in progress this long after the change is taken as done: the server can
- * lose the report (temporalio/temporal#11842: the state stays IN_PROGRESS for good, though the task queues have the
- * new routing), and the runs would otherwise never be woken. A run woken too early stays where it is and is woken again.
+ * lose the report (temporalio/temporal#11842: the state stays IN_PROGRESS for good, the completion never recorded),
+ * and the runs would otherwise never be woken. A run that does not see the change yet stays where it is and is woken
+ * again.
  */
 const STUCK_PROPAGATION_MS = 60_000;
 /** Until the server knows the deployment (its first poll), the keeper looks this often. */
