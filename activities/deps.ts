@@ -9,6 +9,7 @@ import {
   type ServedModel,
 } from '../workflows/contract/index.js';
 import type { ModelWatcher } from './cluster/model-watcher.js';
+import type { ChildOptions, NetworkPolicyPeer } from './builders/index.js';
 
 /** A model's spec at `generation`, for a look that carries only a reference (the worker asks the workflow). */
 export type SpecSource = (ref: ModelRef, generation: number) => Promise<ServedModel>;
@@ -47,6 +48,11 @@ export interface ActivityDeps {
    * (docs/security.md). Unset, the worker has none, and a look repairs every model.
    */
   grants?: (tenant: string, model: ServedModel) => string | undefined;
+  /**
+   * Set when the worker runs with FERRY_NETWORK_POLICY=on (docs/design/network-policy.md): each model gets a
+   * NetworkPolicy that admits only these pods, the worker's, to vLLM's own port, and every engine pod the gate.
+   */
+  networkPolicy?: NetworkPolicyPeer;
   /** Poll and back-off intervals, shrunk by tests. */
   timing?: Partial<ActivityTiming>;
 }
@@ -71,6 +77,12 @@ const DEFAULT_TIMING: ActivityTiming = {
   volumeBindGraceMs: 10_000,
   deletionWaitMs: 300_000,
 };
+
+/** What the builders need of a model's children: its root's uid, and the worker's network policy setting. */
+export const childOptions = (deps: ActivityDeps, rootUid: string): ChildOptions => ({
+  rootUid,
+  ...(deps.networkPolicy ? { networkPolicy: deps.networkPolicy } : {}),
+});
 
 /** The model's workflow page in the Web UI, when the worker knows the Web UI. */
 export const webUiLinkOf = (deps: ActivityDeps, model: ServedModel): string | undefined =>

@@ -82,6 +82,7 @@ export function realActivities(
       ...(watcher ? { watcher } : {}),
       ...(config.webUiUrl ? { webUi: { url: config.webUiUrl, namespace: config.temporal.namespace } } : {}),
       ...(config.tenants ? { grants: grantsOf(config.tenants) } : {}),
+      ...(config.networkPolicy ? { networkPolicy: config.networkPolicy } : {}),
     },
     // A keyed model's key, read from its Secret when a step needs it (never into history or a log line); a worker
     // whose Role may not get that Secret does without (docs/operations.md, "A model's API key").
@@ -144,6 +145,7 @@ function startWatcher(
     log: (level, message, meta) => {
       logger[level](message, meta);
     },
+    ...(config.networkPolicy ? { networkPolicies: true } : {}),
   });
   void (async () => {
     const query = `${ferryClusterKey.name} = '${config.cluster}' AND ExecutionStatus = 'Running'`;

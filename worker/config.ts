@@ -10,6 +10,8 @@ import {
 } from '../client/temporal-env.js';
 import { DEFAULT_CLUSTER, DNS1123_LABEL, parseDuration, taskQueueFor } from '../workflows/contract/index.js';
 import { parseAddress } from './health.js';
+import type { NetworkPolicyPeer } from '../activities/builders/index.js';
+import { networkPolicyOf } from './network-policy-setting.js';
 import { loadTenants, type Tenants } from './tenants.js';
 import { buildIdOf, deploymentNameFor, type Versioning } from './versioning.js';
 
@@ -62,6 +64,11 @@ export interface WorkerConfig {
   metricsAddress?: string;
   /** The Temporal Web UI's base URL: each model's root ConfigMap links its workflow page. */
   webUiUrl?: string;
+  /**
+   * `--network-policy on`: each model gets a NetworkPolicy that admits only these pods (the worker's) to vLLM's own
+   * port, and every engine pod the gate sidecar (docs/design/network-policy.md). Unset: no policies.
+   */
+  networkPolicy?: NetworkPolicyPeer;
   /** The environment the activities read their own settings from (FERRY_ENDPOINT_MODE, FERRY_ENDPOINT_OVERRIDES). */
   env: Env;
 }
@@ -96,6 +103,10 @@ Options (each overrides its environment variable):
   --health-address HOST:PORT      FERRY_HEALTH_ADDRESS   serve GET /healthz and /readyz there (default: off)
   --metrics-address HOST:PORT     FERRY_METRICS_ADDRESS  serve Prometheus /metrics there (default: off)
   --web-ui-url URL                TEMPORAL_UI_URL        the Temporal Web UI, linked from each model's root ConfigMap
+  --network-policy on|off         FERRY_NETWORK_POLICY   a NetworkPolicy per model: only the worker reaches vLLM's
+                                  own port, clients the gate's inference routes (default off)
+  --worker-namespace NS           FERRY_WORKER_NAMESPACE  the worker's namespace, for --network-policy on
+  --worker-pod-labels K=V,...     FERRY_WORKER_POD_LABELS  the worker pods' labels, for --network-policy on
   --replay-check-open             fetch the open runs of ferry-CLUSTER that would replay on this build (all but
                                   pinned ones) and replay them; exit 0 when all do, 1 when any does not
   --make-current                  make this version (--worker-versioning on) the deployment's current one and exit
@@ -146,6 +157,9 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | Repl
         'health-address': { type: 'string' },
         'metrics-address': { type: 'string' },
         'web-ui-url': { type: 'string' },
+        'network-policy': { type: 'string' },
+        'worker-namespace': { type: 'string' },
+        'worker-pod-labels': { type: 'string' },
         'replay-check': { type: 'string' },
         'replay-check-open': { type: 'boolean' },
         'make-current': { type: 'boolean' },
@@ -239,6 +253,7 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | Repl
   if (webUiUrl !== undefined && !/^https?:\/\/[^\s/]+/.test(webUiUrl)) {
     problems.push(`web UI URL ${JSON.stringify(webUiUrl)} must be an http:// or https:// URL`);
   }
+  const networkPolicy = networkPolicyOf(values, env, problems);
   let temporal: TemporalSettings | undefined;
   try {
     temporal = temporalSettingsFromEnv(env, {
@@ -270,6 +285,7 @@ export function parseWorkerConfig(argv: string[], env: Env): WorkerConfig | Repl
     ...(healthAddress ? { healthAddress } : {}),
     ...(metricsAddress ? { metricsAddress } : {}),
     ...(webUiUrl ? { webUiUrl } : {}),
+    ...(networkPolicy ? { networkPolicy } : {}),
     env,
   };
 }

@@ -16,7 +16,8 @@ import { containerSecurityContext } from './pod.js';
  * not a digest, like the engine's default image.
  */
 const ADMISSION_IMAGE = 'nginxinc/nginx-unprivileged:1.30.5-alpine';
-const ADMISSION_CONTAINER = 'admission';
+/** The sidecar's container name, whether it limits (admission) or only guards (the gate). */
+export const ADMISSION_CONTAINER = 'admission';
 /** The image's nginx user; the pod's default user (vLLM's uid 2000) has no business in this image. */
 const NGINX_UID = 101;
 /** The Service's targetPort (deployment.ts' HTTP_PORT_NAME): clients reach the engine through admission. */
@@ -46,6 +47,59 @@ const UNLIMITED_PATHS = [
   '/v1/load_lora_adapter',
   '/v1/unload_lora_adapter',
 ];
+
+/**
+ * What the gate (FERRY_NETWORK_POLICY=on, docs/design/network-policy.md) serves clients: vLLM's inference routes, read
+ * from vLLM 0.32's route table (test/real-engine/conformance.test.ts fails on a route of a new release that is in
+ * neither list). Everything else is refused with 403: it is the worker's, on vLLM's own port.
+ */
+const CLIENT_ROUTES = {
+  /** Health, metadata and tokenizing, cheap for the engine: never limited. */
+  exact: [
+    '/health',
+    '/ping',
+    '/ready',
+    '/readyz',
+    '/metrics',
+    '/version',
+    '/load',
+    '/v1/models',
+    '/tokenize',
+    '/detokenize',
+    '/tokenizer_info',
+  ],
+  /** Generation, pooling and their renderings: a path equal to one of these, or below it; limited with admission. */
+  prefixes: [
+    '/v1/chat/completions',
+    '/v1/completions',
+    '/v1/responses',
+    '/v1/messages',
+    '/v1/embeddings',
+    '/v1/audio',
+    '/v1/realtime',
+    '/v1/rerank',
+    '/v1/score',
+    '/v1/systemone',
+    '/v2/embed',
+    '/v2/rerank',
+    '/cohere/v2/chat',
+    '/rerank',
+    '/score',
+    '/classify',
+    '/pooling',
+    '/invocations',
+    '/inference/v1/generate',
+    '/generative_scoring',
+  ],
+} as const;
+
+/** Whether the gate passes `path` on to the engine (the same rule as the nginx locations it writes). */
+export function isClientRoute(path: string): boolean {
+  return (
+    (CLIENT_ROUTES.exact as readonly string[]).includes(path) ||
+    CLIENT_ROUTES.prefixes.some((prefix) => path === prefix || path.startsWith(`${prefix}/`))
+  );
+}
 
 /**
  * Starts nginx in the foreground and reloads it when its configuration file changes; exits when nginx does, so the
@@ -89,11 +143,23 @@ export interface AdmissionConfigOptions {
   /** Generation requests in flight at most; 0 (no concurrency meets the goal) or undefined (not measured): no limit. */
   maxConcurrency: number | undefined;
   retryAfterSeconds: number;
+  /** The gate: clients get CLIENT_ROUTES only, everything else 403 (FERRY_NETWORK_POLICY=on). */
+  clientRoutesOnly?: boolean;
+  /** The model has no admission: the sidecar is the gate alone, and never limits. */
+  gateOnly?: boolean;
 }
 
 /** Whether the model's replicas turn away what is above their measured concurrency: `spec.slo.admission`. */
 export function hasAdmission(model: ServedModel): boolean {
   return model.spec.slo?.admission === true;
+}
+
+/**
+ * Whether the engine pods have the nginx sidecar: for admission, or as the gate that keeps clients off vLLM's admin
+ * routes when the worker runs with a NetworkPolicy per model (`options.networkPolicy`).
+ */
+export function hasSidecar(model: ServedModel, options: Pick<ChildOptions, 'networkPolicy'>): boolean {
+  return hasAdmission(model) || options.networkPolicy !== undefined;
 }
 
 /** The sidecar's port: 8080, unless the engine has it, then 8081 (the containers share the pod's network). */
@@ -138,17 +204,63 @@ export function admissionConfig(options: AdmissionConfigOptions): string {
           `# Limit: at most ${limit} generation ${plural} in flight on this replica (its measured concurrency); more are`,
           `# answered 429 with Retry-After: ${retryAfter}.`,
         ]
-      : options.maxConcurrency === undefined
-        ? ['# No limit: no concurrency has been measured (yet).']
-        : [
-            '# No limit: the latency goal is not met even one request at a time, so a limit would only turn',
-            '# requests away.',
-          ];
-  const unlimited = UNLIMITED_PATHS.map((path) => `    location = ${path} { proxy_pass http://engine; }`);
+      : options.gateOnly
+        ? ['# No limit: the model has no admission (spec.slo.admission); this proxy is its gate alone.']
+        : options.maxConcurrency === undefined
+          ? ['# No limit: no concurrency has been measured (yet).']
+          : [
+              '# No limit: the latency goal is not met even one request at a time, so a limit would only turn',
+              '# requests away.',
+            ];
+  const gate = options.clientRoutesOnly === true;
+  const unlimited = (gate ? CLIENT_ROUTES.exact : UNLIMITED_PATHS).map(
+    (path) => `    location = ${path} { proxy_pass http://engine; }`,
+  );
+  const limited = [
+    ...(limit > 0
+      ? [
+          `      limit_conn ${ZONE} ${limit};`,
+          '      limit_conn_status 429;',
+          '      limit_conn_log_level warn;',
+          '      error_page 429 = @too_many_requests;',
+        ]
+      : []),
+    '      proxy_pass http://engine;',
+  ];
+  const refusal = JSON.stringify({
+    error: {
+      // No apostrophe: nginx takes the body in single quotes.
+      message: 'This route is not served to clients: the gate in front of this engine passes on inference routes only.',
+      type: 'Forbidden',
+      param: null,
+      code: 403,
+    },
+  });
+  const generation = gate
+    ? [
+        limit > 0 ? `    # Generation: at most ${limit} at a time.` : '    # Generation.',
+        `    location ~ ^(?:${CLIENT_ROUTES.prefixes.join('|')})(?:/|$) {`,
+        ...limited,
+        '    }',
+        '',
+        "    # Everything else is the worker's, on the engine's own port: adapter loads, scaling, profiling, development.",
+        '    location / {',
+        `      return 403 '${refusal}';`,
+        '    }',
+      ]
+    : [
+        limit > 0
+          ? `    # Generation (everything else): at most ${limit} at a time.`
+          : '    # Generation (everything else).',
+        '    location / {',
+        ...limited,
+        '    }',
+      ];
   const lines = [
     "# Ferry's admission proxy for one engine replica. Generated by Ferry: do not edit; Ferry rewrites it when the",
     "# model's measured baseline changes, and the sidecar reloads nginx.",
     ...summary,
+    ...(gate ? ["# Gate: clients get the inference routes only; the rest is the worker's, on the engine's port."] : []),
     '',
     'worker_processes 1;',
     `worker_rlimit_nofile ${2 * connections};`,
@@ -199,23 +311,12 @@ export function admissionConfig(options: AdmissionConfigOptions): string {
     '    proxy_read_timeout 1h;',
     '    proxy_send_timeout 1h;',
     '',
-    '    # Never limited: health, metrics, the version, the model list, tokenizing and adapter management.',
+    gate
+      ? '    # Never limited: health, metrics, the version, the model list and tokenizing.'
+      : '    # Never limited: health, metrics, the version, the model list, tokenizing and adapter management.',
     ...unlimited,
     '',
-    limit > 0
-      ? `    # Generation (everything else): at most ${limit} at a time.`
-      : '    # Generation (everything else).',
-    '    location / {',
-    ...(limit > 0
-      ? [
-          `      limit_conn ${ZONE} ${limit};`,
-          '      limit_conn_status 429;',
-          '      limit_conn_log_level warn;',
-          '      error_page 429 = @too_many_requests;',
-        ]
-      : []),
-    '      proxy_pass http://engine;',
-    '    }',
+    ...generation,
     ...(limit > 0
       ? [
           '',
@@ -234,7 +335,7 @@ export function admissionConfig(options: AdmissionConfigOptions): string {
 
 /**
  * `<model>-admission`: the sidecar's nginx.conf for `maxConcurrency` (undefined before the first measurement: no
- * limit) and, when measured, the limit itself. It must exist before the engine's pods start (they mount it), so it is
+ * limit; a model without admission has none, its sidecar is the gate) and, when measured, the limit itself. It must exist before the engine's pods start (they mount it), so it is
  * applied before the Deployment, and rewritten in place when the baseline changes.
  */
 export function admissionConfigMap(
@@ -242,11 +343,15 @@ export function admissionConfigMap(
   maxConcurrency: number | undefined,
   options: ChildOptions,
 ): V1ConfigMap {
+  // Without admission the sidecar is the gate alone: no limit, whatever was measured.
+  const limit = hasAdmission(model) ? maxConcurrency : undefined;
   const config = admissionConfig({
     listenPort: admissionPort(model),
     enginePort: model.spec.engine.port,
-    maxConcurrency,
+    maxConcurrency: limit,
     retryAfterSeconds: ADMISSION_RETRY_AFTER_SECONDS,
+    clientRoutesOnly: options.networkPolicy !== undefined,
+    ...(hasAdmission(model) ? {} : { gateOnly: true }),
   });
   return {
     apiVersion: 'v1',
@@ -256,7 +361,7 @@ export function admissionConfigMap(
     }),
     data: {
       [CONFIG_FILE]: config,
-      ...(maxConcurrency !== undefined ? { 'max-concurrency': String(maxConcurrency) } : {}),
+      ...(limit !== undefined ? { 'max-concurrency': String(limit) } : {}),
     },
   };
 }

@@ -3,14 +3,16 @@ import type {
   V1ConfigMap,
   V1Deployment,
   V1Job,
+  V1NetworkPolicy,
   V1PersistentVolumeClaim,
   V1Service,
 } from '@kubernetes/client-node';
 import type { ServedModel } from '../../workflows/contract/index.js';
-import { admissionConfigMap, hasAdmission } from './admission.js';
+import { admissionConfigMap, hasSidecar } from './admission.js';
 import { buildDeployment } from './deployment.js';
 import { buildInferencePool, type InferencePool } from './inference-pool.js';
 import type { ChildOptions } from './meta.js';
+import { buildNetworkPolicy } from './network-policy.js';
 import { buildPullerJob } from './puller-job.js';
 import { buildPvc } from './pvc.js';
 import { buildRoot } from './root.js';
@@ -23,8 +25,10 @@ export interface ModelObjects {
   pullerJob: V1Job;
   deployment: V1Deployment;
   service: V1Service;
-  /** With `spec.slo.admission`: the sidecar's configuration (here without a limit; the workflow sets it). */
+  /** With `spec.slo.admission` or the gate: the sidecar's configuration (here without a limit; the workflow sets it). */
   admission?: V1ConfigMap;
+  /** With a worker that runs with FERRY_NETWORK_POLICY=on: who may reach the engine's own port. */
+  networkPolicy?: V1NetworkPolicy;
   /** With `spec.inferencePool`: the engine pods as a Gateway API Inference Extension pool. */
   inferencePool?: InferencePool;
 }
@@ -36,18 +40,23 @@ export function buildAll(model: ServedModel, options: ChildOptions): ModelObject
     pullerJob: buildPullerJob(model, options),
     deployment: buildDeployment(model, options),
     service: buildService(model, options),
-    ...(hasAdmission(model) ? { admission: admissionConfigMap(model, undefined, options) } : {}),
+    ...(hasSidecar(model, options) ? { admission: admissionConfigMap(model, undefined, options) } : {}),
+    ...(options.networkPolicy ? { networkPolicy: buildNetworkPolicy(model, options) } : {}),
     ...(model.spec.inferencePool ? { inferencePool: buildInferencePool(model, options) } : {}),
   };
 }
 
-/** The objects in the order the lifecycle creates them: root, volume, puller, admission, service, engine, pool. */
+/**
+ * The objects in the order the lifecycle creates them: root, volume, puller, network policy, admission, service,
+ * engine, pool.
+ */
 export function objectList(objects: ModelObjects): KubernetesObject[] {
-  const { root, pvc, pullerJob, admission, deployment, service, inferencePool } = objects;
+  const { root, pvc, pullerJob, networkPolicy, admission, deployment, service, inferencePool } = objects;
   return [
     root,
     pvc,
     pullerJob,
+    ...(networkPolicy ? [networkPolicy] : []),
     ...(admission ? [admission] : []),
     deployment,
     service,

@@ -1,6 +1,6 @@
 import type { V1Deployment, V1EnvVar, V1PodTemplateSpec, V1Probe } from '@kubernetes/client-node';
 import { durationSeconds, type ServedModel } from '../../workflows/contract/index.js';
-import { admissionContainer, admissionVolume, hasAdmission } from './admission.js';
+import { admissionContainer, admissionVolume, hasSidecar } from './admission.js';
 import { canonicalJson, sha256Hex } from './hash.js';
 import { ANNOTATION_SPEC_HASH, labelsFor, selectorLabels } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
@@ -16,8 +16,8 @@ import { MODELS_DIR, sourceAnnotations, weightsDir } from './source.js';
 
 export const ENGINE_CONTAINER = 'vllm';
 export const HTTP_PORT_NAME = 'http';
-/** The engine's own port when admission (an nginx sidecar) has the name the Service targets. */
-const ENGINE_PORT_NAME = 'engine';
+/** The engine's own port when the sidecar (admission, or the gate) has the name the Service targets. */
+export const ENGINE_PORT_NAME = 'engine';
 export const HEALTH_PATH = '/health';
 const STARTUP_PROBE_PERIOD_SECONDS = 10;
 /** Time the Deployment controller allows beyond the startup budget before it reports ProgressDeadlineExceeded. */
@@ -93,10 +93,10 @@ function engineScheduling(model: ServedModel): ReturnType<typeof podScheduling> 
   return { ...scheduling, affinity: onTheEnginesNode(model)! };
 }
 
-function podTemplate(model: ServedModel): V1PodTemplateSpec {
+function podTemplate(model: ServedModel, options: ChildOptions): V1PodTemplateSpec {
   const { engine, resources, source } = model.spec;
-  // With admission the Service's port name goes to the sidecar; the engine's probes and the worker reach it directly.
-  const admission = hasAdmission(model);
+  // With the sidecar the Service's port name goes to it; the engine's probes and the worker reach vLLM directly.
+  const admission = hasSidecar(model, options);
   const port = admission ? ENGINE_PORT_NAME : HTTP_PORT_NAME;
   const amounts: Record<string, string> = {
     cpu: resources.cpu,
@@ -169,7 +169,7 @@ export function buildDeployment(model: ServedModel, options: DeploymentOptions):
       strategy: { type: 'Recreate' },
       selector: { matchLabels: selectorLabels(model.metadata.name) },
       progressDeadlineSeconds: startupBudgetSeconds(model) + PROGRESS_DEADLINE_MARGIN_SECONDS,
-      template: podTemplate(model),
+      template: podTemplate(model, options),
     },
   };
 }

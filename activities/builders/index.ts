@@ -7,6 +7,7 @@ export * from './inference-pool.js';
 export * from './labels.js';
 export * from './meta.js';
 export * from './names.js';
+export * from './network-policy.js';
 export * from './pod.js';
 export * from './puller-job.js';
 export * from './puller-script.js';

@@ -1,6 +1,6 @@
 import type { KubernetesObject, V1ObjectMeta } from '@kubernetes/client-node';
 import type { ServedModel } from '../../workflows/contract/index.js';
-import { admissionPort, hasAdmission } from './admission.js';
+import { admissionPort, hasSidecar } from './admission.js';
 import { selectorLabels } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
 import { deploymentName } from './names.js';
@@ -36,9 +36,9 @@ export function inferencePoolName(model: string): string {
   return deploymentName(model);
 }
 
-/** The port the pool's endpoints take traffic on: admission's when the replicas have it, else the engine's. */
-function inferencePoolPort(model: ServedModel): number {
-  return hasAdmission(model) ? admissionPort(model) : model.spec.engine.port;
+/** The port the pool's endpoints take traffic on: the sidecar's when the replicas have it, else the engine's. */
+function inferencePoolPort(model: ServedModel, options: ChildOptions): number {
+  return hasSidecar(model, options) ? admissionPort(model) : model.spec.engine.port;
 }
 
 /** The InferencePool of `spec.inferencePool`; undefined when the spec asks for none. */
@@ -52,7 +52,7 @@ export function buildInferencePool(model: ServedModel, options: ChildOptions): I
     metadata: objectMeta(model, 'pool', inferencePoolName(model.metadata.name), { rootUid: options.rootUid }),
     spec: {
       selector: { matchLabels: selectorLabels(model.metadata.name) },
-      targetPorts: [{ number: inferencePoolPort(model) }],
+      targetPorts: [{ number: inferencePoolPort(model, options) }],
       appProtocol: 'http',
       endpointPickerRef: {
         group: '',

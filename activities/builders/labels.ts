@@ -24,7 +24,8 @@ export const ANNOTATION_WORKFLOW_ID = 'ferry.dev/workflow-id';
 /** On the root ConfigMap, when the worker knows the Temporal Web UI's URL: the workflow's page. */
 export const ANNOTATION_WEB_UI = 'ferry.dev/web-ui';
 
-export type Component = 'root' | 'storage' | 'puller' | 'adapters' | 'engine' | 'service' | 'admission' | 'pool';
+export type Component =
+  'root' | 'storage' | 'puller' | 'adapters' | 'engine' | 'service' | 'admission' | 'pool' | 'network';
 
 /** The labels of one of the model's objects: the user's labels, overridden by Ferry's own. */
 export function labelsFor(model: ServedModel, component: Component): Record<string, string> {

@@ -2,10 +2,16 @@ import type { V1ObjectMeta, V1OwnerReference } from '@kubernetes/client-node';
 import { modelRefOf, workflowIdFor, type ServedModel } from '../../workflows/contract/index.js';
 import { ANNOTATION_WORKFLOW_ID, labelsFor, type Component } from './labels.js';
 import { rootName } from './names.js';
+import type { NetworkPolicyPeer } from './network-policy.js';
 
 /** What every child builder needs besides the spec: the uid of the model's root ConfigMap, once it exists. */
 export interface ChildOptions {
   rootUid: string;
+  /**
+   * Set when the worker runs with FERRY_NETWORK_POLICY=on: every engine pod gets the gate sidecar and the model a
+   * NetworkPolicy that admits only these pods (the worker's) to vLLM's own port (network-policy.ts).
+   */
+  networkPolicy?: NetworkPolicyPeer;
 }
 
 /**

@@ -14,7 +14,7 @@ import { classifyPod, type PodProblem } from '../readers/pod-problems.js';
 import { isPodReady, newestReplicaSet, POD_TEMPLATE_HASH, type EngineSnapshot } from '../readers/revision.js';
 import { pendingVolumeProblem } from '../readers/volume.js';
 import type { Cluster, ObjectRef } from './api.js';
-import { WATCHED_KINDS, type ModelWatcher } from './model-watcher.js';
+import type { ModelWatcher } from './model-watcher.js';
 
 /** What the reads need of the cluster: the API server, or the worker's watch in front of it. */
 export type Reads = Pick<Cluster, 'get' | 'list'>;
@@ -25,11 +25,10 @@ export type Reads = Pick<Cluster, 'get' | 'list'>;
  */
 export function cachedReads(cluster: Cluster, watcher: ModelWatcher | undefined): Reads {
   if (!watcher) return cluster;
-  const watched = (kind: string): kind is (typeof WATCHED_KINDS)[number]['kind'] =>
-    WATCHED_KINDS.some((k) => k.kind === kind);
   return {
     async get<T extends KubernetesObject>(ref: ObjectRef): Promise<T | undefined> {
-      const cached = ref.namespace && watched(ref.kind) ? watcher.get<T>(ref.kind, ref.namespace, ref.name) : null;
+      const cached =
+        ref.namespace && watcher.keeps(ref.kind) ? watcher.get<T>(ref.kind, ref.namespace, ref.name) : null;
       return cached === null ? cluster.get<T>(ref) : cached;
     },
     async list<T extends KubernetesObject>(
@@ -39,7 +38,9 @@ export function cachedReads(cluster: Cluster, watcher: ModelWatcher | undefined)
       selectors: { labelSelector?: string; fieldSelector?: string } = {},
     ): Promise<T[]> {
       const cached =
-        watched(kind) && !selectors.fieldSelector ? watcher.list<T>(kind, namespace, selectors.labelSelector) : null;
+        watcher.keeps(kind) && !selectors.fieldSelector
+          ? watcher.list<T>(kind, namespace, selectors.labelSelector)
+          : null;
       return cached ?? cluster.list<T>(apiVersion, kind, namespace, selectors);
     },
   };

@@ -6,7 +6,7 @@ import { LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY } from '../b
 import type { Cluster } from './api.js';
 
 /** What the watcher keeps per namespace; every kind a Ready model's look reads. */
-export const WATCHED_KINDS = [
+const WATCHED_KINDS = [
   { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps' },
   { apiVersion: 'v1', kind: 'PersistentVolumeClaim', plural: 'persistentvolumeclaims' },
   { apiVersion: 'v1', kind: 'Service', plural: 'services' },
@@ -14,8 +14,15 @@ export const WATCHED_KINDS = [
   { apiVersion: 'apps/v1', kind: 'Deployment', plural: 'deployments' },
   { apiVersion: 'apps/v1', kind: 'ReplicaSet', plural: 'replicasets' },
 ] as const;
+/** Kept too when the worker runs with a NetworkPolicy per model (FERRY_NETWORK_POLICY=on; its Role lists them then). */
+const NETWORK_POLICY_KIND = {
+  apiVersion: 'networking.k8s.io/v1',
+  kind: 'NetworkPolicy',
+  plural: 'networkpolicies',
+} as const;
 
-type Kind = (typeof WATCHED_KINDS)[number]['kind'];
+type WatchedKind = (typeof WATCHED_KINDS)[number] | typeof NETWORK_POLICY_KIND;
+type Kind = WatchedKind['kind'];
 
 /** A model whose objects changed, and which (`Kind/name`). */
 export interface ModelChange {
@@ -29,6 +36,8 @@ export interface ModelWatcherOptions {
   wake: (change: ModelChange) => Promise<void>;
   /** Events of one model within this long become one wake. Default 250 ms. */
   coalesceMs?: number;
+  /** Keep the models' NetworkPolicies too (the worker runs with FERRY_NETWORK_POLICY=on). */
+  networkPolicies?: boolean;
   /** Wait before a failed watch is started again (a refused list, an API server away). Default 2 s, doubling to 60 s. */
   restartMs?: number;
   log?: (level: 'info' | 'warn', message: string, meta?: Record<string, unknown>) => void;
@@ -57,7 +66,7 @@ class KindWatch {
   private pause: { timer: NodeJS.Timeout; resolve: () => void } | undefined;
 
   constructor(
-    private readonly kind: (typeof WATCHED_KINDS)[number],
+    private readonly kind: WatchedKind,
     private readonly namespace: string,
     private readonly kc: KubeConfig,
     private readonly cluster: Cluster,
@@ -196,7 +205,8 @@ class NamespaceWatch {
     onChange: (kind: Kind, obj: KubernetesObject) => void,
     options: ModelWatcherOptions,
   ) {
-    for (const k of WATCHED_KINDS) {
+    const kinds: WatchedKind[] = [...WATCHED_KINDS, ...(options.networkPolicies ? [NETWORK_POLICY_KIND] : [])];
+    for (const k of kinds) {
       this.kinds.set(k.kind, new KindWatch(k, namespace, kc, cluster, (obj) => onChange(k.kind, obj), options));
     }
   }
@@ -249,17 +259,25 @@ export class ModelWatcher {
     return this.namespaces.get(namespace)?.synced ?? false;
   }
 
-  /** The object from memory, or `null` when the namespace is not synced (ask the API server instead). */
-  get<T extends KubernetesObject>(kind: Kind, namespace: string, name: string): T | undefined | null {
-    if (!this.isSynced(namespace)) return null;
-    return this.namespaces.get(namespace)!.kinds.get(kind)!.objects.get(name) as T | undefined;
+  /** Whether the watch keeps objects of `kind` (in every namespace it watches). */
+  keeps(kind: string): kind is Kind {
+    return (
+      WATCHED_KINDS.some((k) => k.kind === kind) ||
+      (kind === NETWORK_POLICY_KIND.kind && !!this.options.networkPolicies)
+    );
   }
 
-  /** The objects from memory, or `null` when the namespace is not synced. */
+  /** The object from memory, or `null` when the namespace is not synced or the kind not kept (ask the API server). */
+  get<T extends KubernetesObject>(kind: Kind, namespace: string, name: string): T | undefined | null {
+    const objects = this.isSynced(namespace) ? this.namespaces.get(namespace)!.kinds.get(kind)?.objects : undefined;
+    return objects ? (objects.get(name) as T | undefined) : null;
+  }
+
+  /** The objects from memory, or `null` when the namespace is not synced or the kind not kept. */
   list<T extends KubernetesObject>(kind: Kind, namespace: string, labelSelector?: string): T[] | null {
-    if (!this.isSynced(namespace)) return null;
-    const all = [...this.namespaces.get(namespace)!.kinds.get(kind)!.objects.values()];
-    return all.filter((o) => matches(o.metadata?.labels, labelSelector)) as T[];
+    const objects = this.isSynced(namespace) ? this.namespaces.get(namespace)!.kinds.get(kind)?.objects : undefined;
+    if (!objects) return null;
+    return [...objects.values()].filter((o) => matches(o.metadata?.labels, labelSelector)) as T[];
   }
 
   stop(): void {

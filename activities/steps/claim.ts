@@ -10,7 +10,7 @@ import {
   type ServedModel,
 } from '../../workflows/contract/index.js';
 import { describeRef, refOf, type ObjectRef } from '../cluster/api.js';
-import { timingOf, webUiLinkOf, type ActivityDeps } from '../deps.js';
+import { childOptions, timingOf, webUiLinkOf, type ActivityDeps } from '../deps.js';
 import {
   buildAll,
   buildRoot,
@@ -26,9 +26,12 @@ import { inferenceExtensionMissing } from './engine.js';
 import { releaseTerminatingPvc } from './terminating-pvc.js';
 import { waitFor } from '../cluster/wait.js';
 
-/** Every object the model would own now: root, PVC, the current source's puller Job, Deployment, Service, pool. */
-function ownedRefs(model: ServedModel): ObjectRef[] {
-  return objectList(buildAll(model, { rootUid: '' })).map(refOf);
+/**
+ * Every object the model would own now: root, PVC, the current source's puller Job, NetworkPolicy (with the worker's
+ * setting on), admission ConfigMap, Deployment, Service, pool.
+ */
+function ownedRefs(deps: ActivityDeps, model: ServedModel): ObjectRef[] {
+  return objectList(buildAll(model, childOptions(deps, ''))).map(refOf);
 }
 
 interface Look {
@@ -46,7 +49,7 @@ export async function claimName(deps: ActivityDeps, { model }: ModelInput): Prom
   const timing = timingOf(deps);
   const ctx = Context.current();
   const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
-  const refs = ownedRefs(model);
+  const refs = ownedRefs(deps, model);
   // A pool the cluster cannot hold: refused before the name is claimed, so nothing of the model is created.
   if (model.spec.inferencePool && !(await cluster.serves(INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND))) {
     throw inferenceExtensionMissing(model);

@@ -11,20 +11,22 @@ import {
   type ServedModel,
 } from '../../workflows/contract/index.js';
 import type { Cluster } from '../cluster/api.js';
-import { timingOf, type ActivityDeps } from '../deps.js';
+import { childOptions, timingOf, type ActivityDeps } from '../deps.js';
 import { waitFor } from '../cluster/wait.js';
 import {
   admissionConfigMap,
   admissionConfigMapName,
   buildDeployment,
   buildInferencePool,
+  buildNetworkPolicy,
   buildService,
   deploymentName,
   FIELD_MANAGER,
-  hasAdmission,
+  hasSidecar,
   INFERENCE_POOL_API_VERSION,
   INFERENCE_POOL_KIND,
   inferencePoolName,
+  networkPolicyName,
   selectorLabels,
   serviceName,
 } from '../builders/index.js';
@@ -49,6 +51,13 @@ const inferencePoolRef = (model: ServedModel) => ({
   namespace: model.metadata.namespace,
 });
 
+const networkPolicyRef = (model: ServedModel) => ({
+  apiVersion: 'networking.k8s.io/v1',
+  kind: 'NetworkPolicy',
+  name: networkPolicyName(model.metadata.name),
+  namespace: model.metadata.namespace,
+});
+
 const serviceRef = (model: ServedModel) => ({
   apiVersion: 'v1',
   kind: 'Service',
@@ -66,20 +75,26 @@ export async function applyEngine(
   { model, rootUid, replicas, admissionLimit }: ObjectsInput & { replicas?: number; admissionLimit?: number },
 ): Promise<{ generation: number }> {
   const { cluster } = deps;
-  const pool = buildInferencePool(model, { rootUid });
-  const [existingDeployment, existingService, poolServed] = await Promise.all([
+  const options = childOptions(deps, rootUid);
+  const pool = buildInferencePool(model, options);
+  const policy = buildNetworkPolicy(model, options);
+  const [existingDeployment, existingService, existingPolicy, poolServed] = await Promise.all([
     cluster.get<V1Deployment>(deploymentRef(model)),
     cluster.get<V1Service>(serviceRef(model)),
+    policy ? cluster.get(networkPolicyRef(model)) : undefined,
     cluster.serves(INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND),
   ]);
   assertOurs(model, existingDeployment);
   assertOurs(model, existingService);
+  assertOurs(model, existingPolicy);
   // Before anything is written: a pool the cluster cannot hold fails the step with nothing half-applied.
   if (pool && !poolServed) throw inferenceExtensionMissing(model);
+  // Before the engine's pods: none of them runs a moment without the policy.
+  if (policy) await cluster.apply(policy, FIELD_MANAGER);
   // Before the Deployment: its pods mount the sidecar's configuration, and would not start without it.
-  if (hasAdmission(model)) await applyAdmission(deps, { model, rootUid, maxConcurrency: admissionLimit });
-  await cluster.apply(buildService(model, { rootUid }), FIELD_MANAGER);
-  const applied = await cluster.apply(buildDeployment(model, { rootUid, replicas }), FIELD_MANAGER);
+  if (hasSidecar(model, options)) await applyAdmission(deps, { model, rootUid, maxConcurrency: admissionLimit });
+  await cluster.apply(buildService(model, options), FIELD_MANAGER);
+  const applied = await cluster.apply(buildDeployment(model, { ...options, replicas }), FIELD_MANAGER);
   if (poolServed) await syncInferencePool(deps, model, pool);
   const generation = applied.metadata?.generation;
   if (generation === undefined) {
@@ -138,7 +153,7 @@ export async function applyAdmission(
     namespace: model.metadata.namespace,
   };
   assertOurs(model, await deps.cluster.get(ref));
-  await deps.cluster.apply(admissionConfigMap(model, maxConcurrency, { rootUid }), FIELD_MANAGER);
+  await deps.cluster.apply(admissionConfigMap(model, maxConcurrency, childOptions(deps, rootUid)), FIELD_MANAGER);
 }
 
 /**

@@ -1,29 +1,34 @@
 // lookAtModel: a look at a Ready (or Degraded) model that reconciles, not only observes. It reads the spec itself (the
 // input is a reference), reads the objects from the worker's watch where it can, puts back what drifted — a deleted
 // or edited Service, a deleted Deployment or one whose spec someone changed (scaled by hand), a deleted or edited
-// admission ConfigMap (with the limit in force) or InferencePool, labels, annotations or data Ferry sets on the root
-// object, the Deployment or the Service — by server-side apply under Ferry's field manager, and reports the engine as
-// readStatus does. A root object or weights volume that is gone or going is
+// admission ConfigMap (with the limit in force), InferencePool or NetworkPolicy, labels, annotations or data Ferry sets
+// on the root object, the Deployment or the Service, an engine without the gate the worker's NetworkPolicy setting
+// asks for (or with one it no longer does) — by server-side apply under Ferry's field manager, and reports the engine
+// as readStatus does. A root object or weights volume that is gone or going is
 // reported as lost: only the whole sequence (claim, storage, pull) brings those back.
 import type {
   KubernetesObject,
   V1ConfigMap,
   V1Deployment,
+  V1NetworkPolicy,
   V1PersistentVolumeClaim,
   V1Service,
 } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
 import { FAILURE, failure, type LookInput, type LookResult, type ServedModel } from '../../workflows/contract/index.js';
-import { webUiLinkOf, type ActivityDeps } from '../deps.js';
+import { childOptions, webUiLinkOf, type ActivityDeps } from '../deps.js';
 import {
+  ADMISSION_CONTAINER,
   admissionConfigMap,
   buildDeployment,
   buildInferencePool,
+  buildNetworkPolicy,
   buildRoot,
   buildService,
+  canonicalJson,
   deploymentName,
   FIELD_MANAGER,
-  hasAdmission,
+  hasSidecar,
   INFERENCE_POOL_API_VERSION,
   INFERENCE_POOL_KIND,
   type InferencePool,
@@ -92,7 +97,8 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
     read<V1Deployment>(ref('apps/v1', 'Deployment', deploymentName(model.metadata.name))).then(ours),
     read<V1Service>(ref('v1', 'Service', serviceName(model.metadata.name))).then(ours),
   ]);
-  const desiredService = buildService(model, { rootUid: input.rootUid });
+  const options = childOptions(deps, input.rootUid);
+  const desiredService = buildService(model, options);
   const serviceMeta = service ? metadataDrift(service, desiredService) : [];
   const serviceDrift = service
     ? (serviceDrifted(service, desiredService) ?? (serviceMeta.length ? `${serviceMeta.join(', ')} edited` : undefined))
@@ -113,13 +119,22 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
     await deps.cluster.apply(desired, FIELD_MANAGER);
     repaired.push(`${desired.kind}/${desired.metadata!.name} ${drift}; re-applied`);
   };
-  // The sidecar's configuration and the pool: what the Deployment's pods mount, and what routes to them.
-  if (hasAdmission(model)) {
-    const desired = admissionConfigMap(model, input.admissionLimit, { rootUid: input.rootUid });
+  // Who may reach the engine, the sidecar's configuration and the pool: what guards the Deployment's pods, what they
+  // mount, and what routes to them.
+  const desiredPolicy = buildNetworkPolicy(model, options);
+  if (desiredPolicy) {
+    const live = await read<V1NetworkPolicy>(
+      ref('networking.k8s.io/v1', 'NetworkPolicy', desiredPolicy.metadata!.name!),
+    ).then(ours);
+    await putBack(live, desiredPolicy, (l) => (policyDrifted(l, desiredPolicy) ? 'edited (spec)' : undefined));
+  }
+  const sidecar = hasSidecar(model, options);
+  if (sidecar) {
+    const desired = admissionConfigMap(model, input.admissionLimit, options);
     const live = await read<V1ConfigMap>(ref('v1', 'ConfigMap', desired.metadata!.name!)).then(ours);
     await putBack(live, desired, (l) => (dataDiffers(l.data, desired.data) ? 'edited (data)' : undefined));
   }
-  const desiredPool = buildInferencePool(model, { rootUid: input.rootUid });
+  const desiredPool = buildInferencePool(model, options);
   if (desiredPool) {
     const live = await read<InferencePool>(
       ref(INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND, desiredPool.metadata.name!),
@@ -127,14 +142,22 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
     await putBack(live, desiredPool, (l) => (poolDrifted(l, desiredPool) ? 'edited (spec)' : undefined));
   }
   let engineGeneration = deployment?.metadata?.generation;
-  const desiredDeployment = buildDeployment(model, { rootUid: input.rootUid });
+  const desiredDeployment = buildDeployment(model, options);
   const deploymentMeta = deployment ? metadataDrift(deployment, desiredDeployment) : [];
-  if (!deployment || engineGeneration !== input.engineGeneration || deploymentMeta.length) {
+  // The worker's NetworkPolicy setting changed since the engine was applied: the gate comes (or goes) by a rollout.
+  const gateDrift =
+    deployment && sidecar !== deployment.spec?.template?.spec?.containers?.some((c) => c.name === ADMISSION_CONTAINER)
+      ? sidecar
+        ? 'has no gate sidecar (FERRY_NETWORK_POLICY=on); re-applied with one'
+        : 'has a gate sidecar the worker no longer asks for (FERRY_NETWORK_POLICY is off); re-applied without'
+      : undefined;
+  if (!deployment || engineGeneration !== input.engineGeneration || deploymentMeta.length || gateDrift) {
     // Forced apply under Ferry's field manager: fields someone else took over (a `kubectl scale`, an edited image,
     // a label) come back; fields Ferry never sets stay as they are, and an unchanged spec is not written at all.
     const applied = await deps.cluster.apply(desiredDeployment, FIELD_MANAGER);
     const name = applied.metadata?.name ?? deploymentName(model.metadata.name);
     if (!deployment) repaired.push(`Deployment/${name} deleted; re-created`);
+    else if (gateDrift) repaired.push(`Deployment/${name} ${gateDrift}`);
     else if (applied.metadata?.generation !== engineGeneration) repaired.push(deploymentDrift(deployment, model));
     if (deployment && deploymentMeta.length)
       repaired.push(`Deployment/${name} ${deploymentMeta.join(', ')} edited; re-applied`);
@@ -216,6 +239,21 @@ function poolDrifted(live: InferencePool, desired: InferencePool): boolean {
       JSON.stringify((have.targetPorts ?? []).map((p) => p.number)) ||
     picker(want.endpointPickerRef) !== picker(have.endpointPickerRef)
   );
+}
+
+/**
+ * Whether the policy's selector, types or rules differ from what Ferry sets. A rule's peers are `_from` as the client
+ * library reads an object and `from` as the watch keeps it (raw JSON): both are read.
+ */
+function policyDrifted(live: V1NetworkPolicy, desired: V1NetworkPolicy): boolean {
+  const rules = (p: V1NetworkPolicy) =>
+    (p.spec?.ingress ?? []).map((rule) => ({
+      from: rule._from ?? (rule as { from?: unknown }).from,
+      ports: rule.ports?.map((port) => ({ protocol: port.protocol ?? 'TCP', port: port.port })),
+    }));
+  const shape = (p: V1NetworkPolicy) =>
+    canonicalJson([p.spec?.podSelector?.matchLabels, p.spec?.policyTypes ?? ['Ingress'], rules(p)]);
+  return shape(live) !== shape(desired);
 }
 
 /** What differs in the Service's fields Ferry sets, in words; undefined when nothing does. */

@@ -23,6 +23,7 @@ import {
   inferencePoolName,
   LABEL_COMPONENT,
   modelLabelSelector,
+  networkPolicyName,
   pvcName,
   rootName,
   serviceName,
@@ -121,6 +122,15 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
               await deleteOurs(ref(model, INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND, inferencePoolName(name)));
             }
           }),
+        ]
+      : []),
+    // A worker with the setting on (its Role may touch NetworkPolicies); one left by a worker that had it goes with
+    // the root (its owner reference).
+    ...(deps.networkPolicy
+      ? [
+          attempt(`NetworkPolicy/${networkPolicyName(name)}`, () =>
+            deleteOurs(ref(model, 'networking.k8s.io/v1', 'NetworkPolicy', networkPolicyName(name))),
+          ),
         ]
       : []),
     // Whether or not the spec still asks for admission (an update may have turned it off and left the ConfigMap);

@@ -10,6 +10,7 @@ import { createServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isClientRoute } from '../../activities/builders/index.js';
 import { parseEngineArgs } from '../../deploy/engine-sim/args.js';
 import { createEngineSim, type EngineSim } from '../../deploy/engine-sim/server.js';
 
@@ -908,6 +909,28 @@ describe.skipIf(!installed)(`the engine stand-in against the real vLLM 0.32${SKI
   }, 60_000);
 
   compareAll(() => ({ standIn: standIn!.engine, vllm: vllm!.engine }), CHECKS);
+
+  // The gate (FERRY_NETWORK_POLICY=on) passes clients vLLM's inference routes and refuses the rest with 403; each route
+  // this release serves (as its OpenAPI document lists them) is sorted into one or the other here, by a decision. A
+  // route a new release adds fails this test until someone sorts it.
+  it("serves no route the gate has not sorted into the clients' or the worker's", async () => {
+    // Adapters (vLLM's own routes and SageMaker's), elastic scaling, and the KV-event publishers' configuration.
+    const WORKER_ROUTES = [
+      '/v1/load_lora_adapter',
+      '/v1/unload_lora_adapter',
+      '/adapters',
+      '/adapters/{adapter_name}',
+      '/scale_elastic_ep',
+      '/is_scaling_elastic_ep',
+      '/kv_event_sources',
+    ];
+    const answer = await call(vllm!.engine, '/openapi.json');
+    expect(answer.status).toBe(200);
+    const paths = Object.keys((parse(answer.text) as { paths: Record<string, unknown> }).paths).sort();
+    expect(paths).toContain('/v1/chat/completions');
+    expect(paths.filter((path) => !isClientRoute(path) && !WORKER_ROUTES.includes(path))).toEqual([]);
+    expect(WORKER_ROUTES.filter((path) => isClientRoute(path) || !paths.includes(path))).toEqual([]);
+  });
 });
 
 // A second real start, costing its own half a minute or so: how the routes look when Ferry's spec has no LoRA.

@@ -126,13 +126,14 @@ function prefixDir(): string {
   return `${dir}/`;
 }
 
-function configFor(listenPort: number, maxConcurrency: number | undefined): string {
+function configFor(listenPort: number, maxConcurrency: number | undefined, clientRoutesOnly = false): string {
   const options: AdmissionConfigOptions = {
     listenPort,
     listenAddress: '127.0.0.1',
     enginePort,
     maxConcurrency,
     retryAfterSeconds: 3,
+    clientRoutesOnly,
   };
   return admissionConfig(options);
 }
@@ -165,11 +166,11 @@ async function untilServing(base: string, child: ChildProcess, stderr: () => str
   });
 }
 
-async function startNginx(maxConcurrency: number | undefined): Promise<Nginx> {
+async function startNginx(maxConcurrency: number | undefined, clientRoutesOnly = false): Promise<Nginx> {
   const prefix = prefixDir();
   const port = await freePort();
   const conf = join(prefix, 'nginx.conf');
-  writeFileSync(conf, configFor(port, maxConcurrency));
+  writeFileSync(conf, configFor(port, maxConcurrency, clientRoutesOnly));
   const process = spawn(NGINX, ['-p', prefix, '-c', conf, '-e', 'stderr', '-g', 'daemon off;'], {
     stdio: ['ignore', 'ignore', 'pipe'],
     detached: true,
@@ -337,14 +338,68 @@ async function expectAdmitted(base: string, count: number, limit: number, whileF
 describe.skipIf(!haveNginx)('the admission configuration in front of the engine stand-in', () => {
   it('passes nginx -t', () => {
     const prefix = prefixDir();
-    for (const limit of [8, 0, undefined]) {
-      const conf = join(prefix, `nginx-${limit}.conf`);
-      writeFileSync(conf, configFor(18_080, limit));
-      const test = spawnSync(NGINX, ['-t', '-p', prefix, '-c', conf, '-e', 'stderr'], { encoding: 'utf8' });
-      expect(test.status, test.stderr).toBe(0);
-      expect(test.stderr).toContain('test is successful');
+    for (const gate of [false, true]) {
+      for (const limit of [8, 0, undefined]) {
+        const conf = join(prefix, `nginx-${limit}-${gate}.conf`);
+        writeFileSync(conf, configFor(18_080, limit, gate));
+        const test = spawnSync(NGINX, ['-t', '-p', prefix, '-c', conf, '-e', 'stderr'], { encoding: 'utf8' });
+        expect(test.status, test.stderr).toBe(0);
+        expect(test.stderr).toContain('test is successful');
+      }
     }
   });
+
+  it(
+    'as the gate, passes the inference routes on and refuses every other route, however it is spelled',
+    async () => {
+      const nginx = await startNginx(2, true);
+      // node:http, not fetch: fetch would resolve the dot segments itself, and nginx must be the one to see them.
+      const send = (method: string, path: string) =>
+        new Promise<{ status: number; body: string }>((resolve, reject) => {
+          const { hostname, port } = new URL(nginx.base);
+          const req = request({
+            hostname,
+            port,
+            path,
+            method,
+            agent: false,
+            signal: AbortSignal.timeout(REQUEST_BOUND_MS),
+          });
+          req.on('response', (res) => {
+            let body = '';
+            res.setEncoding('utf8');
+            res.on('data', (chunk: string) => (body += chunk));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+          });
+          req.on('error', reject);
+          req.end(method === 'POST' ? '{}' : undefined);
+        });
+      for (const path of ['/health', '/v1/models', '/version', '/metrics']) {
+        expect((await send('GET', path)).status, path).toBe(200);
+      }
+      // Admin routes, and spellings nginx reads as them (percent-encoded, dot segments, doubled slashes).
+      for (const path of [
+        '/v1/load_lora_adapter',
+        '/v1/unload_lora_adapter',
+        '/scale_elastic_ep',
+        '/pause',
+        '/update_weights',
+        '/collective_rpc',
+        '/v1/%6Coad_lora_adapter',
+        '/v1/completions/../load_lora_adapter',
+        '//v1//load_lora_adapter',
+        '/v1/completionsx',
+        '/',
+      ]) {
+        const refused = await send('POST', path);
+        expect(refused.status, path).toBe(403);
+        expect(JSON.parse(refused.body)).toMatchObject({ error: { type: 'Forbidden', code: 403 } });
+      }
+      // Generation still goes through, and still under the limit.
+      await expectAdmitted(nginx.base, 4, 2);
+    },
+    TEST_TIMEOUT_MS,
+  );
 
   it(
     'admits the limit, turns the rest away with 429 and Retry-After, and keeps probes and the model list open',

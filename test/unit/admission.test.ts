@@ -18,6 +18,7 @@ import {
   type AdmissionConfigOptions,
 } from '../../activities/builders/index.js';
 import { FIXTURE_NAMES, FIXTURE_ROOT_UID, fixtureModel, fixtureObjects } from './fixtures.js';
+import type { ServedModel } from '../../workflows/contract/index.js';
 
 const base: AdmissionConfigOptions = { listenPort: 8080, enginePort: 8000, maxConcurrency: 8, retryAfterSeconds: 1 };
 const config = (options: Partial<AdmissionConfigOptions> = {}) => admissionConfig({ ...base, ...options });
@@ -176,8 +177,17 @@ describe('admissionConfig', () => {
 });
 
 describe('admissionConfigMap', () => {
+  /** The fixture with `spec.slo.admission` on (only such a model's sidecar limits; without, it is the gate alone). */
+  const admitted = (name: 'full-hf' | 'minimal-hf'): ServedModel => {
+    const model = fixtureModel(name);
+    return {
+      ...model,
+      spec: { ...model.spec, slo: { ...model.spec.slo, admission: true } as ServedModel['spec']['slo'] },
+    };
+  };
+
   it('is <model>-admission, a child of the root, with the config for the pod and the limit', () => {
-    const model = fixtureModel('full-hf');
+    const model = admitted('full-hf');
     const configMap = admissionConfigMap(model, 8, { rootUid: FIXTURE_ROOT_UID });
     expect(configMap.metadata?.name).toBe('qwen-chat-admission');
     expect(configMap.metadata?.namespace).toBe('models');
@@ -206,13 +216,17 @@ describe('admissionConfigMap', () => {
   });
 
   it('has no limit before a measurement, and says 0 when nothing meets the goal', () => {
-    const model = fixtureModel('minimal-hf');
+    const model = admitted('minimal-hf');
     const unmeasured = admissionConfigMap(model, undefined, { rootUid: FIXTURE_ROOT_UID });
     expect(Object.keys(unmeasured.data!)).toEqual(['nginx.conf']);
     expect(unmeasured.data!['nginx.conf']).toContain('# No limit: no concurrency has been measured');
     expect(unmeasured.data!['nginx.conf']).toContain('listen 8080;');
     expect(unmeasured.data!['nginx.conf']).toContain('server 127.0.0.1:8000 max_fails=0;');
     expect(admissionConfigMap(model, 0, { rootUid: FIXTURE_ROOT_UID }).data!['max-concurrency']).toBe('0');
+    // A model without admission whose sidecar is the gate: no limit, whatever is passed.
+    const gate = admissionConfigMap(fixtureModel('minimal-hf'), 4, { rootUid: FIXTURE_ROOT_UID });
+    expect(gate.data!['max-concurrency']).toBeUndefined();
+    expect(gate.data!['nginx.conf']).toContain('# No limit: the model has no admission');
   });
 
   it('keeps a long model name within 63 characters', () => {

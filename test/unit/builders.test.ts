@@ -5,6 +5,8 @@ import type { KubernetesObject, V1PodSpec } from '@kubernetes/client-node';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import {
+  admissionConfigMap,
+  admissionPort,
   buildAll,
   buildDeployment,
   buildPullerJob,
@@ -39,6 +41,7 @@ import {
   fixtureModel,
   fixtureObjects,
   fixtures,
+  type FixtureName,
   sloAdmission,
   fullHf,
   minimalHf,
@@ -85,6 +88,7 @@ describe('golden objects', () => {
     service: 'service',
     admission: 'admission',
     inferencePool: 'inference-pool',
+    networkPolicy: 'network-policy',
   };
 
   describe.each(FIXTURE_NAMES)('%s', (fixture) => {
@@ -142,6 +146,62 @@ describe('golden objects', () => {
     expect(plain.inferencePool!.spec.endpointPickerRef.failureMode).toBe('FailOpen');
   });
 
+  describe('with a NetworkPolicy per model (FERRY_NETWORK_POLICY=on)', () => {
+    const peer = { namespace: 'ferry-system', podLabels: { 'app.kubernetes.io/name': 'ferry-worker' } };
+    const gated = (fixture: FixtureName) =>
+      buildAll(fixtureModel(fixture), { rootUid: FIXTURE_ROOT_UID, networkPolicy: peer });
+
+    it.each(['networkPolicy', 'admission', 'deployment'] as const)('minimal-hf: %s matches its golden file', (role) => {
+      expectGolden(`gate/${files[role]}.yaml`, gated('minimal-hf')[role]);
+    });
+
+    it('gives every model the sidecar as its gate, and a policy that opens only the gate to everyone', () => {
+      for (const fixture of FIXTURE_NAMES) {
+        const objects = gated(fixture);
+        const pod = objects.deployment.spec!.template.spec!;
+        const ports = pod.containers.map((c) => [c.name, c.ports?.map((p) => p.name)]);
+        expect(ports).toEqual([
+          ['vllm', ['engine']],
+          ['admission', ['http']],
+        ]);
+        // The Service and the pool reach the gate, never vLLM's own port.
+        expect(objects.service.spec!.ports![0]!.targetPort).toBe('http');
+        if (objects.inferencePool) {
+          expect(objects.inferencePool.spec.targetPorts).toEqual([{ number: admissionPort(fixtureModel(fixture)) }]);
+        }
+        const policy = objects.networkPolicy!;
+        expect(policy.spec!.podSelector.matchLabels).toEqual(objects.deployment.spec!.selector.matchLabels);
+        const [open, worker] = policy.spec!.ingress!;
+        expect(open).toEqual({ ports: [{ protocol: 'TCP', port: 'http' }] });
+        expect(worker!._from).toEqual([
+          {
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ferry-system' } },
+            podSelector: { matchLabels: peer.podLabels },
+          },
+        ]);
+        expect(worker!.ports).toEqual([{ protocol: 'TCP', port: 'engine' }]);
+        // The gate's configuration: clients get the inference routes only.
+        const conf = objects.admission!.data!['nginx.conf']!;
+        expect(conf).toContain("return 403 '");
+        expect(conf).not.toContain('load_lora_adapter');
+      }
+    });
+
+    it('keeps the measured limit on a model with admission, and none on the gate alone', () => {
+      const limited = admissionConfigMap(fixtureModel('slo-admission'), 3, { rootUid: 'u', networkPolicy: peer });
+      expect(limited.data!['max-concurrency']).toBe('3');
+      expect(limited.data!['nginx.conf']).toContain('limit_conn ferry_admission 3;');
+      const gate = admissionConfigMap(fixtureModel('minimal-hf'), 3, { rootUid: 'u', networkPolicy: peer });
+      expect(gate.data!['max-concurrency']).toBeUndefined();
+      expect(gate.data!['nginx.conf']).not.toContain('limit_conn');
+    });
+
+    it('lists the policy before the engine, so no engine pod runs before the policy does', () => {
+      const kinds = objectList(gated('minimal-hf')).map((o) => o.kind);
+      expect(kinds.indexOf('NetworkPolicy')).toBeLessThan(kinds.indexOf('Deployment'));
+    });
+  });
+
   it('builds the same objects every time (pure)', () => {
     for (const fixture of FIXTURE_NAMES) expect(fixtureObjects(fixture)).toStrictEqual(fixtureObjects(fixture));
   });
@@ -164,6 +224,7 @@ describe('every object', () => {
         service: 'service',
         admission: 'admission',
         inferencePool: 'pool',
+        networkPolicy: 'network',
       };
       for (const [role, object] of Object.entries(objects) as [keyof ModelObjects, KubernetesObject][]) {
         expect(object.apiVersion).toBeTruthy();

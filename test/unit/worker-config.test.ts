@@ -92,6 +92,40 @@ describe('worker configuration', () => {
     expect(() => config([], { FERRY_METRICS_ADDRESS: ':99999' })).toThrow(/metrics address: ":99999" is not host:port/);
   });
 
+  it('gives each model a NetworkPolicy only when told on, and then needs to know the worker pods to admit', () => {
+    expect(config([], {})).not.toHaveProperty('networkPolicy');
+    const inPod = { KUBERNETES_SERVICE_HOST: '10.0.0.1', FERRY_WORKER_NAMESPACE: 'ferry-system' };
+    expect(
+      config(['--network-policy', 'on'], {
+        ...inPod,
+        FERRY_WORKER_POD_LABELS: 'app.kubernetes.io/name=ferry-worker, tier=',
+      }).networkPolicy,
+    ).toEqual({ namespace: 'ferry-system', podLabels: { 'app.kubernetes.io/name': 'ferry-worker', tier: '' } });
+    // Flags win; a local run whose engines are overrides may turn it on too.
+    expect(
+      config(['--worker-namespace', 'ops', '--worker-pod-labels', 'app=ferry'], {
+        FERRY_NETWORK_POLICY: 'ON',
+        FERRY_WORKER_NAMESPACE: 'x',
+        FERRY_ENDPOINT_MODE: 'override',
+        FERRY_ENDPOINT_OVERRIDES: '{}',
+      }).networkPolicy,
+    ).toEqual({ namespace: 'ops', podLabels: { app: 'ferry' } });
+    expect(() => config(['--network-policy', 'yes'], {})).toThrow(/network policy "yes" must be on or off/);
+    expect(() => config(['--network-policy', 'on'], { KUBERNETES_SERVICE_HOST: '10.0.0.1' })).toThrow(
+      /give --worker-namespace \(FERRY_WORKER_NAMESPACE\).*give --worker-pod-labels/,
+    );
+    expect(() =>
+      config(['--network-policy', 'on'], { ...inPod, FERRY_WORKER_POD_LABELS: 'app=ferry,bad key=x,app2=-no-' }),
+    ).toThrow(/label key "bad key" is not a Kubernetes label key.*label value "-no-" \(of app2\)/);
+    expect(() => config(['--network-policy', 'on'], { ...inPod, FERRY_WORKER_POD_LABELS: ' , ' })).toThrow(
+      /they would admit every pod of the worker namespace/,
+    );
+    // Outside a pod the worker reaches engines through the API server by default: the policy would shut it out.
+    expect(() =>
+      config(['--network-policy', 'on', '--worker-namespace', 'ops', '--worker-pod-labels', 'app=ferry'], {}),
+    ).toThrow(/needs a worker that reaches engines from its own pod \(FERRY_ENDPOINT_MODE=in-cluster\)/);
+  });
+
   it("reads Temporal's variables and Ferry's, and flags win over both", () => {
     const env = {
       TEMPORAL_ADDRESS: 'temporal.internal:7233',

@@ -1,7 +1,13 @@
 import type { KubernetesObject, V1PodTemplateSpec } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { FIELD_MANAGER } from '../../../activities/builders/index.js';
-import { FIXTURE_NAMES, fixtureObjectList, fixtureObjects } from '../../unit/fixtures.js';
+import { buildAll, FIELD_MANAGER, objectList } from '../../../activities/builders/index.js';
+import {
+  FIXTURE_NAMES,
+  FIXTURE_ROOT_UID,
+  fixtureModel,
+  fixtureObjectList,
+  fixtureObjects,
+} from '../../unit/fixtures.js';
 import { RESTRICTED, useNamespace } from '../../support/fixtures.js';
 
 // Every object Ferry builds, for every example document, as the real API server sees it: schema validation,
@@ -47,6 +53,41 @@ describe.each(FIXTURE_NAMES)('fixture %s', (fixture) => {
     await dryRunPod(`${fixture}-engine`, objects.deployment.spec!.template);
   });
 });
+
+// With FERRY_NETWORK_POLICY=on every fixture gets the gate sidecar and a NetworkPolicy: the same checks, and the
+// policy's own validation (named ports, selectors) by the API server. Nothing here enforces a policy (docs/security.md).
+describe.each(FIXTURE_NAMES)('fixture %s with a NetworkPolicy per model', (fixture) => {
+  const gated = () =>
+    buildAll(fixtureModel(fixture, { namespace: env.ns }), {
+      rootUid: FIXTURE_ROOT_UID,
+      networkPolicy: { namespace: 'ferry-system', podLabels: { 'app.kubernetes.io/name': 'ferry-worker' } },
+    });
+
+  it('every object, the policy and the gate among them, is accepted by a server-side apply dry run', async () => {
+    const objects = objectList(gated());
+    expect(objects.map((o) => o.kind)).toContain('NetworkPolicy');
+    for (const obj of objects) {
+      const applied = await env.cluster.apply<KubernetesObject>(obj, FIELD_MANAGER, { dryRun: true });
+      expect(applied.metadata?.labels).toEqual(obj.metadata?.labels);
+    }
+    await dryRunPod(`${fixture}-gated`, gated().deployment.spec!.template);
+  });
+});
+
+it('the NetworkPolicy dry run refuses a port the policy cannot name (the check has teeth)', async () => {
+  const policy = structuredClone(gatedPolicy());
+  policy.spec!.ingress![0]!.ports = [{ protocol: 'TCP', port: 'not a port name' }];
+  await expect(env.cluster.apply(policy, FIELD_MANAGER, { dryRun: true })).rejects.toMatchObject({
+    type: 'KubernetesRejected',
+  });
+});
+
+function gatedPolicy() {
+  return buildAll(fixtureModel('minimal-hf', { namespace: env.ns }), {
+    rootUid: FIXTURE_ROOT_UID,
+    networkPolicy: { namespace: 'ferry-system', podLabels: { app: 'ferry' } },
+  }).networkPolicy!;
+}
 
 // The InferencePool is checked against the Gateway API Inference Extension's published CRDs (v1.5.0), which the
 // local stack installs (deploy/local/install.sh, versions.env).

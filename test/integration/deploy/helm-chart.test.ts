@@ -15,6 +15,7 @@ import type {
 } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
+import { networkPolicyOf } from '../../../worker/network-policy-setting.js';
 import { parseTenants } from '../../../worker/tenants.js';
 import { RESTRICTED, useNamespace } from '../../support/fixtures.js';
 import {
@@ -81,6 +82,11 @@ const WORKER_RULES: V1PolicyRule[] = [
   { apiGroups: [''], resources: ['events'], verbs: ['get', 'list', 'watch', 'create', 'patch'] },
 ];
 /** Only with endpointMode service-proxy: the engines through the API server. */
+const NETWORK_POLICY_RULE: V1PolicyRule = {
+  apiGroups: ['networking.k8s.io'],
+  resources: ['networkpolicies'],
+  verbs: ['get', 'list', 'watch', 'create', 'patch', 'delete'],
+};
 const PROXY_RULES: V1PolicyRule[] = [
   { apiGroups: [''], resources: ['services/proxy'], verbs: ['get'] },
   { apiGroups: [''], resources: ['pods/proxy'], verbs: ['get', 'create'] },
@@ -613,6 +619,45 @@ describe('tenants (docs/security.md)', () => {
     ['engineArgs in words', { ...tenants['team-a'], engineArgs: 'any' }, "at '/tenants/team-a/engineArgs'"],
   ])('refuse %s, naming the value', (_what, grant, message) => {
     expect(chartRefusal({ values: { tenants: { 'team-a': grant } } })).toContain(message);
+  });
+});
+
+describe('a NetworkPolicy per model (networkPolicy.enabled)', () => {
+  it("tells the worker its namespace and its pods' labels, which the worker reads as the peer to admit", () => {
+    const objects = renderChart({ values: { namespaces: ['team-a'], networkPolicy: { enabled: true } } });
+    const deployment = only<V1Deployment>(objects, 'Deployment');
+    const env = envOf(deployment);
+    expect(env.FERRY_NETWORK_POLICY?.value).toBe('on');
+    expect(env.FERRY_WORKER_NAMESPACE?.valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.namespace' } });
+    // What the worker makes of it (the kubelet fills in the namespace): labels its own pods carry.
+    const problems: string[] = [];
+    const peer = networkPolicyOf(
+      {},
+      {
+        FERRY_NETWORK_POLICY: 'on',
+        FERRY_WORKER_NAMESPACE: 'ferry-system',
+        FERRY_WORKER_POD_LABELS: env.FERRY_WORKER_POD_LABELS!.value!,
+        FERRY_ENDPOINT_MODE: env.FERRY_ENDPOINT_MODE!.value!,
+      },
+      problems,
+    );
+    expect(problems).toEqual([]);
+    expect(Object.keys(peer!.podLabels).length).toBeGreaterThan(0);
+    expect(deployment.spec!.template.metadata!.labels).toMatchObject(peer!.podLabels);
+    // The Role may then manage the models' policies; without the setting it may not.
+    expect(only<V1Role>(objects, 'Role').rules).toEqual([...WORKER_RULES, NETWORK_POLICY_RULE]);
+    const off = renderChart({ values: { namespaces: ['team-a'] } });
+    expect(only<V1Role>(off, 'Role').rules).toEqual(WORKER_RULES);
+    expect(envOf(only<V1Deployment>(off, 'Deployment')).FERRY_NETWORK_POLICY).toBeUndefined();
+  });
+
+  it('is refused with endpointMode service-proxy, and in extra env', () => {
+    expect(chartRefusal({ values: { networkPolicy: { enabled: true }, endpointMode: 'service-proxy' } })).toContain(
+      'networkPolicy.enabled needs endpointMode in-cluster',
+    );
+    expect(chartRefusal({ values: { extraEnv: [{ name: 'FERRY_NETWORK_POLICY', value: 'on' }] } })).toContain(
+      'networkPolicy.enabled',
+    );
   });
 });
 

@@ -146,6 +146,9 @@ Checks of values that values.schema.json cannot word clearly: combinations. Each
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) }}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled: the ServiceMonitor scrapes through that Service" }}
 {{- end }}
+{{- if and .Values.networkPolicy.enabled (eq .Values.endpointMode "service-proxy") }}
+{{- fail "networkPolicy.enabled needs endpointMode in-cluster: through the API server's proxy the worker's requests come from the API server, which the policy does not admit" }}
+{{- end }}
 {{- $owned := dict
   "FERRY_CLUSTER" "cluster"
   "FERRY_ENDPOINT_MODE" "endpointMode"
@@ -164,7 +167,10 @@ Checks of values that values.schema.json cannot word clearly: combinations. Each
   "TEMPORAL_TLS_SERVER_NAME" "temporal.tls.serverName"
   "FERRY_WORKER_VERSIONING" "versioning.enabled"
   "FERRY_BUILD_ID" "versioning.buildId"
-  "FERRY_TENANTS_FILE" "tenants" }}
+  "FERRY_TENANTS_FILE" "tenants"
+  "FERRY_NETWORK_POLICY" "networkPolicy.enabled"
+  "FERRY_WORKER_NAMESPACE" "networkPolicy.enabled"
+  "FERRY_WORKER_POD_LABELS" "networkPolicy.enabled" }}
 {{- if .Values.versioning.enabled }}
 {{- $current := include "ferry-worker.buildId" . }}
 {{- $names := dict (include "ferry-worker.labelSafe" $current) $current }}
