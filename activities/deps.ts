@@ -45,9 +45,10 @@ export interface ActivityDeps {
   webUi?: { url: string; namespace: string };
   /**
    * Why a tenant's grant does not allow `model` now (one line), or undefined when it does: the worker's tenants file
-   * (docs/security.md). Unset, the worker has none, and a look repairs every model.
+   * (docs/security.md), and the labels of the Secrets and PVCs it allows by label. Unset, the worker has none: a look
+   * repairs every model, and `checkTenantGrant` refuses every tenant.
    */
-  grants?: (tenant: string, model: ServedModel) => string | undefined;
+  grants?: (tenant: string, model: ServedModel) => Promise<string | undefined>;
   /**
    * Set when the worker runs with FERRY_NETWORK_POLICY=on (docs/design/network-policy.md): each model gets a
    * NetworkPolicy that admits only these pods, the worker's, to vLLM's own port, and every engine pod the gate.

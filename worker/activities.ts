@@ -16,7 +16,7 @@ import { ModelWatcher } from '../activities/cluster/model-watcher.js';
 import type { ProgressSink } from '../activities/cluster/progress.js';
 import { reportRetriedAttempt, retryProgress } from '../activities/cluster/retry-progress.js';
 import { apiKeyFromSecret } from '../activities/steps/health.js';
-import type { ActivityDeps, SpecSource } from '../activities/deps.js';
+import type { SpecSource } from '../activities/deps.js';
 import {
   ferryClusterKey,
   ferryNamespaceKey,
@@ -28,7 +28,7 @@ import {
 } from '../workflows/contract/index.js';
 import type { WorkerConfig } from './config.js';
 import { collectGauges, type FerryMetrics } from './metrics.js';
-import { grantRefusal, type Tenants } from './tenants.js';
+import { grantsInCluster } from './grants-in-cluster.js';
 
 export interface RealActivities {
   activities: FerryActivities;
@@ -81,7 +81,7 @@ export function realActivities(
       specs: specSource(client),
       ...(watcher ? { watcher } : {}),
       ...(config.webUiUrl ? { webUi: { url: config.webUiUrl, namespace: config.temporal.namespace } } : {}),
-      ...(config.tenants ? { grants: grantsOf(config.tenants) } : {}),
+      ...(config.tenants ? { grants: grantsInCluster(config.tenants, cluster) } : {}),
       ...(config.networkPolicy ? { networkPolicy: config.networkPolicy } : {}),
     },
     // A keyed model's key, read from its Secret when a step needs it (never into history or a log line); a worker
@@ -187,12 +187,4 @@ function errorText(err: unknown): string {
   if (!(err instanceof Error)) return String(err);
   const code = (err as { code?: unknown; cause?: { code?: unknown } }).cause?.code ?? (err as { code?: unknown }).code;
   return typeof code === 'string' ? `${err.message} (${code})` : err.message;
-}
-
-/** A look's check of a tenant's model against the grants the worker holds now (a tenant no longer listed has none). */
-function grantsOf(tenants: Tenants): NonNullable<ActivityDeps['grants']> {
-  return (tenant, model) => {
-    const grant = tenants.find((t) => t.name === tenant);
-    return grant ? grantRefusal(grant, model) : `tenant ${tenant} has no grant in this worker's tenants file`;
-  };
 }

@@ -32,7 +32,7 @@ import {
   type ModelRef,
   type ServedModel,
 } from '../workflows/contract/index.js';
-import { gpusOf, grantRefusal, type TenantGrant } from './tenants.js';
+import { gpusOf, grantRefusal, labelledObjects, type TenantGrant } from './tenants.js';
 
 export const ferryModelsHandler = nexus.serviceHandler(ferryModelsService, {
   ensureModel: new temporalNexus.WorkflowRunOperationHandler<EnsureModelInput, EnsureModelOutput>(
@@ -94,6 +94,8 @@ export function tenantModelsHandler(tenant: TenantGrant, options: TenantHandlerO
             timeoutMs: input.timeoutMs,
             tenant: tenant.name,
             requestedBy: requesterOf(ctx, tenant.name),
+            // Secrets or PVCs its grant allows by label: the model's cluster reads their labels before anything else.
+            ...(labelledObjects(tenant, model).length > 0 ? { checkGrantOn: model.spec.cluster } : {}),
           },
           options.taskQueue,
         );

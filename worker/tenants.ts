@@ -5,10 +5,23 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { formatSpecIssues, type ServedModel } from '../workflows/contract/index.js';
-import { dnsLabel, int, objectName, quote, strict } from '../workflows/contract/spec/rules.js';
+import { dnsLabel, int, labelMap, objectName, quote, strict } from '../workflows/contract/spec/rules.js';
 
-const nameList = (what: string, example: string) =>
-  z.array(objectName(what, example)).default([]).describe(`The ${what}s its documents may name.`);
+/** Objects of a grant by their labels: those in the model's namespace that carry all of them. */
+const labelSelector = strict({
+  matchLabels: labelMap('label').refine((labels) => Object.keys(labels).length > 0, {
+    error: 'must name at least one label (an empty selector would allow every object)',
+  }),
+});
+
+/** Names, or label selectors (`{matchLabels: {…}}`), of the objects a tenant's documents may name. */
+const objectGrants = (what: string, example: string) =>
+  z
+    .array(
+      z.union([objectName(what, example), labelSelector], { error: `must be a ${what} name or {matchLabels: {…}}` }),
+    )
+    .default([])
+    .describe(`The ${what}s its documents may name: by name, or by labels the object carries.`);
 
 /** `free`, or the names allowed. */
 const allowList = (what: string) =>
@@ -34,8 +47,8 @@ const grantSchema = strict({
     perModel: int('a whole number of GPUs').min(0, 'must be 0 or more'),
     total: int('a whole number of GPUs').min(0, 'must be 0 or more'),
   }),
-  secrets: nameList('Secret', 'hf-token'),
-  pvcs: nameList('PersistentVolumeClaim', 'checkpoints'),
+  secrets: objectGrants('Secret', 'hf-token'),
+  pvcs: objectGrants('PersistentVolumeClaim', 'checkpoints'),
   engineArgs: allowList('vLLM flags, like --max-model-len'),
   env: allowList('environment variable names'),
 });
@@ -129,11 +142,15 @@ export function grantRefusal(tenant: TenantGrant, model: ServedModel, othersGpus
   if (othersGpus !== undefined && othersGpus + gpus > tenant.gpus.total) {
     return `${who} may hold ${tenant.gpus.total} GPUs in total; its other models hold ${othersGpus}, this one asks for ${gpus}`;
   }
+  // A name the grant does not list may still be allowed by its object's labels: labelledObjects names those, and the
+  // model's cluster reads them (labelRefusal).
   for (const [field, secret] of secretsOf(model)) {
-    if (!tenant.secrets.includes(secret)) return `${who} may not read Secret ${secret} (${field})`;
+    if (!namesOf(tenant.secrets).includes(secret) && selectorsOf(tenant.secrets).length === 0)
+      return `${who} may not read Secret ${secret} (${field})`;
   }
   for (const [field, claim] of claimsOf(model)) {
-    if (!tenant.pvcs.includes(claim)) return `${who} may not mount PersistentVolumeClaim ${claim} (${field})`;
+    if (!namesOf(tenant.pvcs).includes(claim) && selectorsOf(tenant.pvcs).length === 0)
+      return `${who} may not mount PersistentVolumeClaim ${claim} (${field})`;
   }
   if (tenant.engineArgs !== 'free') {
     const flag = flagsOf(spec.engine.args).find((name) => !(tenant.engineArgs as string[]).includes(name));
@@ -147,6 +164,65 @@ export function grantRefusal(tenant: TenantGrant, model: ServedModel, othersGpus
     ] as const) {
       const variable = list.find((v) => !allowed.includes(v.name));
       if (variable) return `${who} may not set ${variable.name} in ${field}${allowedText(allowed)}`;
+    }
+  }
+  return undefined;
+}
+
+type ObjectGrants = TenantGrant['secrets'];
+type Selector = Exclude<ObjectGrants[number], string>;
+const namesOf = (grants: ObjectGrants): string[] => grants.filter((g): g is string => typeof g === 'string');
+const selectorsOf = (grants: ObjectGrants): Selector[] => grants.filter((g): g is Selector => typeof g !== 'string');
+
+/** A Secret or PVC of the document that the grant allows only if the object's labels match one of its selectors. */
+export interface LabelledObject {
+  kind: 'Secret' | 'PersistentVolumeClaim';
+  name: string;
+  /** Where the document names it. */
+  field: string;
+}
+
+/** The Secrets and PVCs `model` names that `tenant`'s grant does not list by name but may allow by their labels. */
+export function labelledObjects(tenant: TenantGrant, model: ServedModel): LabelledObject[] {
+  const found: LabelledObject[] = [];
+  const add = (kind: LabelledObject['kind'], grants: ObjectGrants, named: [string, string][]) => {
+    if (selectorsOf(grants).length === 0) return;
+    for (const [field, name] of named) {
+      if (!namesOf(grants).includes(name) && !found.some((o) => o.kind === kind && o.name === name))
+        found.push({ kind, name, field });
+    }
+  };
+  add('Secret', tenant.secrets, secretsOf(model));
+  add('PersistentVolumeClaim', tenant.pvcs, claimsOf(model));
+  return found;
+}
+
+/**
+ * Why the labels of `labelledObjects(tenant, model)`, as the model's cluster has them (`labelsOf`: undefined when
+ * there is no such object in the model's namespace), do not let the tenant name them; undefined when they do.
+ */
+export function labelRefusal(
+  tenant: TenantGrant,
+  model: ServedModel,
+  labelsOf: (kind: LabelledObject['kind'], name: string) => Record<string, string> | undefined,
+): string | undefined {
+  const who = `tenant ${tenant.name}`;
+  const ns = model.metadata.namespace;
+  for (const { kind, name, field } of labelledObjects(tenant, model)) {
+    const selectors = selectorsOf(kind === 'Secret' ? tenant.secrets : tenant.pvcs);
+    const verb = kind === 'Secret' ? 'read' : 'mount';
+    const labels = labelsOf(kind, name);
+    if (labels === undefined) {
+      return `${who} may not ${verb} ${kind} ${name} (${field}): it is not listed, and there is no such ${kind} in namespace ${ns} whose labels could allow it`;
+    }
+    const allowed = selectors.some((s) => Object.entries(s.matchLabels).every(([k, v]) => labels[k] === v));
+    if (!allowed) {
+      const wanted = selectors.map((s) =>
+        Object.entries(s.matchLabels)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(','),
+      );
+      return `${who} may not ${verb} ${kind} ${name} (${field}): it is not listed, and its labels match none of ${wanted.map(quote).join(', ')}`;
     }
   }
   return undefined;

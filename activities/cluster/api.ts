@@ -7,6 +7,7 @@ import {
   type KubernetesObjectApi,
 } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
+import { authenticatedFetch } from './authenticated-fetch.js';
 import { isNotFound, kubeFailure } from './errors.js';
 import { holdsMergePatch } from './merge-patch.js';
 import {
@@ -72,6 +73,7 @@ export class Cluster {
   private readonly policy: RetryPolicy;
   private readonly onRetry: ((note: RetryNote) => void) | undefined;
   private readonly timeouts: { firstMs: number; maxMs: number };
+  private http: typeof fetch | undefined;
 
   constructor(
     readonly kc: KubeConfig,
@@ -156,6 +158,33 @@ export class Cluster {
         // 409 there is the server running out of its own update retries: repeating it is right.
         (err) => isTransient(err) || (force && statusOf(err) === 409),
       );
+    } catch (err) {
+      throw kubeFailure(err, doing);
+    }
+  }
+
+  /**
+   * The labels of a core object (`plural`: `secrets`, `persistentvolumeclaims`), undefined when it does not exist. Read
+   * as PartialObjectMetadata: the API server sends the metadata only, so a Secret's data never reaches the worker
+   * (RBAC still asks `get` on the kind).
+   */
+  async labelsOf(ref: ObjectRef & { plural: string }): Promise<Record<string, string> | undefined> {
+    const doing = `reading the labels of ${describeRef(ref)}`;
+    const server = this.kc.getCurrentCluster()?.server?.replace(/\/+$/, '');
+    const path = `/api/v1/namespaces/${encodeURIComponent(ref.namespace ?? '')}/${ref.plural}/${encodeURIComponent(ref.name)}`;
+    this.http ??= authenticatedFetch(this.kc);
+    const http = this.http;
+    try {
+      return await this.retrying(doing, async () => {
+        const res = await http(`${server}${path}`, {
+          headers: { accept: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1' },
+          signal: AbortSignal.timeout(this.timeouts.maxMs),
+        });
+        const body = await res.text();
+        if (res.status === 404) return undefined;
+        if (!res.ok) throw Object.assign(new Error(`HTTP ${res.status}`), { code: res.status, body });
+        return (JSON.parse(body) as { metadata?: { labels?: Record<string, string> } }).metadata?.labels ?? {};
+      });
     } catch (err) {
       throw kubeFailure(err, doing);
     }

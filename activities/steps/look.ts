@@ -60,7 +60,7 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
   deps.watcher?.watchNamespace(ns);
   const reads = cachedReads(deps.cluster, deps.watcher);
   // A grant narrowed since the model was accepted: nothing is put back or rebuilt, and the model says why (Degraded).
-  const refusal = input.tenant !== undefined ? deps.grants?.(input.tenant, model) : undefined;
+  const refusal = input.tenant !== undefined ? await deps.grants?.(input.tenant, model) : undefined;
   if (refusal) {
     const observed = await observeEngine(deps, reads, model, apiKeys);
     const message = `${refusal}: nothing is repaired until the grant or the model changes`;

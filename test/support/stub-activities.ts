@@ -5,6 +5,7 @@ import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import {
   describeSource,
   type FerryActivities,
+  parseServedModel,
   progressSignal,
   type ServedModel,
   type StepProgress,
@@ -105,6 +106,7 @@ const ACTIVITY_NAMES = Object.keys({
   syncAdapters: true,
   measureBaseline: true,
   applyAdmission: true,
+  checkTenantGrant: true,
 } satisfies Record<ActivityName, true>) as ActivityName[];
 
 export class StubActivities {
@@ -175,6 +177,7 @@ export class StubActivities {
   /** The spec an activity works on: its input's, or for a look the latest one its model's activities were given. */
   modelOf(input: ActivityInput<ActivityName>): ServedModel {
     if ('model' in input) return input.model;
+    if ('document' in input) return parseServedModel(input.document);
     const model = this.models.get(`${input.ref.namespace}/${input.ref.name}`);
     if (!model) throw new Error(`a look at ${input.ref.namespace}/${input.ref.name} before any other activity`);
     return model;
@@ -254,6 +257,8 @@ export class StubActivities {
         durationMs: 30_000,
       }),
       applyAdmission: () => undefined,
+      // The grant allows it: what a worker whose tenants file and cluster say so returns.
+      checkTenantGrant: () => undefined,
     };
     return Promise.resolve(results[name]());
   }

@@ -6,7 +6,15 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseServedModel } from '../../workflows/contract/index.js';
 import { parseWorkerConfig, WorkerConfigError } from '../../worker/config.js';
-import { grantRefusal, loadTenants, parseTenants, TenantsFileError, type TenantGrant } from '../../worker/tenants.js';
+import {
+  grantRefusal,
+  labelledObjects,
+  labelRefusal,
+  loadTenants,
+  parseTenants,
+  TenantsFileError,
+  type TenantGrant,
+} from '../../worker/tenants.js';
 
 const teamA = {
   nexusTaskQueue: 'ferry-nexus-team-a',
@@ -171,5 +179,68 @@ describe("a tenant's grant", () => {
         3,
       ),
     ).toMatch(/6 GPUs in total/);
+  });
+});
+
+describe('Secrets and PVCs a grant allows by their labels', () => {
+  const labelled = grant({
+    secrets: ['hf-token-a', { matchLabels: { 'ferry.dev/tenant': 'team-a' } }],
+    pvcs: [{ matchLabels: { 'ferry.dev/tenant': 'team-a', tier: 'weights' } }],
+  });
+  const withSecret = (name: string) => model((s) => (s.source.huggingface.tokenSecret = { name, key: 'token' }));
+  const onClaim = (claimName: string) => model((s) => (s.source = { pvc: { claimName, path: 'qwen' } }));
+
+  it('reads selectors beside names, and refuses an empty or malformed one, naming it', () => {
+    expect(labelled.secrets).toEqual(['hf-token-a', { matchLabels: { 'ferry.dev/tenant': 'team-a' } }]);
+    expect(() => grant({ secrets: [{ matchLabels: {} }] })).toThrow(
+      /tenants\.team-a\.secrets\.0.*must name at least one label/,
+    );
+    expect(() => grant({ pvcs: [{ matchLabels: { 'bad key': 'x' } }] })).toThrow(/tenants\.team-a\.pvcs\.0/);
+    expect(() => grant({ secrets: [{ labels: { a: 'b' } }] })).toThrow(/tenants\.team-a\.secrets\.0/);
+  });
+
+  it('leaves an unlisted name to the cluster when a selector could allow it, and lists what the cluster must read', () => {
+    expect(grantRefusal(labelled, withSecret('hf-labelled'))).toBeUndefined();
+    expect(labelledObjects(labelled, withSecret('hf-labelled'))).toEqual([
+      { kind: 'Secret', name: 'hf-labelled', field: 'source.huggingface.tokenSecret' },
+    ]);
+    // Listed by name: nothing to read. Without selectors: refused at once, as before.
+    expect(labelledObjects(labelled, withSecret('hf-token-a'))).toEqual([]);
+    expect(grantRefusal(grant(), withSecret('hf-labelled'))).toBe(
+      'tenant team-a may not read Secret hf-labelled (source.huggingface.tokenSecret)',
+    );
+    expect(labelledObjects(grant(), withSecret('hf-labelled'))).toEqual([]);
+    expect(labelledObjects(labelled, onClaim('ckpt'))).toEqual([
+      { kind: 'PersistentVolumeClaim', name: 'ckpt', field: 'source.pvc' },
+    ]);
+  });
+
+  it('allows an object whose labels hold all of one selector, and refuses, naming it, one that does not or is missing', () => {
+    const labels = (found: Record<string, Record<string, string>>) => (kind: string, name: string) =>
+      found[`${kind}/${name}`];
+    expect(
+      labelRefusal(
+        labelled,
+        withSecret('hf-x'),
+        labels({ 'Secret/hf-x': { 'ferry.dev/tenant': 'team-a', more: '1' } }),
+      ),
+    ).toBeUndefined();
+    expect(
+      labelRefusal(labelled, withSecret('hf-x'), labels({ 'Secret/hf-x': { 'ferry.dev/tenant': 'team-b' } })),
+    ).toBe(
+      'tenant team-a may not read Secret hf-x (source.huggingface.tokenSecret): it is not listed, and its labels match none of "ferry.dev/tenant=team-a"',
+    );
+    expect(
+      labelRefusal(
+        labelled,
+        onClaim('ckpt'),
+        labels({ 'PersistentVolumeClaim/ckpt': { 'ferry.dev/tenant': 'team-a' } }),
+      ),
+    ).toBe(
+      'tenant team-a may not mount PersistentVolumeClaim ckpt (source.pvc): it is not listed, and its labels match none of "ferry.dev/tenant=team-a,tier=weights"',
+    );
+    expect(labelRefusal(labelled, withSecret('hf-gone'), labels({}))).toBe(
+      'tenant team-a may not read Secret hf-gone (source.huggingface.tokenSecret): it is not listed, and there is no such Secret in namespace team-a whose labels could allow it',
+    );
   });
 });

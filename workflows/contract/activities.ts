@@ -202,4 +202,10 @@ export interface FerryActivities {
   measureBaseline(input: ModelInput): Promise<BaselineMeasurement>;
   /** Sets the admission sidecar's limit to `maxConcurrency` (unset: none), in place: no rollout. */
   applyAdmission(input: ModelInput & { rootUid: string; maxConcurrency?: number }): Promise<void>;
+  /**
+   * Refuses (`Forbidden`, not retried) a tenant's document that its grant does not allow as this cluster is now: the
+   * Secrets and PVCs the grant allows by their labels. A tenant's ensure runs it on the model's cluster before the
+   * model is started or changed; a worker without a tenants file refuses every tenant.
+   */
+  checkTenantGrant(input: { tenant: string; document: unknown }): Promise<void>;
 }

@@ -41,6 +41,11 @@ export interface EnsureModelCommandInput extends EnsureModelInput {
   tenant?: string;
   /** Who asked, for audit: the tenant and the caller the request's links name (the handler writes it). */
   requestedBy?: string;
+  /**
+   * The cluster whose worker checks the tenant's grant first (`checkTenantGrant`): set by the handler when the grant
+   * allows Secrets or PVCs of the document by their labels, which only that cluster knows.
+   */
+  checkGrantOn?: string;
 }
 
 /** What a command workflow behind `deleteModel` is started with (see `EnsureModelCommandInput`). */

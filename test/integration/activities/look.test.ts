@@ -258,7 +258,7 @@ describe('lookAtModel', () => {
 
   it("repairs nothing of a tenant's model that its grant no longer allows, and says why", async () => {
     const { input } = await served('narrowed');
-    const grants = (tenant: string) =>
+    const grants = async (tenant: string) =>
       tenant === 'team-a' ? `tenant team-a may not serve into namespace ${env.ns}` : undefined;
     const guarded = createActivities({ ...env.deps, watcher, grants }).lookAtModel;
     await env.cluster.delete({ apiVersion: 'v1', kind: 'Service', name: 'narrowed', namespace: env.ns });

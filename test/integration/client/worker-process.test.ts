@@ -52,3 +52,12 @@ it('does not start with a tenants file that is wrong, and says which grant and f
   expect(line.error).toContain('tenants.team-a.namespaces');
   expect(line.error).toContain('tenants.team-a.gpus: is required');
 });
+
+it('does not start with a NetworkPolicy per model it could not admit itself to, and says why', async () => {
+  // Outside a pod the worker reaches engines through the API server's proxy, which a policy cannot admit.
+  const run = await runWorkerCommand(['--network-policy', 'on', '--worker-namespace', 'ops']);
+  expect(run.code).toBe(2);
+  const line = JSON.parse(run.stdout.split('\n').find((l) => l.includes('invalid configuration'))!);
+  expect(line.error).toContain('give --worker-pod-labels');
+  expect(line.error).toContain('needs a worker that reaches engines from its own pod (FERRY_ENDPOINT_MODE=in-cluster)');
+});

@@ -603,6 +603,35 @@ describe('tenants (docs/security.md)', () => {
     expect(checksum(changed)).not.toBe(checksum(objects));
   });
 
+  it('let the worker get Secrets in the namespaces of a grant that allows Secrets by their labels, and only there', () => {
+    const bySelector = {
+      'team-a': { ...tenants['team-a'], secrets: ['hf-a', { matchLabels: { 'ferry.dev/tenant': 'team-a' } }] },
+      'team-b': {
+        ...tenants['team-a'],
+        nexusTaskQueue: 'ferry-nexus-team-b',
+        namespaces: ['team-b'],
+        secrets: ['hf-b'],
+      },
+    };
+    const objects = renderChart({ values: { namespaces: ['team-a', 'team-b'], tenants: bySelector } });
+    const roleIn = (ns: string) =>
+      only<V1Role>(
+        objects.filter((o) => o.metadata?.namespace === ns),
+        'Role',
+      );
+    expect(roleIn('team-a').rules).toEqual([
+      ...WORKER_RULES,
+      { apiGroups: [''], resources: ['secrets'], verbs: ['get'] },
+    ]);
+    expect(roleIn('team-b').rules).toEqual(WORKER_RULES);
+    // The worker reads the selector as written.
+    const config = only<V1ConfigMap>(objects, 'ConfigMap', 'ferry-worker-tenants');
+    expect(parseTenants(parseYaml(config.data!['tenants.yaml']!))[0]!.secrets).toEqual(bySelector['team-a'].secrets);
+    expect(
+      chartRefusal({ values: { tenants: { 'team-a': { ...tenants['team-a'], pvcs: [{ matchLabels: {} }] } } } }),
+    ).toContain("at '/tenants/team-a/pvcs/0'");
+  });
+
   it('are none by default: no file, no variable', () => {
     const objects = renderChart();
     expect(kinds(objects)).not.toContain('ConfigMap');

@@ -9,7 +9,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@temporalio/client';
-import { msNumberToTs } from '@temporalio/common';
+import { ApplicationFailure, msNumberToTs } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serveModel, waitForPhase } from '../../../client/index.js';
@@ -45,7 +45,8 @@ beforeAll(async () => {
     namespaces: [team, 'shared'],
     images: { repositories: ['vllm/vllm-openai:'] },
     gpus,
-    secrets: [`hf-${team}`],
+    // team-b's grant also allows Secrets by label: the model's cluster checks those (here a stub that says which).
+    secrets: team === 'team-a' ? [`hf-${team}`] : [`hf-${team}`, { matchLabels: { 'ferry.dev/tenant': team } }],
     engineArgs: ['--max-model-len'],
   });
   writeFileSync(
@@ -241,6 +242,58 @@ describe('two tenants sharing a namespace', () => {
         `^deleted \\d+ object\\(s\\) \\(done, asked by tenant ${A} through Nexus \\(caller ${callerNamespace}/`,
       ),
     );
+  });
+});
+
+describe('a Secret its grant allows by its labels', () => {
+  /** What the cluster's worker says: a Secret named unlabelled-* lacks the labels (the real check reads them). */
+  beforeAll(() => {
+    stub.on('checkTenantGrant', async ({ tenant, document }) => {
+      const secret = (document as Doc).spec.source.huggingface.tokenSecret?.name ?? '';
+      if (secret.startsWith('unlabelled-')) {
+        throw ApplicationFailure.nonRetryable(`tenant ${tenant} may not read Secret ${secret}: labels`, 'Forbidden');
+      }
+    });
+  });
+  const withSecret = (name: string, secret: string) =>
+    doc(name, 'team-b', (d) => {
+      d.spec.resources = { gpus: 0 };
+      d.spec.source.huggingface.tokenSecret = { name: secret, key: 'token' };
+    });
+  const checksOf = (name: string) =>
+    stub.callsOf('checkTenantGrant').filter((c) => JSON.stringify(c.input.document).includes(name));
+
+  it("is checked on the model's cluster before the model starts, and refused there with nothing started", async () => {
+    const name = `refused-${id}`;
+    const outcome = await call('team-b', 'ensureModel', { document: withSecret(name, `unlabelled-${id}`) });
+    expect(refusal(outcome)).toEqual({
+      type: 'Forbidden',
+      message: `tenant ${B} may not read Secret unlabelled-${id}: labels`,
+    });
+    expect(checksOf(name).map((c) => c.input.tenant)).toEqual([B]);
+    const ref = { cluster, namespace: 'team-b', name };
+    expect(await exists(ref)).toBe(false);
+    expect(stub.calls.filter((c) => c.name !== 'checkTenantGrant' && JSON.stringify(c.input).includes(name))).toEqual(
+      [],
+    );
+  });
+
+  it('serves the model when its labels allow it; a Secret listed by name needs no check', async () => {
+    const name = `allowed-${id}`;
+    const outcome = await call('team-b', 'ensureModel', { document: withSecret(name, `labelled-${id}`) });
+    expect(outcome.failure).toBeUndefined();
+    expect(outcome.ok).toMatchObject({ ref: { cluster, namespace: 'team-b', name }, generation: 1 });
+    expect(checksOf(name)).toHaveLength(1);
+    const listed = `listed-${id}`;
+    expect(
+      (await call('team-b', 'ensureModel', { document: withSecret(listed, 'hf-team-b') })).failure,
+    ).toBeUndefined();
+    expect(checksOf(listed)).toEqual([]);
+    for (const n of [name, listed]) {
+      expect(
+        (await call('team-b', 'deleteModel', { ref: { cluster, namespace: 'team-b', name: n } })).ok,
+      ).toBeDefined();
+    }
   });
 });
 
