@@ -51,6 +51,11 @@ const grantSchema = strict({
   pvcs: objectGrants('PersistentVolumeClaim', 'checkpoints'),
   engineArgs: allowList('vLLM flags, like --max-model-len'),
   env: allowList('environment variable names'),
+  storageClasses: z
+    .array(objectName('StorageClass', 'fast-ssd'))
+    .default([])
+    .describe("StorageClasses storage.storageClassName may name; the cluster's default class (null) always."),
+  tolerations: allowList('taint keys, like nvidia.com/gpu'),
 });
 
 const fileSchema = strict({
@@ -151,6 +156,23 @@ export function grantRefusal(tenant: TenantGrant, model: ServedModel, othersGpus
   for (const [field, claim] of claimsOf(model)) {
     if (!namesOf(tenant.pvcs).includes(claim) && selectorsOf(tenant.pvcs).length === 0)
       return `${who} may not mount PersistentVolumeClaim ${claim} (${field})`;
+  }
+  const storageClass = spec.storage.storageClassName;
+  if (storageClass && !tenant.storageClasses.includes(storageClass)) {
+    const allowed = tenant.storageClasses.length
+      ? `: allowed are ${tenant.storageClasses.join(', ')} and`
+      : ': allowed is only';
+    return `${who} may not use StorageClass ${storageClass} (storage.storageClassName)${allowed} the cluster's default class (null)`;
+  }
+  // A taint is what reserves nodes (another team's, a pool kept free): a toleration is a way onto them.
+  if (tenant.tolerations !== 'free') {
+    const allowed = tenant.tolerations;
+    for (const toleration of spec.scheduling.tolerations) {
+      if (!toleration.key)
+        return `${who} may not tolerate every taint (scheduling.tolerations: a toleration with no key)`;
+      if (!allowed.includes(toleration.key))
+        return `${who} may not tolerate taint ${toleration.key} (scheduling.tolerations)${allowedText(allowed)}`;
+    }
   }
   if (tenant.engineArgs !== 'free') {
     const flag = flagsOf(spec.engine.args).find((name) => !(tenant.engineArgs as string[]).includes(name));

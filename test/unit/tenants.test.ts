@@ -244,3 +244,39 @@ describe('Secrets and PVCs a grant allows by their labels', () => {
     );
   });
 });
+
+describe("a grant's storage classes and tolerations", () => {
+  const withClass = (storageClassName: string | null) => model((s) => (s.storage = { storageClassName }));
+  const tolerating = (...tolerations: Spec[]) => model((s) => (s.scheduling = { tolerations }));
+
+  it("allows the cluster's default class always, and a named class only when listed", () => {
+    expect(grant().storageClasses).toEqual([]);
+    expect(grantRefusal(grant(), withClass(null))).toBeUndefined();
+    expect(grantRefusal(grant(), withClass('fast-ssd'))).toBe(
+      "tenant team-a may not use StorageClass fast-ssd (storage.storageClassName): allowed is only the cluster's default class (null)",
+    );
+    expect(grantRefusal(grant({ storageClasses: ['fast-ssd'] }), withClass('fast-ssd'))).toBeUndefined();
+    expect(grantRefusal(grant({ storageClasses: ['fast-ssd'] }), withClass('premium'))).toBe(
+      "tenant team-a may not use StorageClass premium (storage.storageClassName): allowed are fast-ssd and the cluster's default class (null)",
+    );
+  });
+
+  it('allows no toleration by default, the taint keys listed, or any with free; never every taint unless free', () => {
+    const gpu = { key: 'nvidia.com/gpu', operator: 'Exists', effect: 'NoSchedule' };
+    const dedicated = { key: 'dedicated', operator: 'Equal', value: 'team-b', effect: 'NoSchedule' };
+    expect(grantRefusal(grant(), tolerating())).toBeUndefined();
+    expect(grantRefusal(grant(), tolerating(gpu))).toBe(
+      'tenant team-a may not tolerate taint nvidia.com/gpu (scheduling.tolerations) (its grant allows none)',
+    );
+    const gpuOnly = grant({ tolerations: ['nvidia.com/gpu'] });
+    expect(grantRefusal(gpuOnly, tolerating(gpu))).toBeUndefined();
+    expect(grantRefusal(gpuOnly, tolerating(gpu, dedicated))).toBe(
+      'tenant team-a may not tolerate taint dedicated (scheduling.tolerations) (allowed: nvidia.com/gpu)',
+    );
+    expect(grantRefusal(gpuOnly, tolerating({ operator: 'Exists' }))).toBe(
+      'tenant team-a may not tolerate every taint (scheduling.tolerations: a toleration with no key)',
+    );
+    expect(grantRefusal(grant({ tolerations: 'free' }), tolerating({ operator: 'Exists' }), 0)).toBeUndefined();
+    expect(() => grant({ storageClasses: ['Not A Class'] })).toThrow(/tenants\.team-a\.storageClasses\.0/);
+  });
+});

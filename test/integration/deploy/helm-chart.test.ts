@@ -585,6 +585,8 @@ describe('tenants (docs/security.md)', () => {
         secrets: [],
         pvcs: [],
         env: [],
+        storageClasses: [],
+        tolerations: [],
       },
     ]);
     const pod = deployment.spec!.template;
