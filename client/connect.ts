@@ -1,4 +1,5 @@
 // A Temporal client from the environment, the same way the worker connects.
+import { connect as tcpConnect } from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { ConnectError } from './errors.js';
 import { readLocalStackEnv } from './local-stack.js';
@@ -55,15 +56,62 @@ export function openWith(
   } catch (err) {
     throw connectError(settings, err);
   }
-  const verified = connection.ensureConnected().catch((err: unknown) => {
+  const refused = refusedAt(settings.address, connectTimeoutMs);
+  const verified = Promise.race([
+    connection.ensureConnected(),
+    // gRPC retries a refused connection until its deadline; a refusal is final, so it ends the wait at once.
+    refused.then((err) => (err ? Promise.reject(err) : new Promise<never>(() => undefined))),
+  ]).catch((err: unknown) => {
     throw connectError(settings, err);
   });
   return { client: new Client({ connection, namespace: settings.namespace }), verified };
 }
 
-function connectError(settings: TemporalSettings, err: unknown): ConnectError {
-  const hint = refusedCredentials(err) ? CREDENTIALS_HINT : connectHint(settings);
+/** Socket errors that no retry within a command's deadline would change. */
+const FINAL_SOCKET_ERRORS = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_FAIL']);
+
+/**
+ * One plain TCP connection to `address` beside gRPC's: the error when it is refused or the host does not resolve,
+ * undefined when it connects or anything else happens (then gRPC's own check decides). Skipped behind a proxy, which
+ * gRPC goes through and this would not.
+ */
+function refusedAt(address: string, timeoutMs: number): Promise<Error | undefined> {
+  const match = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(address);
+  if (!match || process.env.grpc_proxy || process.env.https_proxy || process.env.HTTPS_PROXY) {
+    return Promise.resolve(undefined);
+  }
+  return new Promise((resolve) => {
+    const socket = tcpConnect({ host: match[1] ?? match[2]!, port: Number(match[3]), timeout: timeoutMs });
+    const done = (err?: Error) => {
+      socket.destroy();
+      resolve(err);
+    };
+    socket.once('connect', () => done());
+    socket.once('timeout', () => done());
+    socket.once('error', (err: NodeJS.ErrnoException) =>
+      done(FINAL_SOCKET_ERRORS.has(err.code ?? '') ? new Error(`${err.code}: ${err.message}`) : undefined),
+    );
+  });
+}
+
+export function connectError(settings: TemporalSettings, err: unknown): ConnectError {
+  const hint = refusedCredentials(err)
+    ? CREDENTIALS_HINT
+    : notTemporal(err)
+      ? "something answers there, but it is not Temporal's frontend (port 7233 by default): check the address"
+      : connectHint(settings);
   return new ConnectError(settings.address, hint, { cause: err });
+}
+
+/**
+ * Whether an HTTP/2 server that is not a gRPC one answered (UNIMPLEMENTED, 12, made from its HTTP status: a 404): not
+ * Temporal's frontend. A Temporal server without some API answers UNIMPLEMENTED too, but as gRPC, without the status.
+ */
+export function notTemporal(err: unknown): boolean {
+  for (let c = err; c instanceof Error; c = c.cause) {
+    if ((c as { code?: unknown }).code === 12 && /HTTP status code/.test(c.message)) return true;
+  }
+  return false;
 }
 
 const CREDENTIALS_HINT =

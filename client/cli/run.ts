@@ -1,7 +1,7 @@
 // A command that talks to Temporal: validate what can be validated offline, connect, run, map errors to exit codes.
 // `client/cli.ts` imports this module only when such a command runs: it loads zod, YAML and the Temporal client.
 import { NamespaceNotFoundError, type Client } from '@temporalio/client';
-import { openWith } from '../connect.js';
+import { connectError, notTemporal, openWith } from '../connect.js';
 import {
   ConnectError,
   InvalidSpecError,
@@ -20,8 +20,8 @@ import { errorLines } from './format.js';
 import type { CliIO } from './io.js';
 import { inputOf, type Prepared, type ServerCommand, targetOf } from './prepare.js';
 
-/** How long to wait for Temporal to answer before exit code 5. */
-const CONNECT_TIMEOUT_MS = 5_000;
+/** How long to wait for Temporal to answer before exit code 5 (a refused connection ends at once). */
+const CONNECT_TIMEOUT_MS = 2_000;
 
 /**
  * Runs a parsed command; resolves with the exit code. `prepared` is what `prepareCommand` read (and sent) before
@@ -64,8 +64,10 @@ export async function runCommand(command: ServerCommand, io: CliIO, prepared?: P
       io.stderr.write('interrupted: stopped waiting (the model is not affected)\n');
       return EXIT.interrupted;
     }
-    const err =
+    const found =
       failure instanceof ConnectError ? failure : ((await verified.then(noError, (e: unknown) => e)) ?? failure);
+    // A server that speaks HTTP/2 but not Temporal's API passes the connection's check and fails the first call.
+    const err = !(found instanceof ConnectError) && notTemporal(found) ? connectError(settings, found) : found;
     if (err instanceof ConnectError) {
       io.stderr.write(`${errorLines(err)}\n`);
       return exitCodeOf(err);

@@ -1,5 +1,7 @@
 // The `ferry` CLI as a script uses it: spawned as `node bin/ferry.js`, against the local Temporal dev server and a
 // Ferry worker (createWorker) with stub activities on a cluster of its own.
+import { createServer as createHttp2Server } from 'node:http2';
+import type { AddressInfo } from 'node:net';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
 import { deleteModel } from '../../../client/delete-model.js';
@@ -406,9 +408,35 @@ describe('ferry CLI', () => {
     }
   });
 
-  it('exits 5 and names the address when Temporal cannot be reached', async () => {
+  it('exits 5 and names the address when Temporal cannot be reached, at once when the connection is refused', async () => {
+    const started = performance.now();
     const run = await runFerry(['list'], { TEMPORAL_ADDRESS: '127.0.0.1:9' });
     expect(run.code).toBe(5);
-    expect(run.stderr).toMatch(/^error: cannot connect to Temporal at 127\.0\.0\.1:9/);
+    expect(run.stderr).toMatch(/^error: cannot connect to Temporal at 127\.0\.0\.1:9: ECONNREFUSED/);
+    // Not gRPC's retries until the connection's deadline (2 s; it was 5 s, and every refusal took that long).
+    expect(performance.now() - started).toBeLessThan(4_500);
+  });
+
+  it('exits 5, naming the address, when something that is not Temporal answers there', async () => {
+    // An HTTP/2 server that answers every request 404, as a web server or a wrong port would.
+    const server = createHttp2Server((_req, res) => {
+      res.statusCode = 404;
+      res.end('not found');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const address = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      for (const args of [['list'], ['status', 'qwen', '-n', 'models'], ['delete', 'qwen', '-n', 'models']]) {
+        const run = await runFerry(args, { TEMPORAL_ADDRESS: address });
+        expect(run.code, args.join(' ')).toBe(5);
+        expect(run.stderr).toMatch(
+          new RegExp(
+            `^error: cannot connect to Temporal at ${address}: .*; something answers there, but it is not Temporal's frontend`,
+          ),
+        );
+      }
+    } finally {
+      server.close();
+    }
   });
 });
