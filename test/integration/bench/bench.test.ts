@@ -21,6 +21,16 @@ describe('benchmarks, small slice', { timeout: 300_000 }, () => {
     expect((result.historyEventsPerModel as { max: number }).max).toBeLessThanOrEqual(10);
   });
 
+  it("gate: three rounds through the network policy's gate, every admin route refused, every completion whole", async () => {
+    const result = await bench('gate.ts', ['--rounds', '3', '--concurrency', '1,4']);
+    expect(result.refused).toEqual({ '/v1/load_lora_adapter': 403, '/scale_elastic_ep': 403, '/collective_rpc': 403 });
+    const levels = result.levels as { concurrency: number; requestsEach: number; failed: object }[];
+    expect(levels.map((l) => [l.concurrency, l.requestsEach, l.failed])).toEqual([
+      [1, 3, { direct: 0, gate: 0 }],
+      [4, 12, { direct: 0, gate: 0 }],
+    ]);
+  });
+
   it('reactions: two models, one trial of each, every reaction seen', async () => {
     // One trial: its `ferry update` and `ferry delete` processes send their update before the SDK loads and print the
     // answer without it (the full run takes turns with the SDK sending, and deletes from the library too); the model
