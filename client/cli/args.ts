@@ -20,6 +20,15 @@ export interface RefArgs {
   cluster?: string;
 }
 
+/** What serve, update and apply take: a document, and what to do with it. */
+interface DocumentArgs {
+  file: string;
+  wait: boolean;
+  timeoutMs?: number;
+  /** `--dry-run=client`: check the document and print the objects Ferry would create; connect to nothing. */
+  dryRun?: 'client';
+}
+
 interface Common {
   output: OutputFormat;
   temporal: TemporalOverrides;
@@ -28,9 +37,9 @@ interface Common {
 export type Command =
   | { kind: 'help'; topic?: CommandName }
   | { kind: 'version' }
-  | (Common & { kind: 'serve'; file: string; wait: boolean; timeoutMs?: number })
-  | (Common & { kind: 'update'; file: string; wait: boolean; timeoutMs?: number })
-  | (Common & { kind: 'apply'; file: string; wait: boolean; timeoutMs?: number })
+  | (Common & DocumentArgs & { kind: 'serve' })
+  | (Common & DocumentArgs & { kind: 'update' })
+  | (Common & DocumentArgs & { kind: 'apply' })
   | (Common & { kind: 'status'; ref: RefArgs })
   | (Common & {
       kind: 'list';
@@ -69,10 +78,17 @@ const REF_OPTIONS = {
   cluster: { type: 'string' },
 } as const satisfies ParseArgsConfig['options'];
 
+const DOCUMENT_OPTIONS = {
+  file: { type: 'string', short: 'f' },
+  wait: { type: 'boolean' },
+  timeout: { type: 'string' },
+  'dry-run': { type: 'string' },
+} as const satisfies ParseArgsConfig['options'];
+
 const OPTIONS = {
-  serve: { file: { type: 'string', short: 'f' }, wait: { type: 'boolean' }, timeout: { type: 'string' } },
-  update: { file: { type: 'string', short: 'f' }, wait: { type: 'boolean' }, timeout: { type: 'string' } },
-  apply: { file: { type: 'string', short: 'f' }, wait: { type: 'boolean' }, timeout: { type: 'string' } },
+  serve: DOCUMENT_OPTIONS,
+  update: DOCUMENT_OPTIONS,
+  apply: DOCUMENT_OPTIONS,
   status: { ...REF_OPTIONS },
   list: {
     phase: { type: 'string' },
@@ -147,7 +163,23 @@ export function parseCommand(argv: readonly string[]): Command {
       noPositionals(positionals, command, '-f FILE names the model');
       const file = str('file');
       if (!file) throw new UsageError('-f FILE is required (a ServedModel YAML file, or - for stdin)', command);
-      return { kind: command, ...common, file, wait: bool('wait'), ...(timeoutMs !== undefined ? { timeoutMs } : {}) };
+      const dryRun = str('dry-run');
+      if (dryRun !== undefined && dryRun !== 'client') {
+        throw new UsageError(
+          `--dry-run must be client (check the document and print the objects Ferry would create, offline), got ${JSON.stringify(dryRun)}`,
+          command,
+        );
+      }
+      if (dryRun && bool('wait'))
+        throw new UsageError('--dry-run=client creates nothing to wait for: drop --wait', command);
+      return {
+        kind: command,
+        ...common,
+        file,
+        wait: bool('wait'),
+        ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+        ...(dryRun ? { dryRun } : {}),
+      };
     }
     case 'status':
       return { kind: 'status', ...common, ref: refArgs(positionals, values, command) };
@@ -290,5 +322,8 @@ function editDistance(a: string, b: string): number {
  * delete` when `--cluster` names the model whole (without it, Temporal is first asked which cluster serves it).
  */
 export function sendsEarly(command: Command): boolean {
-  return command.kind === 'update' || (command.kind === 'delete' && command.ref.cluster !== undefined);
+  return (
+    (command.kind === 'update' && command.dryRun === undefined) ||
+    (command.kind === 'delete' && command.ref.cluster !== undefined)
+  );
 }

@@ -30,7 +30,7 @@ ${EXIT_CODES}
 `;
 
 export const COMMAND_HELP: Record<CommandName, string> = {
-  serve: `Usage: ferry serve -f FILE [--wait] [--timeout DURATION] [-o json]
+  serve: `Usage: ferry serve -f FILE [--wait] [--timeout DURATION] [-o json] [--dry-run=client]
 
 Validates the ServedModel in FILE (- reads stdin) and starts its workflow. Serving the same spec again returns
 the running workflow; a different spec for a running model is refused: use \`ferry update\`.
@@ -40,8 +40,10 @@ the running workflow; a different spec for a running model is refused: use \`fer
   --timeout DURATION     how long --wait may take, like 45m (default: the spec's puller.deadline plus
                          engine.startupTimeout plus 10m)
   -o json                print {workflowId, runId, started, status}
+  --dry-run=client       check FILE and print the objects Ferry would create for it (-o json: a List);
+                         connect to nothing
 `,
-  update: `Usage: ferry update -f FILE [--wait] [--timeout DURATION] [-o json]
+  update: `Usage: ferry update -f FILE [--wait] [--timeout DURATION] [-o json] [--dry-run=client]
 
 Sends FILE as the new spec of the running model it names. The model rejects invalid documents and changes of
 immutable fields (name, namespace, cluster, storage class, access mode) with one line per problem. Sending the
@@ -51,8 +53,9 @@ same spec again retries a Failed model.
   --wait                 wait until the model is Ready at the new generation
   --timeout DURATION     how long --wait may take (default as for serve)
   -o json                print the update's result {generation, changed, sourceChanged, changes, status}
+  --dry-run=client       check FILE and print the objects Ferry would create for it; connect to nothing
 `,
-  apply: `Usage: ferry apply -f FILE [--wait] [--timeout DURATION] [-o json]
+  apply: `Usage: ferry apply -f FILE [--wait] [--timeout DURATION] [-o json] [--dry-run=client]
 
 Makes FILE the model's spec, whether or not it is served: starts its workflow when none is running and sends
 FILE as an update either way, in one request (Temporal's Update-with-Start), so a spec kept in git or a pipeline
@@ -63,6 +66,7 @@ model); invalid documents and changes of immutable fields are refused as by \`fe
   --wait                 wait until the model is Ready at the applied generation
   --timeout DURATION     how long --wait may take (default as for serve)
   -o json                print {workflowId, runId, started, generation, changed, sourceChanged, changes, status}
+  --dry-run=client       check FILE and print the objects Ferry would create for it; connect to nothing
 `,
   status: `Usage: ferry status NAME [-n NAMESPACE] [--cluster CLUSTER] [-o json]
 

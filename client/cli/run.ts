@@ -28,6 +28,10 @@ const CONNECT_TIMEOUT_MS = 2_000;
  * this bundle loaded; without it, the settings are read here, and the document while the connection opens.
  */
 export async function runCommand(command: ServerCommand, io: CliIO, prepared?: Prepared): Promise<number> {
+  // A client-side dry run connects to nothing.
+  if ('dryRun' in command && command.dryRun === 'client') {
+    return (await import('./dry-run.js')).dryRunCommand(command, io);
+  }
   // Everything that needs no server is checked before anything waits on one: a bad document or Temporal profile is
   // reported (exit 2) whatever the server does.
   const target = prepared?.target ?? targetOf(command, io);

@@ -2,7 +2,11 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseCommand, UsageError } from '../../client/cli/args.js';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { parse as parseYaml, parseAllDocuments } from 'yaml';
+import { buildAll, objectList } from '../../activities/builders/index.js';
+import { parseServedModel } from '../../workflows/contract/index.js';
+import { parseCommand, sendsEarly, UsageError } from '../../client/cli/args.js';
 import { repoRoot } from '../support/local-env.js';
 import { runCli } from '../../client/cli.js';
 import { CLEAR_LINE, safeText, terminalSafe, type CliIO } from '../../client/cli/io.js';
@@ -49,6 +53,18 @@ describe('parseCommand', () => {
       output: 'json',
     });
     expect(() => parseCommand(['apply'])).toThrow(/-f FILE is required/);
+  });
+
+  it('takes --dry-run=client on serve, update and apply, and sends no update early with it', () => {
+    for (const kind of ['serve', 'update', 'apply'] as const) {
+      const command = parseCommand([kind, '-f', 'm.yaml', '--dry-run=client']);
+      expect(command).toMatchObject({ kind, file: 'm.yaml', dryRun: 'client', wait: false });
+      expect(sendsEarly(command)).toBe(false);
+    }
+    expect(sendsEarly(parseCommand(['update', '-f', 'm.yaml']))).toBe(true);
+    expect(parseError(['serve', '-f', 'm.yaml', '--dry-run=server']).message).toMatch(/^--dry-run must be client/);
+    expect(parseError(['serve', '-f', 'm.yaml', '--dry-run=client', '--wait']).message).toMatch(/drop --wait/);
+    expect(parseError(['status', 'qwen', '--dry-run=client']).message).toMatch(/Unknown option '--dry-run'/);
   });
 
   it('names a model by NAME, -n and --cluster; the namespace defaults to default and the cluster is left to resolve', () => {
@@ -282,6 +298,41 @@ describe('runCli without a server', () => {
     const missing = fakeIO();
     expect(await runCli(['serve', '-f', 'nope.yaml'], missing)).toBe(2);
     expect(missing.err).toBe('error: cannot read nope.yaml: no such file\n');
+  });
+
+  it('prints, with --dry-run=client, the objects the builders make for the document, and connects to nothing', async () => {
+    const doc = [
+      'apiVersion: ferry.dev/v1alpha1',
+      'kind: ServedModel',
+      'metadata: { name: qwen, namespace: models }',
+      'spec:',
+      '  source: { huggingface: { repo: Qwen/Qwen2.5-0.5B-Instruct } }',
+      '  slo: { ttft: 2s, itl: 100ms }',
+    ].join('\n');
+    const io = fakeIO({ 'qwen.yaml': doc });
+    expect(await runCli(['apply', '-f', 'qwen.yaml', '--dry-run=client'], io)).toBe(0);
+    expect(io.err).toBe('');
+    expect(io.out).toMatch(/^# ferry apply --dry-run=client: the document is valid; .* models\/qwen\n/);
+    const printed = parseAllDocuments(io.out).map((d) => d.toJS() as KubernetesObject);
+    const built = objectList(buildAll(parseServedModel(parseYaml(doc)), { rootUid: 'x' }));
+    expect(printed.map((o) => `${o.kind}/${o.metadata?.name}`)).toEqual(
+      built.map((o) => `${o.kind}/${o.metadata?.name}`),
+    );
+    expect(printed.map((o) => `${o.kind}/${o.metadata?.name}`)).toEqual([
+      'ConfigMap/qwen-ferry',
+      'PersistentVolumeClaim/qwen-weights',
+      expect.stringMatching(/^Job\/qwen-pull-[0-9a-f]{8}$/),
+      'ConfigMap/qwen-admission',
+      'Deployment/qwen',
+      'Service/qwen',
+    ]);
+    const json = fakeIO({ 'qwen.yaml': doc });
+    expect(await runCli(['serve', '-f', 'qwen.yaml', '--dry-run=client', '-o', 'json'], json)).toBe(0);
+    expect(JSON.parse(json.out) as { kind: string; items: unknown[] }).toMatchObject({ kind: 'List' });
+    // An invalid document: exit 2, as without --dry-run.
+    const bad = fakeIO({ 'bad.yaml': doc.replace('name: qwen', 'name: Qwen') });
+    expect(await runCli(['serve', '-f', 'bad.yaml', '--dry-run=client'], bad)).toBe(2);
+    expect(bad.err).toMatch(/^error: invalid ServedModel in bad\.yaml/);
   });
 
   it('exits 5 naming the address when Temporal does not answer', async () => {

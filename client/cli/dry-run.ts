@@ -1,0 +1,40 @@
+// `ferry serve|update|apply --dry-run=client`: the document checked as the worker checks it, and the objects Ferry would
+// create for it printed (YAML, or a JSON List with -o json), as kubectl's client-side dry run does. Nothing is sent:
+// no connection to Temporal or Kubernetes. The objects are the builders' own (activities/builders/), so what is printed
+// is what the worker applies, but for what only the cluster decides: the root ConfigMap's uid in the children's owner
+// references, and a worker's NetworkPolicy setting (the gate sidecar and a NetworkPolicy; docs/design/network-policy.md).
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { stringify } from 'yaml';
+import { buildAll, objectList } from '../../activities/builders/index.js';
+import type { ServerCommand } from './prepare.js';
+import { inputOf } from './prepare.js';
+import { EXIT } from './exit-codes.js';
+import { errorLines } from './format.js';
+import type { CliIO } from './io.js';
+
+/** The children's owner reference before the root exists: its uid is the API server's to give. */
+const ROOT_UID = '(the root ConfigMap’s uid)';
+
+export async function dryRunCommand(command: ServerCommand & { file: string }, io: CliIO): Promise<number> {
+  const input = await inputOf(command, io);
+  if ('error' in input || !input.spec) {
+    io.stderr.write(
+      `${errorLines('error' in input ? input.error : undefined, command.file === '-' ? 'stdin' : command.file)}\n`,
+    );
+    return EXIT.usage;
+  }
+  const model = input.spec;
+  const objects: KubernetesObject[] = objectList(buildAll(model, { rootUid: ROOT_UID }));
+  const { namespace, name } = model.metadata;
+  if (command.output === 'json') {
+    io.stdout.write(`${JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }, null, 2)}\n`);
+  } else {
+    const header = [
+      `# ferry ${command.kind} --dry-run=client: the document is valid; the objects Ferry would create for ${namespace}/${name}`,
+      `# on cluster ${model.spec.cluster}, in order. Nothing was sent. A worker with FERRY_NETWORK_POLICY=on adds a gate`,
+      '# sidecar to the engine and a NetworkPolicy; the owner references get the root ConfigMap’s uid when it exists.',
+    ].join('\n');
+    io.stdout.write(`${header}\n${objects.map((o) => stringify(o, { lineWidth: 0 })).join('---\n')}`);
+  }
+  return EXIT.ok;
+}
