@@ -27,6 +27,17 @@ export async function runCli(argv: readonly string[], given: CliIO): Promise<num
     io.stdout.write(`ferry ${ferryVersion()}\n`);
     return EXIT.ok;
   }
+  if (command.kind === 'explain') {
+    // From the modules, not the commands' bundle: it reads the schema file beside the package.
+    const { explain } = await import('./cli/explain.js');
+    try {
+      io.stdout.write(explain(command.path));
+      return EXIT.ok;
+    } catch (err) {
+      io.stderr.write(`error: ${(err as Error).message}\n`);
+      return EXIT.usage;
+    }
+  }
   const { loadCommands, loadPrelude } = await import('./cli/load-commands.js');
   // `ferry update` and `ferry delete --cluster` send their update from the small prelude, before the commands and
   // the Temporal SDK load (client/early-update.ts). FERRY_CLI_EARLY=0 leaves it to the SDK (for comparison).

@@ -7,7 +7,7 @@ import { parseDuration } from '../../workflows/contract/spec/quantities.js';
 import { type Phase, PHASES } from '../../workflows/contract/status.js';
 import type { TemporalOverrides } from '../temporal-env.js';
 
-const COMMANDS = ['serve', 'update', 'apply', 'status', 'list', 'delete', 'watch'] as const;
+const COMMANDS = ['serve', 'update', 'apply', 'status', 'list', 'delete', 'watch', 'explain'] as const;
 export type CommandName = (typeof COMMANDS)[number];
 type OutputFormat = 'text' | 'json';
 /** The namespace a command means without -n, as kubectl's without a namespace in its context. */
@@ -37,6 +37,8 @@ interface Common {
 export type Command =
   | { kind: 'help'; topic?: CommandName }
   | { kind: 'version' }
+  /** A field of the document, from the schema (offline); `path` empty: the document itself. */
+  | { kind: 'explain'; path: string }
   | (Common & DocumentArgs & { kind: 'serve' })
   | (Common & DocumentArgs & { kind: 'update' })
   | (Common & DocumentArgs & { kind: 'apply' })
@@ -98,6 +100,7 @@ const OPTIONS = {
   },
   delete: { ...REF_OPTIONS, wait: { type: 'boolean' }, timeout: { type: 'string' }, reason: { type: 'string' } },
   watch: { ...REF_OPTIONS, timeout: { type: 'string' } },
+  explain: {},
 } as const satisfies Record<CommandName, ParseArgsConfig['options']>;
 
 /** Parses `argv` (without `node` and the script); throws `UsageError`. */
@@ -145,6 +148,20 @@ export function parseCommand(argv: readonly string[]): Command {
 
   const str = (key: string) => values[key] as string | undefined;
   const bool = (key: string) => values[key] === true;
+  if (command === 'explain') {
+    if (parsed.positionals.length > 1) {
+      throw new UsageError(`one field at a time, like spec.engine.port; got ${parsed.positionals.length}`, command);
+    }
+    // As kubectl explain: the kind may lead the path.
+    const path = (parsed.positionals[0] ?? '').replace(/^servedmodels?(\.|$)/i, '');
+    if (!/^([A-Za-z][A-Za-z0-9]*(\.|$))*$/.test(path)) {
+      throw new UsageError(
+        `a field path is names joined by dots, like spec.engine.port; got ${JSON.stringify(path)}`,
+        command,
+      );
+    }
+    return { kind: 'explain', path };
+  }
   const common: Common = {
     output: outputFormat(str('output'), command),
     temporal: {

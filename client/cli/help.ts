@@ -21,6 +21,7 @@ Commands:
   list [-n NS | -A] [--phase P[,P]]            models in namespace default or NS; -A: every namespace
   delete NAME [-n NS] [--wait]                 tear the model down
   watch NAME [-n NS]                           follow phase changes and download progress live
+  explain [PATH]                               what a field of the document means, like spec.engine.port
 
 Every command takes -o json (machine-readable output) and -h/--help. ferry --version (-V) prints Ferry's version.
 
@@ -102,5 +103,11 @@ Deleting a model that is already deleted succeeds.
 Prints phase changes, waiting reasons and download progress as they happen (a progress bar on a terminal,
 plain lines otherwise; -o json prints one status per line). Exits when the model is Ready (0), Failed (1) or
 Deleted (0), or on Ctrl-C (130).
+`,
+  explain: `Usage: ferry explain [PATH]
+
+Says what a field of the ServedModel document is: its type, default and bounds, what it means, and the fields under
+it, from the JSON Schema the package ships (schema/servedmodel.schema.json). PATH is field names joined by dots, like
+spec.engine.port or spec.source.huggingface; none: the document itself. Needs no server.
 `,
 };

@@ -183,7 +183,7 @@ describe('parseCommand', () => {
 
   it('suggests the nearest command or flag for a typo, and nothing for what is not near', () => {
     expect(parseError(['lsit']).message).toBe(
-      'unknown command "lsit"; did you mean list? commands: serve, update, apply, status, list, delete, watch',
+      'unknown command "lsit"; did you mean list? commands: serve, update, apply, status, list, delete, watch, explain',
     );
     expect(parseError(['serve', '-f', 'm.yaml', '--wiat']).message).toBe(
       "Unknown option '--wiat'; did you mean --wait?",
@@ -369,5 +369,44 @@ describe('what the CLI reads and prints', () => {
     let written = '';
     terminalSafe({ write: (t: string) => (written += t), isTTY: true }).write('\x1b[2J');
     expect(written).toBe('\\u001b[2J');
+  });
+});
+
+describe('ferry explain', () => {
+  it('says what a field is from the shipped schema: type, default, bounds, meaning, and the fields under it', async () => {
+    const port = fakeIO();
+    expect(await runCli(['explain', 'spec.engine.port'], port)).toBe(0);
+    expect(port.out).toBe(
+      [
+        'FIELD: spec.engine.port <integer>',
+        'DEFAULT: 8000',
+        'BOUNDS: at least 1, at most 65535',
+        '',
+        'DESCRIPTION:',
+        '  The port vLLM listens on, and the port of the Service.',
+        '',
+      ].join('\n'),
+    );
+    const source = fakeIO();
+    expect(await runCli(['explain', 'ServedModel.spec.source'], source)).toBe(0);
+    expect(source.out).toMatch(/^FIELD: spec\.source <object> \(required\)\n/);
+    expect(source.out).toMatch(/\nFIELDS:\n {2}huggingface +<object>\n/);
+    // Through a list: the fields of its items.
+    const env = fakeIO();
+    expect(await runCli(['explain', 'spec.engine.env.valueFrom'], env)).toBe(0);
+    expect(env.out).toMatch(/^FIELD: spec\.engine\.env\.valueFrom <object>/);
+    const whole = fakeIO();
+    expect(await runCli(['explain'], whole)).toBe(0);
+    expect(whole.out).toMatch(/^FIELD: ServedModel <object>\n[\s\S]*\n {2}spec +<object> \(required\)\n/);
+  });
+
+  it('names the fields there are for one that is not, with exit 2', async () => {
+    const io = fakeIO();
+    expect(await runCli(['explain', 'spec.engine.prot'], io)).toBe(2);
+    expect(io.err).toBe(
+      'error: spec.engine has no field "prot"; its fields: image, servedModelName, port, args, env, apiKeySecret, lora, startupTimeout\n',
+    );
+    expect(parseError(['explain', 'a', 'b']).message).toMatch(/one field at a time/);
+    expect(parseError(['explain', 'spec..port']).message).toMatch(/names joined by dots/);
   });
 });
