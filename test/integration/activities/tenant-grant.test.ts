@@ -64,14 +64,17 @@ beforeAll(async () => {
     },
   });
   const cluster = new Cluster(await kubeConfigForServiceAccount(served.kc, system.ns, 'ferry-worker'));
-  acts = createActivities({ ...testDeps(), cluster, grants: grantsInCluster(parseTenants({ tenants }), cluster) });
+  // The worker's file lets team-a into the other namespace too, where the chart's Role (rendered without it) grants
+  // no Secrets: what a worker whose Role lags its tenants file meets.
+  const file = { tenants: { 'team-a': { ...tenants['team-a'], namespaces: [served.ns, other.ns] } } };
+  acts = createActivities({ ...testDeps(), cluster, grants: grantsInCluster(parseTenants(file), cluster) });
 });
 
 /** A document as a tenant sends it: its token Secret, or its weights on a PVC. */
-const document = (tokenSecret: string, claim?: string) => ({
+const document = (tokenSecret: string, claim?: string, namespace = served.ns) => ({
   apiVersion: 'ferry.dev/v1alpha1',
   kind: 'ServedModel',
-  metadata: { name: 'qwen', namespace: served.ns },
+  metadata: { name: 'qwen', namespace },
   spec: {
     cluster: 'test',
     source: claim
@@ -102,6 +105,16 @@ describe('checkTenantGrant', () => {
     );
     expect(missing.message).toBe(
       `tenant team-a may not read Secret hf-nowhere (source.huggingface.tokenSecret): it is not listed, and there is no such Secret in namespace ${served.ns} whose labels could allow it`,
+    );
+  });
+
+  it('refuses what it may not read the labels of, naming why, instead of failing the step', async () => {
+    const refused = await rejectionOf(
+      activity(acts.checkTenantGrant, { tenant: 'team-a', document: document('hf-labelled', undefined, other.ns) }),
+    );
+    expect(refused).toMatchObject({ type: 'Forbidden', nonRetryable: true });
+    expect(refused.message).toMatch(
+      /^tenant team-a's grant allows objects by label, and this worker may not read them: reading the labels of Secret .*forbidden/,
     );
   });
 
