@@ -9,7 +9,7 @@ import type { TemporalOverrides } from '../temporal-env.js';
 
 const COMMANDS = ['serve', 'update', 'apply', 'status', 'list', 'delete', 'watch', 'explain'] as const;
 export type CommandName = (typeof COMMANDS)[number];
-type OutputFormat = 'text' | 'json';
+type OutputFormat = 'text' | 'json' | 'yaml' | 'name';
 /** The namespace a command means without -n, as kubectl's without a namespace in its context. */
 const DEFAULT_NAMESPACE = 'default';
 
@@ -238,9 +238,12 @@ function isCommand(word: string): word is CommandName {
 }
 
 function outputFormat(value: string | undefined, command: CommandName): OutputFormat {
+  // wide: the text tables already show every column.
   if (value === undefined || value === 'text' || value === 'wide') return 'text';
-  if (value === 'json') return 'json';
-  throw new UsageError(`-o must be json or text, got ${JSON.stringify(value)}`, command);
+  if (value === 'json' || value === 'yaml') return value;
+  if (value === 'name' && command !== 'watch') return value;
+  const allowed = command === 'watch' ? 'json, yaml, text or wide' : 'json, yaml, name, text or wide';
+  throw new UsageError(`-o must be ${allowed}, got ${JSON.stringify(value)}`, command);
 }
 
 function duration(value: string | undefined, command: CommandName): number | undefined {

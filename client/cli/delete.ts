@@ -3,7 +3,7 @@ import { deleteModelAfter } from '../delete-model.js';
 import { describeRef } from '../errors.js';
 import type { Command } from './args.js';
 import { resolveRef, type CliContext } from './context.js';
-import { printJson } from './io.js';
+import { isStructured, printName, printStructured } from './output.js';
 import { EXIT } from './exit-codes.js';
 import { deletingLine } from './lines.js';
 
@@ -16,8 +16,12 @@ export async function deleteCommand(ctx: CliContext, cmd: Extract<Command, { kin
     ...(cmd.reason ? { reason: cmd.reason } : {}),
     signal: ctx.io.signal,
   });
-  if (cmd.output === 'json') {
-    printJson(ctx, result);
+  if (isStructured(cmd.output)) {
+    printStructured(ctx, cmd.output, result);
+    return EXIT.ok;
+  }
+  if (cmd.output === 'name') {
+    printName(ctx, ref);
     return EXIT.ok;
   }
   const { teardown } = result;

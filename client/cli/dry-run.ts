@@ -28,6 +28,11 @@ export async function dryRunCommand(command: ServerCommand & { file: string }, i
   const { namespace, name } = model.metadata;
   if (command.output === 'json') {
     io.stdout.write(`${JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }, null, 2)}\n`);
+  } else if (command.output === 'name') {
+    // As kubectl's dry run names objects: kind/name.
+    io.stdout.write(objects.map((o) => `${o.kind!.toLowerCase()}/${o.metadata!.name}\n`).join(''));
+  } else if (command.output === 'yaml') {
+    io.stdout.write(objects.map((o) => stringify(o, { lineWidth: 0 })).join('---\n'));
   } else {
     const header = [
       `# ferry ${command.kind} --dry-run=client: the document is valid; the objects Ferry would create for ${namespace}/${name}`,

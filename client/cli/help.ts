@@ -23,7 +23,7 @@ Commands:
   watch NAME [-n NS]                           follow phase changes and download progress live
   explain [PATH]                               what a field of the document means, like spec.engine.port
 
-Every command takes -o json (machine-readable output) and -h/--help. ferry --version (-V) prints Ferry's version.
+Every command takes -o json|yaml (machine-readable output), -o name (servedmodel/NAME; not watch) and -h/--help. ferry --version (-V) prints Ferry's version.
 
 ${CONNECTION}
 
@@ -101,7 +101,7 @@ Deleting a model that is already deleted succeeds.
   watch: `Usage: ferry watch NAME [-n NAMESPACE] [--cluster CLUSTER] [--timeout DURATION] [-o json]
 
 Prints phase changes, waiting reasons and download progress as they happen (a progress bar on a terminal,
-plain lines otherwise; -o json prints one status per line). Exits when the model is Ready (0), Failed (1) or
+plain lines otherwise; -o json prints one status per line, -o yaml one document per status). Exits when the model is Ready (0), Failed (1) or
 Deleted (0), or on Ctrl-C (130).
 `,
   explain: `Usage: ferry explain [PATH]

@@ -67,6 +67,8 @@ export function finishEarly(
   prepared: Prepared,
   accepted: Accepted,
 ): number | undefined {
+  // YAML and names are the commands' bundle's to print (the prelude does without YAML's printer).
+  if (command.output !== 'text' && command.output !== 'json') return undefined;
   if (command.kind === 'update' && !command.wait && 'spec' in prepared.input && prepared.input.spec) {
     const result = accepted.completed?.result;
     if (!isUpdateResult(result)) return undefined;

@@ -7,7 +7,7 @@ import { waitForPhase } from '../wait-for-phase.js';
 import type { ModelRef, ModelStatus, UpdateResult } from '../../workflows/contract/index.js';
 import type { Command } from './args.js';
 import type { CliContext } from './context.js';
-import { printJson } from './io.js';
+import { isStructured, printName, printStructured } from './output.js';
 import { EXIT } from './exit-codes.js';
 import { formatStatus, serveLine } from './format.js';
 import { changeLine, shortRef, updatedLine } from './lines.js';
@@ -23,8 +23,11 @@ export async function serveCommand(ctx: CliContext, cmd: ServeCommand, doc: unkn
   const status = cmd.wait
     ? await waitUntilReady(ctx, result.ref, cmd.timeoutMs ?? defaultReadyTimeoutMs(parseModelDocument(doc)))
     : undefined;
-  if (cmd.output === 'json') {
-    printJson(ctx, { workflowId: result.workflowId, runId: result.runId, started: result.started, status });
+  if (isStructured(cmd.output)) {
+    const { workflowId, runId, started } = result;
+    printStructured(ctx, cmd.output, { workflowId, runId, started, status });
+  } else if (cmd.output === 'name') {
+    printName(ctx, result.ref);
   } else if (status) {
     ctx.io.stdout.write(`${formatStatus(status, ctx.io.now())}\n`);
   }
@@ -62,9 +65,11 @@ async function finishChange(
         result.generation,
       )
     : undefined;
-  if (cmd.output === 'json') {
+  if (isStructured(cmd.output)) {
     const { ref: _ref, ...change } = result;
-    printJson(ctx, { ...change, status });
+    printStructured(ctx, cmd.output, { ...change, status });
+  } else if (cmd.output === 'name') {
+    printName(ctx, result.ref);
   } else if (status) {
     ctx.io.stdout.write(`${formatStatus(status, ctx.io.now())}\n`);
   }

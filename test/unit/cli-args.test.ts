@@ -209,7 +209,10 @@ describe('parseCommand', () => {
     expect(parseError(['list', '--phase', 'Running']).message).toMatch(
       /--phase must be one of Pending, .*got "Running"/,
     );
-    expect(parseError(['list', '-o', 'yaml']).message).toMatch(/-o must be json or text/);
+    expect(parseError(['list', '-o', 'xml']).message).toBe('-o must be json, yaml, name, text or wide, got "xml"');
+    expect(parseError(['watch', 'qwen', '-o', 'name']).message).toBe('-o must be json, yaml, text or wide, got "name"');
+    expect(parseCommand(['status', 'qwen', '-o', 'yaml'])).toMatchObject({ output: 'yaml' });
+    expect(parseCommand(['list', '-o', 'name'])).toMatchObject({ output: 'name' });
     expect(parseError(['status', 'qwen', '--wait']).command).toBe('status');
   });
 });
@@ -329,6 +332,9 @@ describe('runCli without a server', () => {
     const json = fakeIO({ 'qwen.yaml': doc });
     expect(await runCli(['serve', '-f', 'qwen.yaml', '--dry-run=client', '-o', 'json'], json)).toBe(0);
     expect(JSON.parse(json.out) as { kind: string; items: unknown[] }).toMatchObject({ kind: 'List' });
+    const names = fakeIO({ 'qwen.yaml': doc });
+    expect(await runCli(['serve', '-f', 'qwen.yaml', '--dry-run=client', '-o', 'name'], names)).toBe(0);
+    expect(names.out.split('\n').slice(0, 2)).toEqual(['configmap/qwen-ferry', 'persistentvolumeclaim/qwen-weights']);
     // An invalid document: exit 2, as without --dry-run.
     const bad = fakeIO({ 'bad.yaml': doc.replace('name: qwen', 'name: Qwen') });
     expect(await runCli(['serve', '-f', 'bad.yaml', '--dry-run=client'], bad)).toBe(2);

@@ -3,6 +3,7 @@
 import { createServer as createHttp2Server } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { WorkflowNotFoundError } from '@temporalio/client';
+import { parse as parseYaml } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { deleteModel } from '../../../client/delete-model.js';
 import { modelHandle } from '../../../client/model-status.js';
@@ -89,6 +90,12 @@ describe('ferry CLI', () => {
       phase: 'Ready',
       generation: 2,
     });
+    // The same as YAML, and as kubectl's -o name; list's names are one a line.
+    const yaml = await runFerry(['status', name, '-n', 'models', '-o', 'yaml']);
+    expect(parseYaml(yaml.stdout)).toMatchObject({ name, cluster: ferry.cluster, phase: 'Ready', generation: 2 });
+    expect((await runFerry(['status', name, '-n', 'models', '-o', 'name'])).stdout).toBe(`servedmodel/${name}\n`);
+    const names = await runFerry(['list', '-n', 'models', '--cluster', ferry.cluster, '-o', 'name']);
+    expect(names.stdout.split('\n')).toContain(`servedmodel/${name}`);
     const summary = await runFerry(['status', name, '-n', 'models', '--cluster', ferry.cluster]);
     expect(summary.stdout).toMatch(/^ {2}phase: +Ready$/m);
     expect(summary.stdout).toMatch(/^ {2}generation: +2 \(observed 2\)$/m);
