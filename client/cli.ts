@@ -27,6 +27,10 @@ export async function runCli(argv: readonly string[], given: CliIO): Promise<num
     io.stdout.write(`ferry ${ferryVersion()}\n`);
     return EXIT.ok;
   }
+  if (command.kind === 'completion') {
+    io.stdout.write((await import('./cli/completion.js')).completionScript(command.shell));
+    return EXIT.ok;
+  }
   if (command.kind === 'explain') {
     // From the modules, not the commands' bundle: it reads the schema file beside the package.
     const { explain } = await import('./cli/explain.js');

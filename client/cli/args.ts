@@ -7,7 +7,17 @@ import { parseDuration } from '../../workflows/contract/spec/quantities.js';
 import { type Phase, PHASES } from '../../workflows/contract/status.js';
 import type { TemporalOverrides } from '../temporal-env.js';
 
-const COMMANDS = ['serve', 'update', 'apply', 'status', 'list', 'delete', 'watch', 'explain'] as const;
+export const COMMANDS = [
+  'serve',
+  'update',
+  'apply',
+  'status',
+  'list',
+  'delete',
+  'watch',
+  'explain',
+  'completion',
+] as const;
 export type CommandName = (typeof COMMANDS)[number];
 type OutputFormat = 'text' | 'json' | 'yaml' | 'name';
 /** The namespace a command means without -n, as kubectl's without a namespace in its context. */
@@ -39,6 +49,8 @@ export type Command =
   | { kind: 'version' }
   /** A field of the document, from the schema (offline); `path` empty: the document itself. */
   | { kind: 'explain'; path: string }
+  /** The shell's completion script. */
+  | { kind: 'completion'; shell: Shell }
   | (Common & DocumentArgs & { kind: 'serve' })
   | (Common & DocumentArgs & { kind: 'update' })
   | (Common & DocumentArgs & { kind: 'apply' })
@@ -54,6 +66,18 @@ export type Command =
     })
   | (Common & { kind: 'delete'; ref: RefArgs; wait: boolean; timeoutMs?: number; reason?: string })
   | (Common & { kind: 'watch'; ref: RefArgs; timeoutMs?: number });
+
+const SHELLS = ['bash', 'zsh', 'fish'] as const;
+type Shell = (typeof SHELLS)[number];
+
+/** The long flags (and their short forms) of `command`, for completion. */
+export function flagsOf(command: CommandName): { long: string; short?: string; value: boolean }[] {
+  return Object.entries({ ...GLOBAL_OPTIONS, ...OPTIONS[command] }).map(([long, option]) => ({
+    long,
+    ...('short' in option ? { short: option.short } : {}),
+    value: option.type === 'string',
+  }));
+}
 
 /** Bad command line: the CLI prints the message and the command's usage, and exits 2. */
 export class UsageError extends Error {
@@ -101,6 +125,7 @@ const OPTIONS = {
   delete: { ...REF_OPTIONS, wait: { type: 'boolean' }, timeout: { type: 'string' }, reason: { type: 'string' } },
   watch: { ...REF_OPTIONS, timeout: { type: 'string' } },
   explain: {},
+  completion: {},
 } as const satisfies Record<CommandName, ParseArgsConfig['options']>;
 
 /** Parses `argv` (without `node` and the script); throws `UsageError`. */
@@ -148,6 +173,13 @@ export function parseCommand(argv: readonly string[]): Command {
 
   const str = (key: string) => values[key] as string | undefined;
   const bool = (key: string) => values[key] === true;
+  if (command === 'completion') {
+    const shell = parsed.positionals[0];
+    if (parsed.positionals.length !== 1 || !SHELLS.includes(shell as Shell)) {
+      throw new UsageError(`completion takes one shell: ${SHELLS.join(', ')}`, command);
+    }
+    return { kind: 'completion', shell: shell as Shell };
+  }
   if (command === 'explain') {
     if (parsed.positionals.length > 1) {
       throw new UsageError(`one field at a time, like spec.engine.port; got ${parsed.positionals.length}`, command);

@@ -22,6 +22,7 @@ Commands:
   delete NAME [-n NS] [--wait]                 tear the model down
   watch NAME [-n NS]                           follow phase changes and download progress live
   explain [PATH]                               what a field of the document means, like spec.engine.port
+  completion bash|zsh|fish                     the shell's completion script: source <(ferry completion bash)
 
 Every command takes -o json|yaml (machine-readable output), -o name (servedmodel/NAME; not watch) and -h/--help. ferry --version (-V) prints Ferry's version.
 
@@ -109,5 +110,11 @@ Deleted (0), or on Ctrl-C (130).
 Says what a field of the ServedModel document is: its type, default and bounds, what it means, and the fields under
 it, from the JSON Schema the package ships (schema/servedmodel.schema.json). PATH is field names joined by dots, like
 spec.engine.port or spec.source.huggingface; none: the document itself. Needs no server.
+`,
+  completion: `Usage: ferry completion bash|zsh|fish
+
+Prints the shell's completion script for ferry's commands, flags, files after -f, and the values of -o, --phase and
+--dry-run. bash and zsh: source <(ferry completion bash) (or zsh), or save it where the shell loads completions;
+fish: ferry completion fish > ~/.config/fish/completions/ferry.fish.
 `,
 };

@@ -14,7 +14,7 @@ import { EXIT } from './exit-codes.js';
 import { type CliIO, printJson } from './io.js';
 import { deletingLine, updatedLine } from './lines.js';
 
-export type ServerCommand = Exclude<Command, { kind: 'help' | 'version' | 'explain' }>;
+export type ServerCommand = Exclude<Command, { kind: 'help' | 'version' | 'explain' | 'completion' }>;
 
 /** Where Temporal is (or why that cannot be read: bad input). */
 export type Target = { settings: TemporalSettings; webUiUrl?: string } | { error: unknown };
