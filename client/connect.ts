@@ -1,5 +1,4 @@
 // A Temporal client from the environment, the same way the worker connects.
-import { connect as tcpConnect } from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { ConnectError } from './errors.js';
 import { readLocalStackEnv } from './local-stack.js';
@@ -56,41 +55,47 @@ export function openWith(
   } catch (err) {
     throw connectError(settings, err);
   }
-  const refused = refusedAt(settings.address, connectTimeoutMs);
   const verified = Promise.race([
     connection.ensureConnected(),
-    // gRPC retries a refused connection until its deadline; a refusal is final, so it ends the wait at once.
-    refused.then((err) => (err ? Promise.reject(err) : new Promise<never>(() => undefined))),
+    // gRPC retries a failed connection until its deadline; the channel's first failure ends the wait at once.
+    channelFailure(connection),
   ]).catch((err: unknown) => {
     throw connectError(settings, err);
   });
   return { client: new Client({ connection, namespace: settings.namespace }), verified };
 }
 
-/** Socket errors that no retry within a command's deadline would change. */
-const FINAL_SOCKET_ERRORS = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_FAIL']);
+/** gRPC's connectivity states (grpc-js `connectivityState`). */
+const TRANSIENT_FAILURE = 3;
+const READY = 2;
+const SHUTDOWN = 4;
+
+interface GrpcChannel {
+  getConnectivityState(tryToConnect: boolean): number;
+  watchConnectivityState(current: number, deadline: Date | number, callback: (err?: Error) => void): void;
+}
 
 /**
- * One plain TCP connection to `address` beside gRPC's: the error when it is refused or the host does not resolve,
- * undefined when it connects or anything else happens (then gRPC's own check decides). Skipped behind a proxy, which
- * gRPC goes through and this would not.
+ * Rejects when the connection's gRPC channel first fails to connect — refused, a name that does not resolve, a TLS
+ * handshake refused — which no retry before the deadline would change; never settles otherwise. It watches the channel
+ * the SDK already opens (no connection of its own, which a server would log as a broken one); a client whose channel
+ * it cannot see waits for the deadline as before.
  */
-function refusedAt(address: string, timeoutMs: number): Promise<Error | undefined> {
-  const match = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(address);
-  if (!match || process.env.grpc_proxy || process.env.https_proxy || process.env.HTTPS_PROXY) {
-    return Promise.resolve(undefined);
-  }
-  return new Promise((resolve) => {
-    const socket = tcpConnect({ host: match[1] ?? match[2]!, port: Number(match[3]), timeout: timeoutMs });
-    const done = (err?: Error) => {
-      socket.destroy();
-      resolve(err);
+function channelFailure(connection: Connection): Promise<never> {
+  const client = (connection as unknown as { client?: { getChannel?: () => GrpcChannel } }).client;
+  const channel = typeof client?.getChannel === 'function' ? client.getChannel() : undefined;
+  return new Promise((_resolve, reject) => {
+    if (!channel) return;
+    const watch = (state: number): void => {
+      if (state === TRANSIENT_FAILURE) {
+        reject(new Error('the connection failed: refused, a name that does not resolve, or a TLS handshake refused'));
+      } else if (state !== READY && state !== SHUTDOWN) {
+        channel.watchConnectivityState(state, Infinity, (err) => {
+          if (!err) watch(channel.getConnectivityState(false));
+        });
+      }
     };
-    socket.once('connect', () => done());
-    socket.once('timeout', () => done());
-    socket.once('error', (err: NodeJS.ErrnoException) =>
-      done(FINAL_SOCKET_ERRORS.has(err.code ?? '') ? new Error(`${err.code}: ${err.message}`) : undefined),
-    );
+    watch(channel.getConnectivityState(true));
   });
 }
 
