@@ -1,6 +1,6 @@
 // The worker image without a container engine: deploy/worker/Dockerfile's instructions replayed in a directory that
 // stands for the image's root (COPY copies from the repository, RUN runs with the ENV set so far, USER switches uid
-// and gid, ENTRYPOINT starts). What differs from a real build: FROM is this machine's Node.js 20 and Debian, not the
+// and gid, ENTRYPOINT starts). What differs from a real build: FROM is this machine's Node.js (the same version: checked below) and Debian, not the
 // base image, and the root filesystem is not read-only. What it proves: production dependencies alone run the
 // worker, the bundle built at image build time is the one loaded, and uid 2000 can read everything it needs.
 import { execFileSync, spawn } from 'node:child_process';
@@ -43,6 +43,8 @@ function replay(dockerfile: string): Image {
     const rest = line.slice(instruction!.length).trim();
     switch (instruction) {
       case 'FROM':
+        // The base's Node.js is the one CI runs (test/unit/node-version.test.ts); the replay runs on that major too.
+        expect(process.versions.node.split('.')[0]).toBe(/^node:(\d+)\./.exec(rest)?.[1]);
         break;
       case 'WORKDIR':
         image.workdir = rest;
