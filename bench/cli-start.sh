@@ -2,12 +2,11 @@
 # How long `ferry` takes to start, in wall seconds: median and max of N runs each (default 10), the commands taking
 # turns run by run so that the machine's noise falls on all of them alike. Builds dist/ first if it is missing.
 #   - `node -e 0` (Node's own start), `ferry --version`, `ferry --help`;
-#   - when Temporal answers (the local stack, or TEMPORAL_ADDRESS): `ferry delete --cluster` of a model that does
-#     not exist (exit 3), which loads everything `ferry update` and `ferry delete` load: the prelude sends the update
-#     (answered: not found), then the commands load and the SDK asks again and describes. From the build's bundles
-#     with their code cache as people run it (warm), the same with an empty cache each run (cold: the first run of a
-#     build), the same with the update sent by the SDK alone (FERRY_CLI_EARLY=0), and from the modules themselves
-#     (FERRY_CLI_BUNDLE=0).
+#   - when Temporal answers (the local stack, or TEMPORAL_ADDRESS): `ferry delete --cluster` and `ferry update -f` of a
+#     model that does not run (exit 3), which load everything those commands load: the prelude sends the update
+#     (answered: not found), then the commands load and the SDK asks again and describes. With Node's compile cache
+#     as people run it (warm), the same with an empty cache each run (cold: the first run of a build), and with the
+#     update sent by the SDK alone (FERRY_CLI_EARLY=0).
 # Results: docs/performance.md.
 #   bash bench/cli-start.sh [N]
 set -euo pipefail
@@ -18,7 +17,7 @@ if ! [[ "$runs" =~ ^[1-9][0-9]*$ ]]; then
   echo "usage: bash bench/cli-start.sh [RUNS]  (a positive number, default 10)" >&2
   exit 2
 fi
-if [[ ! -f dist/client/cli/run.bundle.cjs ]]; then
+if [[ ! -f dist/client/cli/run.js ]]; then
   echo "dist/ is missing: npm run build" >&2
   npm run --silent build
 fi
@@ -45,13 +44,16 @@ stats() {
 }
 
 absent=(node bin/ferry.js delete ferry-bench-absent -n ferry-bench --cluster ferry-bench-absent)
+printf 'apiVersion: ferry.dev/v1alpha1\nkind: ServedModel\nmetadata: {name: ferry-bench-absent, namespace: ferry-bench}\nspec:\n  cluster: ferry-bench-absent\n  source: {huggingface: {repo: Qwen/Qwen2.5-0.5B-Instruct}}\n' >"$scratch/absent.yaml"
+update=(node bin/ferry.js update -f "$scratch/absent.yaml")
 labels=('node -e 0' 'ferry --version' 'ferry --help')
 commands=('node -e 0' 'node bin/ferry.js --version' 'node bin/ferry.js --help')
 if node bin/ferry.js list -n ferry-bench >/dev/null 2>&1; then
-  labels+=('ferry delete (bundle, warm cache)' 'ferry delete (bundle, cold cache)'
-    'ferry delete (bundle, sent by the SDK)' 'ferry delete (modules)')
+  labels+=('ferry delete (warm cache)' 'ferry delete (cold cache)' 'ferry delete (sent by the SDK)'
+    'ferry update (warm cache)' 'ferry update (sent by the SDK)')
   commands+=("env XDG_CACHE_HOME=$scratch/warm ${absent[*]}" "COLD ${absent[*]}"
-    "env XDG_CACHE_HOME=$scratch/warm FERRY_CLI_EARLY=0 ${absent[*]}" "env FERRY_CLI_BUNDLE=0 ${absent[*]}")
+    "env XDG_CACHE_HOME=$scratch/warm FERRY_CLI_EARLY=0 ${absent[*]}"
+    "env XDG_CACHE_HOME=$scratch/warm ${update[*]}" "env XDG_CACHE_HOME=$scratch/warm FERRY_CLI_EARLY=0 ${update[*]}")
   server=yes
 else
   server=no

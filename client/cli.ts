@@ -1,7 +1,7 @@
 // The `ferry` command line: parse, answer --help and --version, hand every other command to `cli/run.ts`.
 // Only the parser, the help texts and the exit codes load up front, so `ferry --version` and `--help` start in a
-// fraction of a second (docs/performance.md#cli-start); zod, YAML and the Temporal client load when a command runs,
-// from the build's one-file bundles with a code cache (`cli/load-commands.ts`).
+// fraction of a second (docs/performance.md#cli-start); zod, YAML and the Temporal client load when a command runs
+// (compiled once into Node's compile cache: bin/ferry.js).
 import { readFileSync } from 'node:fs';
 import { parseCommand, sendsEarly, UsageError, type Command } from './cli/args.js';
 import { EXIT } from './cli/exit-codes.js';
@@ -32,7 +32,7 @@ export async function runCli(argv: readonly string[], given: CliIO): Promise<num
     return EXIT.ok;
   }
   if (command.kind === 'explain') {
-    // From the modules, not the commands' bundle: it reads the schema file beside the package.
+    // It reads the schema file beside the package; nothing of the commands' packages loads.
     const { explain } = await import('./cli/explain.js');
     try {
       io.stdout.write(explain(command.path));
@@ -42,11 +42,10 @@ export async function runCli(argv: readonly string[], given: CliIO): Promise<num
       return EXIT.usage;
     }
   }
-  const { loadCommands, loadPrelude } = await import('./cli/load-commands.js');
   // `ferry update` and `ferry delete --cluster` send their update from the small prelude, before the commands and
   // the Temporal SDK load (client/early-update.ts). FERRY_CLI_EARLY=0 leaves it to the SDK (for comparison).
   const early = sendsEarly(command) && io.env.FERRY_CLI_EARLY !== '0';
-  const prelude = early ? await loadPrelude(io.env) : undefined;
+  const prelude = early ? await import('./cli/prepare.js') : undefined;
   const prepared = prelude ? await prelude.prepareCommand(command, io) : undefined;
   // The SDK is needed only once the workflow has answered, and only to follow the update (a wait, an error);
   // loading it meanwhile would take the CPU from a server and worker on the same machine while they act on it (the
@@ -57,7 +56,7 @@ export async function runCli(argv: readonly string[], given: CliIO): Promise<num
     const code = accepted && prelude.finishEarly(command, io, prepared, accepted);
     if (code !== undefined) return code;
   }
-  const { runCommand } = await loadCommands(io.env);
+  const { runCommand } = await import('./cli/run.js');
   return runCommand(command, io, prepared);
 }
 

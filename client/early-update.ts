@@ -5,7 +5,7 @@
 // then takes over under the same update ID: Temporal answers a second request for an update ID it knows with that
 // update, so whatever happened to this request (not accepted yet, rejected, lost), the SDK's path decides as before.
 //
-// Nothing here imports the SDK: this module is in the CLI's prelude bundle (client/cli/load-commands.ts).
+// Nothing here imports the SDK: the CLI's prelude (client/cli/prepare.ts) loads it before the SDK.
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import {

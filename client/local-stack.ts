@@ -7,8 +7,7 @@ import type { Env } from './temporal-env.js';
 
 /**
  * The repository this file belongs to (where `npm run local:up` writes its env file): the nearest folder above it
- * with a package.json. This file is in client/ in the sources, dist/client/ in the build, and in the CLI's bundle
- * (dist/client/cli/) too.
+ * with a package.json. This file is in client/ in the sources and dist/client/ in the build.
  */
 const packageRoot = packageRootAbove(dirname(fileURLToPath(import.meta.url)));
 

@@ -1,7 +1,7 @@
 // What a command that talks to Temporal does before it needs the Temporal SDK: read the Temporal settings and the
 // document, validate it, and for `ferry update` and `ferry delete --cluster` send the update itself
-// (client/early-update.ts). `client/cli.ts` runs this from the small prelude bundle before the commands' bundle
-// loads, so that the update is on its way while the SDK loads; `run.ts` runs it for every other command. When the
+// (client/early-update.ts). `client/cli.ts` runs this before the commands and the SDK load, so that the update is
+// on its way while they load; `run.ts` runs it for every other command. When the
 // workflow's answer is all the command prints (no `--wait`), the prelude prints it and the SDK never loads.
 import { type Accepted, type EarlyUpdate, SDK_IDENTITY, sendEarlyUpdate } from '../early-update.js';
 import { readLocalStackEnv } from '../local-stack.js';
@@ -56,10 +56,10 @@ export async function prepareCommand(command: ServerCommand, io: CliIO): Promise
 
 /**
  * Ends a command whose early update the workflow has accepted, when that answer is all the command prints: `ferry
- * update` (its result comes with the acceptance) and `ferry delete`, without `--wait`. They print what the commands'
- * bundle would print, and exit without loading it and the Temporal SDK, which would take the CPU from a worker on the
- * same machine while it acts on the update. `undefined` for anything else: the commands' bundle goes on under the
- * same update ID (a wait, a result that is not there or not a change's).
+ * update` (its result comes with the acceptance) and `ferry delete`, without `--wait`. They print what the commands
+ * would print, and exit without loading them and the Temporal SDK, which would take the CPU from a worker on the
+ * same machine while it acts on the update. `undefined` for anything else: the commands go on under the same update
+ * ID (a wait, a result that is not there or not a change's).
  */
 export function finishEarly(
   command: ServerCommand,
@@ -67,7 +67,7 @@ export function finishEarly(
   prepared: Prepared,
   accepted: Accepted,
 ): number | undefined {
-  // YAML and names are the commands' bundle's to print (the prelude does without YAML's printer).
+  // YAML and names are the commands' to print (the prelude does without YAML's printer).
   if (command.output !== 'text' && command.output !== 'json') return undefined;
   if (command.kind === 'update' && !command.wait && 'spec' in prepared.input && prepared.input.spec) {
     const result = accepted.completed?.result;

@@ -25,7 +25,7 @@ const CONNECT_TIMEOUT_MS = 2_000;
 
 /**
  * Runs a parsed command; resolves with the exit code. `prepared` is what `prepareCommand` read (and sent) before
- * this bundle loaded; without it, the settings are read here, and the document while the connection opens.
+ * this module loaded; without it, the settings are read here, and the document while the connection opens.
  */
 export async function runCommand(command: ServerCommand, io: CliIO, prepared?: Prepared): Promise<number> {
   // A client-side dry run connects to nothing.

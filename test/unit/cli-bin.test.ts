@@ -1,36 +1,26 @@
 // The compiled CLI as people run it (`node bin/ferry.js`, dist/ from `npm run build`, which `npm test` runs first):
-// --version and --help answer, and load nothing from node_modules (no Temporal client, no zod, no YAML), nor the
-// bundle of them that the build writes, to do it.
+// --version and --help answer, and load nothing from node_modules (no Temporal client, no zod, no YAML) to do it;
+// a command's packages go through Node's compile cache, in the user's cache directory.
 // How fast they start is bench/cli-start.sh's business, not a test's.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { MAIN_HELP, COMMAND_HELP } from '../../client/cli/help.js';
-import { BUNDLE_FILE, PRELUDE_FILE } from '../../client/cli/load-commands.js';
 import { repoRoot } from '../support/local-env.js';
 
 const built = existsSync(join(repoRoot, 'dist/client/cli.js'));
 const { version } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string };
 
-// Fails the run when anything under node_modules/ loads as a module, or when the CLI reads the build's bundles of
-// its commands or of their prelude (client/cli/load-commands.ts), which hold the same packages.
+// Fails the run when anything under node_modules/ loads as a module.
 const NO_PACKAGES = `data:text/javascript,${encodeURIComponent(`
-import { register, syncBuiltinESMExports } from 'node:module';
-import fs from 'node:fs';
+import { register } from 'node:module';
 register('data:text/javascript,' + encodeURIComponent(
   'export async function load(url, context, next) {' +
   '  if (url.includes("/node_modules/")) throw new Error("ferry loaded " + url);' +
   '  return next(url, context);' +
   '}'));
-const readFileSync = fs.readFileSync;
-fs.readFileSync = function (path, ...rest) {
-  if (String(path).endsWith('${BUNDLE_FILE}') || String(path).endsWith('${PRELUDE_FILE}')) {
-    throw new Error('ferry loaded ' + path);
-  }
-  return readFileSync.call(this, path, ...rest);
-};
-syncBuiltinESMExports();
 `)}`;
 
 function ferry(...args: string[]): { status: number | null; stdout: string; stderr: string } {
@@ -71,19 +61,35 @@ describe.skipIf(!built)('bin/ferry.js (compiled)', () => {
   it('fails, in this harness, as soon as a command loads its packages (the hook works)', () => {
     const { status, stderr } = ferry('status', 'qwen', '--temporal-address', '127.0.0.1:9');
     expect(status).not.toBe(0);
-    // The build's bundle when it is there (`npm run build`), else the packages themselves.
-    expect(stderr).toMatch(
-      existsSync(join(repoRoot, 'dist/client/cli', BUNDLE_FILE))
-        ? /ferry loaded \/.*\/dist\/client\/cli\/run\.bundle\.cjs/
-        : /ferry loaded file:\/\/.*\/node_modules\//,
-    );
-    // `ferry delete --cluster` loads the prelude first, to send its update before the commands load.
-    if (existsSync(join(repoRoot, 'dist/client/cli', PRELUDE_FILE))) {
-      const prelude = ferry('delete', 'qwen', '--cluster', 'c', '--temporal-address', '127.0.0.1:9');
-      expect(prelude.stderr).toMatch(/ferry loaded \/.*\/dist\/client\/cli\/prepare\.bundle\.cjs/);
-    }
-    // FERRY_CLI_BUNDLE=0 loads the modules themselves.
-    const modules = ferryWith({ FERRY_CLI_BUNDLE: '0' }, 'status', 'qwen', '--temporal-address', '127.0.0.1:9');
-    expect(modules.stderr).toMatch(/ferry loaded file:\/\/.*\/node_modules\//);
+    expect(stderr).toMatch(/ferry loaded file:\/\/.*\/node_modules\//);
+    // `ferry delete --cluster` loads the prelude first, to send its update before the SDK loads; YAML is the first
+    // package it needs.
+    const prelude = ferry('delete', 'qwen', '--cluster', 'c', '--temporal-address', '127.0.0.1:9');
+    expect(prelude.stderr).toMatch(/ferry loaded file:\/\/.*\/node_modules\//);
   });
+
+  it("compiles a command's modules into Node's compile cache in the user's cache directory, theirs alone", () => {
+    const cache = mkdtempSync(join(tmpdir(), 'ferry-cache-'));
+    try {
+      const run = () =>
+        spawnSync(process.execPath, ['bin/ferry.js', 'status', 'qwen', '--temporal-address', '127.0.0.1:9'], {
+          cwd: repoRoot,
+          env: { ...process.env, XDG_CACHE_HOME: cache, NODE_COMPILE_CACHE: undefined },
+          encoding: 'utf8',
+          timeout: 20_000,
+        });
+      expect(run().status).toBe(5);
+      const files = (dir: string): string[] =>
+        readdirSync(dir, { withFileTypes: true, recursive: true })
+          .filter((entry) => entry.isFile())
+          .map((entry) => join(entry.parentPath, entry.name));
+      const cached = files(join(cache, 'ferry', 'node'));
+      // Several hundred modules: zod, YAML, the Temporal client, gRPC, protobuf.
+      expect(cached.length).toBeGreaterThan(0);
+      expect(statSync(join(cache, 'ferry', 'node')).mode & 0o777).toBe(0o700);
+      expect(run().status).toBe(5);
+    } finally {
+      rmSync(cache, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
