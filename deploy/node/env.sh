@@ -9,6 +9,12 @@ ferry_node_env() {
   # shellcheck source=versions.env
   source "$here/versions.env"
   major=${NODE_VERSION%%.*}
+  # npm finds its global configuration (a registry mirror, a CA file) beside the node it runs on: keep the machine's.
+  if [ -z "${npm_config_globalconfig:-}" ] && command -v npm >/dev/null; then
+    local global
+    global=$(npm config get globalconfig 2>/dev/null || true)
+    if [ -f "$global" ]; then export npm_config_globalconfig=$global; fi
+  fi
   if [ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null)" = "$major" ]; then
     return 0
   fi

@@ -5,9 +5,9 @@
 // worker, the bundle built at image build time is the one loaded, and uid 2000 can read everything it needs.
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { expectPollingWorker, type ChildOutput } from '../../support/child-output.js';
 import { readLocalEnv, repoRoot } from '../../support/local-env.js';
@@ -31,6 +31,13 @@ const rebase = (value: string, workdir: string) => value.replaceAll(workdir, inI
 // npm's download cache outside the image, as the Dockerfile's cache mount keeps it; kept between runs.
 const npmCache = join(process.env.FERRY_CACHE ?? join(process.env.HOME ?? tmpdir(), '.cache', 'ferry'), 'npm-image');
 
+const npmSettings = () =>
+  Object.fromEntries(
+    Object.entries(process.env).filter(([key]) =>
+      /^npm_config_(globalconfig|registry|cafile)$|^NODE_EXTRA_CA_CERTS$/.test(key),
+    ),
+  );
+
 function replay(dockerfile: string): Image {
   const image: Image = { workdir: '/', env: {}, entrypoint: [] };
   const lines = readFileSync(dockerfile, 'utf8').split('\n');
@@ -53,7 +60,9 @@ function replay(dockerfile: string): Image {
       case 'COPY': {
         const dest = words.at(-1)!;
         for (const src of words.slice(0, -1)) {
-          const target = dest.endsWith('/') ? join(dest, src) : dest;
+          // As Docker's COPY: into a folder (`./`), a file keeps its own name and a folder gives its contents.
+          const target =
+            dest.endsWith('/') && statSync(join(repoRoot, src)).isFile() ? join(dest, basename(src)) : dest;
           cpSync(join(repoRoot, src), inImage(join(image.workdir, target)), { recursive: true });
         }
         break;
@@ -62,7 +71,8 @@ function replay(dockerfile: string): Image {
         const command = rest.replace(/^(--mount=\S+\s+)+/, '');
         execFileSync('sh', ['-c', command], {
           cwd: inImage(image.workdir),
-          env: { PATH: process.env.PATH, HOME: root, npm_config_cache: npmCache, ...image.env },
+          // The builder's npm settings (a registry mirror, a CA file), as a build on that machine would use them.
+          env: { PATH: process.env.PATH, HOME: root, ...npmSettings(), npm_config_cache: npmCache, ...image.env },
           stdio: 'pipe',
           timeout: 300_000,
         });

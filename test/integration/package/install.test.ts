@@ -42,18 +42,13 @@ async function project(name: string, ...packages: string[]): Promise<string> {
   return dir;
 }
 
-/** Every installed copy of `name` in `dir`'s tree: `npm ls --all` as JSON, walked. */
+/** The version of every installed copy of `name` in `dir`'s tree (one folder each; `npm ls --parseable`). */
 async function copiesOf(dir: string, name: string): Promise<string[]> {
-  const { stdout } = await run('npm', ['ls', name, '--all', '--json'], { cwd: dir }).catch((err) => err);
-  const versions: string[] = [];
-  const walk = (deps: Record<string, { version: string; dependencies?: object; deduped?: boolean }> = {}) => {
-    for (const [dep, info] of Object.entries(deps)) {
-      if (dep === name && !info.deduped) versions.push(info.version);
-      walk(info.dependencies as never);
-    }
-  };
-  walk((JSON.parse(stdout) as { dependencies?: never }).dependencies);
-  return versions;
+  const { stdout } = await run('npm', ['ls', name, '--all', '--parseable'], { cwd: dir });
+  const folders = new Set(stdout.split('\n').filter((line) => line.endsWith(`/node_modules/${name}`)));
+  return [...folders].map(
+    (folder) => (JSON.parse(readFileSync(join(folder, 'package.json'), 'utf8')) as { version: string }).version,
+  );
 }
 
 const env = () => ({

@@ -2,7 +2,7 @@
 // from there with plain Node — the client library, the worker process, and a workflow of that team's own that
 // imports the workflow-safe entry point and serves a model as a child on Ferry's worker.
 import { execFile, spawn } from 'node:child_process';
-import { cpSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -17,6 +17,13 @@ import { readLocalEnv, repoRoot } from '../../support/local-env.js';
 import type { Doc } from '../../support/workflow-harness.js';
 
 const run = promisify(execFile);
+const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as {
+  peerDependencies: Record<string, string>;
+};
+const lock = JSON.parse(readFileSync(join(repoRoot, 'package-lock.json'), 'utf8')) as {
+  packages: Record<string, { version: string }>;
+};
+const lockedVersion = (name: string) => lock.packages[`node_modules/${name}`]!.version;
 const kube = useNamespace('pkg');
 const startWorkerProcess = useWorkerProcesses();
 const cluster = uniqueCluster('pkg');
@@ -30,7 +37,9 @@ beforeAll(async () => {
   tarball = join(project, packed.stdout.trim().split('\n').at(-1)!);
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
   cpSync(join(import.meta.dirname, 'consumer'), project, { recursive: true });
-  await run('npm', ['install', tarball, '--no-audit', '--no-fund', '--prefer-offline'], {
+  // The peers at the versions the lock file tests, the worker's optional ones too: this project runs Ferry's worker.
+  const peers = Object.keys(pkg.peerDependencies).map((name) => `${name}@${lockedVersion(name)}`);
+  await run('npm', ['install', tarball, ...peers, '--no-audit', '--no-fund', '--prefer-offline'], {
     cwd: project,
     timeout: 300_000,
   });
