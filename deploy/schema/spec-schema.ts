@@ -2,6 +2,8 @@
 // `npm run gen:spec` writes them, test/unit/spec-schema.test.ts fails when the committed files differ.
 import { z } from 'zod';
 import { API_VERSION, KIND, servedModelSchema } from '../../workflows/contract/index.js';
+import { INT32_MAX } from '../../workflows/contract/spec/rules.js';
+import { PRINTABLE } from '../../workflows/contract/spec/text.js';
 
 type JsonSchema = z.core.JSONSchema.JSONSchema;
 
@@ -22,10 +24,19 @@ function restoreDefault(zodSchema: z.core.$ZodTypes, json: JsonSchema): void {
   if (z.safeParse(innerType, defaultValue).success) json.default = structuredClone(defaultValue);
 }
 
-// `.int()` bounds every integer by Number.MAX_SAFE_INTEGER: noise for people and editors.
-function dropSafeIntegerBounds(json: JsonSchema): void {
-  if (json.maximum === Number.MAX_SAFE_INTEGER) delete json.maximum;
-  if (json.minimum === Number.MIN_SAFE_INTEGER) delete json.minimum;
+// `.int()` bounds every integer by Number.MAX_SAFE_INTEGER; the parser's own ceiling is 32 bits (`int` in rules.ts).
+function boundIntegers(json: JsonSchema): void {
+  if (json.type !== 'integer') return;
+  json.maximum = Math.min(json.maximum ?? INT32_MAX, INT32_MAX);
+}
+
+// Every string of a document is printable (input.ts): a string with no pattern of its own gets that one. A rule's
+// own pattern admits no unsafe character.
+function printableStrings(json: JsonSchema): void {
+  const types = Array.isArray(json.type) ? json.type : [json.type];
+  if (types.includes('string') && json.pattern === undefined && json.const === undefined && !json.enum) {
+    json.pattern = PRINTABLE.source;
+  }
 }
 
 // Keywords in reading order (what a field is and means, its default, then its shape), the rest alphabetically;
@@ -98,11 +109,10 @@ export function servedModelJsonSchema(): JsonSchema {
     io: 'input',
     override: ({ zodSchema, jsonSchema }) => {
       restoreDefault(zodSchema, jsonSchema);
-      dropSafeIntegerBounds(jsonSchema);
+      boundIntegers(jsonSchema);
+      printableStrings(jsonSchema);
     },
   });
-  // The one refinement a JSON Schema can say: exactly one source (zod checks it in a superRefine).
-  property(generated, 'spec', 'source').oneOf = [{ required: ['huggingface'] }, { required: ['pvc'] }];
   return canonical({
     ...generated,
     $id: SCHEMA_ID,

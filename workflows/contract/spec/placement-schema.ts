@@ -1,19 +1,20 @@
 // Where and with what each engine pod runs: resources, the model's volume, scheduling (tolerations, affinity), and
 // the puller Job that fills the volume. Pure (no Node): it is bundled into workflow code.
 import { z } from 'zod';
-import { envListSchema, imageRef } from './engine-schema.js';
+import { envListSchema, imageRef, type ReservedEnv } from './engine-schema.js';
 import {
   duration,
   int,
-  isSubdomain,
   labelKey,
   labelMap,
   mustBe,
   qualifiedNameProblem,
+  qualifiedNameRule,
   quantity,
   quote,
   requirementValuesProblem,
   rules,
+  storageClassRule,
   strict,
 } from './rules.js';
 
@@ -28,6 +29,7 @@ export const resourcesSchema = strict({
       ? `must be an extended resource name with a domain, like nvidia.com/gpu or amd.com/gpu, got ${quote(v)} (${problem})`
       : undefined;
   })
+    .meta(qualifiedNameRule(true))
     .default('nvidia.com/gpu')
     .describe("The GPUs' extended resource name, like nvidia.com/gpu or amd.com/gpu."),
   // Sized to fit the smallest common GPU nodes (4 vCPU, 16 GiB); raise them for big models.
@@ -47,10 +49,11 @@ export const storageSchema = strict({
     .default('50Gi')
     .describe('The size of the volume: it holds old and new weights while a new source is pulled. It can only grow.'),
   storageClassName: rules(z.string(), (v) =>
-    v === '' || isSubdomain(v)
+    storageClassRule.test(v)
       ? undefined
       : `must be the name of a StorageClass, or null for the cluster's default class, got ${quote(v)}`,
   )
+    .meta(storageClassRule.json)
     .nullable()
     .default(null)
     .describe("The volume's StorageClass; null: the cluster's default class. Cannot change later."),
@@ -71,6 +74,7 @@ const tolerationSchema = strict({
     const problem = qualifiedNameProblem(v);
     return problem ? `must be a taint key like nvidia.com/gpu, got ${quote(v)} (${problem})` : undefined;
   })
+    .meta(qualifiedNameRule())
     .optional()
     .describe('The taint key, like nvidia.com/gpu; empty with operator Exists: every taint.'),
   operator: z
@@ -201,12 +205,13 @@ export const schedulingSchema = strict({
 });
 
 // Variables Ferry sets in the puller's container (the weight and adapter downloads).
-function pullerReserved(name: string): string | undefined {
-  if (name.startsWith('FERRY_')) return "is a name of the puller program's own settings, which Ferry sets";
-  if (name === 'HF_TOKEN') return 'comes only from source.huggingface.tokenSecret';
-  if (name === 'HF_HUB_OFFLINE') return 'would stop the download: the puller is the one that reaches the Hub';
-  return undefined;
-}
+const PULLER_RESERVED: ReservedEnv = {
+  names: {
+    HF_TOKEN: 'comes only from source.huggingface.tokenSecret',
+    HF_HUB_OFFLINE: 'would stop the download: the puller is the one that reaches the Hub',
+  },
+  prefixes: { FERRY_: "is a name of the puller program's own settings, which Ferry sets" },
+};
 
 export const pullerSchema = strict({
   image: imageRef
@@ -218,7 +223,7 @@ export const pullerSchema = strict({
     .min(0, 'must be 0 or more')
     .default(2)
     .describe('How often a failed download is retried.'),
-  env: envListSchema(pullerReserved).describe(
+  env: envListSchema(PULLER_RESERVED).describe(
     "More environment variables of the puller's container, which downloads the weights and the adapters: HF_ENDPOINT for a Hub mirror, HTTPS_PROXY, HF_HUB_ETAG_TIMEOUT; not HF_TOKEN (source.huggingface.tokenSecret), HF_HUB_OFFLINE or FERRY_*.",
   ),
 });
