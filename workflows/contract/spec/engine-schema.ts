@@ -6,6 +6,7 @@ import { argProblem, ENGINE_ARG, positionalProblems } from './engine-args.js';
 import { IMAGE_REFERENCE, imageProblem } from './image-ref.js';
 import { C_IDENTIFIER, C_IDENTIFIER_BODY, duration, int, jsonRule, objectName, quote, rules, strict } from './rules.js';
 import { PRINTABLE_CHARACTER } from './text.js';
+import { parserOnly } from './parser-only.js';
 import { describedSecretRef, sourceSchema } from './source-schema.js';
 
 export const DEFAULT_ENGINE_IMAGE = 'vllm/vllm-openai:v0.32.0';
@@ -87,7 +88,11 @@ function envVarSchema(reserved: ReservedEnv) {
       .describe("Where the value comes from instead: a key of a Secret, so it stays out of the pod's spec."),
   }).superRefine((env, ctx) => {
     if (env.value !== undefined && env.valueFrom !== undefined) {
-      ctx.addIssue({ code: 'custom', message: 'give either value or valueFrom, not both' });
+      ctx.addIssue({
+        code: 'custom',
+        message: 'give either value or valueFrom, not both',
+        params: parserOnly('env-value-or-secret'),
+      });
     }
   });
 }
@@ -100,7 +105,12 @@ export function envListSchema(reserved: ReservedEnv) {
       const seen = new Set<string>();
       env.forEach((variable, index) => {
         if (seen.has(variable.name)) {
-          ctx.addIssue({ code: 'custom', path: [index, 'name'], message: `${variable.name} is listed twice` });
+          ctx.addIssue({
+            code: 'custom',
+            path: [index, 'name'],
+            message: `${variable.name} is listed twice`,
+            params: parserOnly('listed-once'),
+          });
         }
         seen.add(variable.name);
       });
@@ -159,8 +169,12 @@ export const engineSchema = strict({
     .superRefine((args, ctx) => {
       const positional = positionalProblems(args);
       args.forEach((arg, index) => {
-        const message = argProblem(arg) ?? positional.get(index);
-        if (message) ctx.addIssue({ code: 'custom', path: [index], message });
+        const refused = argProblem(arg);
+        if (refused) ctx.addIssue({ code: 'custom', path: [index], message: refused });
+        const outOfOrder = refused ? undefined : positional.get(index);
+        if (outOfOrder) {
+          ctx.addIssue({ code: 'custom', path: [index], message: outOfOrder, params: parserOnly('args-in-order') });
+        }
       });
     })
     .default([])
@@ -202,7 +216,12 @@ export const engineSchema = strict({
         const seen = new Set<string>();
         adapters.forEach((adapter, index) => {
           if (seen.has(adapter.name)) {
-            ctx.addIssue({ code: 'custom', path: [index, 'name'], message: `${quote(adapter.name)} is listed twice` });
+            ctx.addIssue({
+              code: 'custom',
+              path: [index, 'name'],
+              message: `${quote(adapter.name)} is listed twice`,
+              params: parserOnly('listed-once'),
+            });
           }
           seen.add(adapter.name);
         });

@@ -13,8 +13,8 @@ const TAG = whole(TAG_BODY);
 const DIGEST = whole(DIGEST_BODY);
 const MAX_NAME = 255;
 // Docker's rule: the first component is a registry when a "/" follows it and it has ".", ":" or a capital, or is
-// localhost.
-const REGISTRY_FIRST = '(?:[^/]*[.:A-Z][^/]*|localhost)/';
+// localhost. The first run stops at the first of those characters, so a long component is read once.
+const REGISTRY_FIRST = '(?:[^/.:A-Z]*[.:A-Z][^/]*|localhost)/';
 const NAME = `(?:(?=${REGISTRY_FIRST})${DOMAIN_BODY}/|(?!${REGISTRY_FIRST}))${PATH_BODY}(?:/${PATH_BODY})*`;
 const TAIL = `(?::${TAG_BODY})?(?:@${DIGEST_BODY})?`;
 /** The whole grammar: the name (at most 255 characters), then an optional tag and digest. */

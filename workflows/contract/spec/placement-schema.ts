@@ -2,6 +2,7 @@
 // the puller Job that fills the volume. Pure (no Node): it is bundled into workflow code.
 import { z } from 'zod';
 import { envListSchema, imageRef, type ReservedEnv } from './engine-schema.js';
+import { parserOnly } from './parser-only.js';
 import {
   duration,
   int,
@@ -67,6 +68,8 @@ export const storageSchema = strict({
     .describe('Keep the volume and its weights when the model is deleted.'),
 });
 
+const TOLERATION = parserOnly('toleration-fields');
+
 const TAINT_EFFECTS = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'] as const;
 
 const tolerationSchema = strict({
@@ -91,13 +94,28 @@ const tolerationSchema = strict({
     .describe('With effect NoExecute: how long the pod stays on a node after the taint appears.'),
 }).superRefine((toleration, ctx) => {
   if (toleration.operator === 'Exists' && toleration.value) {
-    ctx.addIssue({ code: 'custom', path: ['value'], message: 'must be empty when operator is Exists' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['value'],
+      message: 'must be empty when operator is Exists',
+      params: TOLERATION,
+    });
   }
   if (toleration.tolerationSeconds !== undefined && toleration.effect !== 'NoExecute') {
-    ctx.addIssue({ code: 'custom', path: ['tolerationSeconds'], message: 'only applies when effect is NoExecute' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['tolerationSeconds'],
+      message: 'only applies when effect is NoExecute',
+      params: TOLERATION,
+    });
   }
   if (!toleration.key && toleration.operator !== 'Exists') {
-    ctx.addIssue({ code: 'custom', path: ['operator'], message: 'must be Exists when key is empty' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['operator'],
+      message: 'must be Exists when key is empty',
+      params: TOLERATION,
+    });
   }
 });
 
@@ -118,7 +136,7 @@ const selectorRequirement = (operators: readonly [string, ...string[]]) =>
       .describe('The values: some for In and NotIn, none for Exists and DoesNotExist, one number for Gt and Lt.'),
   }).superRefine((requirement, ctx) => {
     const message = requirementValuesProblem(requirement.operator, requirement.values);
-    if (message) ctx.addIssue({ code: 'custom', path: ['values'], message });
+    if (message) ctx.addIssue({ code: 'custom', path: ['values'], message, params: parserOnly('selector-values') });
   });
 const nodeFieldRequirement = strict({
   key: z.literal('metadata.name', { error: mustBe('metadata.name') }).describe('The node field: metadata.name.'),

@@ -3,20 +3,26 @@ import { z } from 'zod';
 import { DURATION, parseDuration, parseQuantity, QUANTITY } from './quantities.js';
 import { DNS1123_LABEL } from './names.js';
 import { acceptedBefore } from './accepted-before.js';
+import { parserOnly, type ParserOnlyRule } from './parser-only.js';
 import { quote } from './text.js';
 
 export { DNS1123_LABEL, quote };
 
-type Rule<T> = (value: T) => string | undefined;
+/** A refusal for a rule only the parser checks (parser-only.ts): its message and the rule's name. */
+interface ParserOnlyRefusal {
+  message: string;
+  rule: ParserOnlyRule;
+}
+
+type Rule<T> = (value: T) => string | ParserOnlyRefusal | undefined;
 
 export function rules<S extends z.ZodType>(schema: S, ...checks: Rule<z.output<S>>[]): S {
   return schema.superRefine((value, ctx) => {
     for (const check of checks) {
-      const message = check(value);
-      if (message) {
-        ctx.addIssue({ code: 'custom', message });
-        return;
-      }
+      const refusal = check(value);
+      if (typeof refusal === 'string') ctx.addIssue({ code: 'custom', message: refusal });
+      else if (refusal) ctx.addIssue({ code: 'custom', message: refusal.message, params: parserOnly(refusal.rule) });
+      if (refusal) return;
     }
   });
 }
@@ -264,10 +270,15 @@ export const quantity = (example: string) =>
     .pipe(
       rules(z.string(), (v) => {
         const value = parseQuantity(v);
-        if (value === undefined || !(value > 0)) return `must be a positive quantity like ${example}, got ${quote(v)}`;
+        const positive = `must be a positive quantity like ${example}, got ${quote(v)}`;
+        if (value === undefined) return positive;
+        if (!(value > 0)) return { message: positive, rule: 'quantity-range' };
         return value <= MAX_QUANTITY || acceptedBefore('bounds')
           ? undefined
-          : `must be at most ${MAX_QUANTITY} (2^53 - 1) in its unit, got ${quote(v)}: Kubernetes could not hold it`;
+          : {
+              message: `must be at most ${MAX_QUANTITY} (2^53 - 1) in its unit, got ${quote(v)}: Kubernetes could not hold it`,
+              rule: 'quantity-range',
+            };
       }),
     );
 
@@ -279,10 +290,14 @@ export const duration = (example: string) =>
     } catch {
       return `must be a duration like 90s, 40m, 2h or 1h30m, got ${quote(v)}`;
     }
-    if (!(ms > 0)) return `must be a positive duration like ${example}, got ${quote(v)}`;
+    if (!(ms > 0))
+      return { message: `must be a positive duration like ${example}, got ${quote(v)}`, rule: 'duration-range' };
     return ms <= MAX_DURATION_MS || acceptedBefore('bounds')
       ? undefined
-      : `must be at most ${MAX_DURATION_DAYS}d, got ${quote(v)}: Kubernetes keeps deadlines as 32-bit seconds, and nothing Ferry waits for takes longer`;
+      : {
+          message: `must be at most ${MAX_DURATION_DAYS}d, got ${quote(v)}: Kubernetes keeps deadlines as 32-bit seconds, and nothing Ferry waits for takes longer`,
+          rule: 'duration-range',
+        };
   }).meta(jsonRule(DURATION));
 
 export const int = (what: string) =>

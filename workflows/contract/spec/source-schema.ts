@@ -22,8 +22,11 @@ const CLAIM_PATH = new RegExp(`^(?:${PART}(?:/${PART})*)?$`, 'u');
 // rules.ts builds the reference; its fields get their descriptions (JSON Schema, docs/spec.md) here.
 export function describedSecretRef(example: string) {
   const ref = secretRef(example);
-  ref.shape.name.register(z.globalRegistry, { description: "The name of a Secret in the model's namespace." });
-  ref.shape.key.register(z.globalRegistry, { description: 'The key of that Secret that holds the value.' });
+  // Registering replaces what the field has: its rule's pattern and bounds are kept beside the description.
+  const describe = (field: z.ZodType, description: string) =>
+    field.register(z.globalRegistry, { ...z.globalRegistry.get(field), description });
+  describe(ref.shape.name, "The name of a Secret in the model's namespace.");
+  describe(ref.shape.key, 'The key of that Secret that holds the value.');
   return ref;
 }
 
