@@ -3,6 +3,7 @@
 // (schema/servedmodel.schema.json, generated from the same zod schema the parser uses). Offline; pure but for reading
 // the schema file.
 import { readFileSync } from 'node:fs';
+import { PRINTABLE } from '../../workflows/contract/spec/text.js';
 
 interface Schema {
   description?: string;
@@ -89,6 +90,8 @@ export function explain(path: string, schema: Schema = loadSchema()): string {
     field.maxLength !== undefined ? `at most ${field.maxLength} characters` : '',
   ].filter(Boolean);
   if (bounds.length) lines.push(`BOUNDS: ${bounds.join(', ')}`);
+  // A pattern is what the parser tests too; printable strings (every string's rule) are left out as noise.
+  if (field.pattern && field.pattern !== PRINTABLE.source) lines.push(`PATTERN: ${field.pattern}`);
   if (field.description) lines.push('', 'DESCRIPTION:', ...wrap(field.description, 2));
   const object = inner(field);
   if (object.properties) {

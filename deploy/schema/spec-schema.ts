@@ -2,6 +2,9 @@
 // `npm run gen:spec` writes them, test/unit/spec-schema.test.ts fails when the committed files differ.
 import { z } from 'zod';
 import { API_VERSION, KIND, servedModelSchema } from '../../workflows/contract/index.js';
+import { PARSER_ONLY_RULES } from '../../workflows/contract/spec/parser-only.js';
+import { INT32_MAX } from '../../workflows/contract/spec/rules.js';
+import { PRINTABLE } from '../../workflows/contract/spec/text.js';
 
 type JsonSchema = z.core.JSONSchema.JSONSchema;
 
@@ -22,10 +25,19 @@ function restoreDefault(zodSchema: z.core.$ZodTypes, json: JsonSchema): void {
   if (z.safeParse(innerType, defaultValue).success) json.default = structuredClone(defaultValue);
 }
 
-// `.int()` bounds every integer by Number.MAX_SAFE_INTEGER: noise for people and editors.
-function dropSafeIntegerBounds(json: JsonSchema): void {
-  if (json.maximum === Number.MAX_SAFE_INTEGER) delete json.maximum;
-  if (json.minimum === Number.MIN_SAFE_INTEGER) delete json.minimum;
+// `.int()` bounds every integer by Number.MAX_SAFE_INTEGER; the parser's own ceiling is 32 bits (`int` in rules.ts).
+function boundIntegers(json: JsonSchema): void {
+  if (json.type !== 'integer') return;
+  json.maximum = Math.min(json.maximum ?? INT32_MAX, INT32_MAX);
+}
+
+// Every string of a document is printable (input.ts): a string with no pattern of its own gets that one. A rule's
+// own pattern admits no unsafe character.
+function printableStrings(json: JsonSchema): void {
+  const types = Array.isArray(json.type) ? json.type : [json.type];
+  if (types.includes('string') && json.pattern === undefined && json.const === undefined && !json.enum) {
+    json.pattern = PRINTABLE.source;
+  }
 }
 
 // Keywords in reading order (what a field is and means, its default, then its shape), the rest alphabetically;
@@ -98,16 +110,15 @@ export function servedModelJsonSchema(): JsonSchema {
     io: 'input',
     override: ({ zodSchema, jsonSchema }) => {
       restoreDefault(zodSchema, jsonSchema);
-      dropSafeIntegerBounds(jsonSchema);
+      boundIntegers(jsonSchema);
+      printableStrings(jsonSchema);
     },
   });
-  // The one refinement a JSON Schema can say: exactly one source (zod checks it in a superRefine).
-  property(generated, 'spec', 'source').oneOf = [{ required: ['huggingface'] }, { required: ['pvc'] }];
   return canonical({
     ...generated,
     $id: SCHEMA_ID,
     title: KIND,
-    description: `A ${KIND} (${API_VERSION}): one model Ferry serves on Kubernetes. Field by field: docs/spec.md.`,
+    description: `A ${KIND} (${API_VERSION}): one model Ferry serves on Kubernetes. Field by field: docs/spec.md. Ferry's parser also checks what this schema cannot say: ${Object.values(PARSER_ONLY_RULES).join('; ')}.`,
   });
 }
 
@@ -230,12 +241,17 @@ export function specMarkdown(): string {
       '`test/unit/spec-schema.test.ts` fails when it or the JSON Schema is stale.',
     ].join('\n'),
     [
-      "Ferry's parser (the client library, the CLI and the workflow) checks more than these types, with the rules of",
-      '`workflows/contract/spec/rules.ts` and `schema.ts`: the formats of names, label keys and values, image',
-      'references, quantities and durations; engine arguments and environment variables that Ferry sets itself',
-      '(`--model`, `--port`, `--api-key`, `VLLM_API_KEY`, …); tolerations that contradict themselves; and rules across',
-      'fields, such as `resources.shmSize` smaller than `resources.memory`. It names the field of each problem. Which',
-      'fields an update may not change is in `workflows/contract/spec/updates.ts`.',
+      "The JSON Schema is generated from the parser's own rules (the client library, the CLI and the workflow read",
+      'documents with it): each format a regular expression can say (names, label keys and values, image references,',
+      'quantities, durations, revisions, engine arguments Ferry sets itself, printable strings) is one expression in',
+      '`workflows/contract/spec/`, tested by the parser and copied into the schema as its `pattern`, with its bounds.',
+      'What a draft-07 JSON Schema cannot say, only the parser checks (`workflows/contract/spec/parser-only.ts`):',
+      '',
+      ...Object.values(PARSER_ONLY_RULES).map((rule) => `- ${rule}`),
+      '',
+      '`test/unit/schema-differential.test.ts` runs both over hostile documents and fails on any other difference.',
+      'The parser names the field of each problem. Which fields an update may not change is in',
+      '`workflows/contract/spec/updates.ts`.',
     ].join('\n'),
     '## The document',
     table(rowsOf(schema, '', sections)),

@@ -401,6 +401,18 @@ describe('ferry explain', () => {
     const env = fakeIO();
     expect(await runCli(['explain', 'spec.engine.env.valueFrom'], env)).toBe(0);
     expect(env.out).toMatch(/^FIELD: spec\.engine\.env\.valueFrom <object>/);
+    // The pattern the parser tests, but not the one every string has (printable characters).
+    const name = fakeIO();
+    expect(await runCli(['explain', 'metadata.name'], name)).toBe(0);
+    expect(name.out).toMatch(/\nBOUNDS: at most 63 characters\nPATTERN: \^\[a-z\]\(\[-a-z0-9\]\*\[a-z0-9\]\)\?\$\n/);
+    const namespaces = fakeIO();
+    expect(
+      await runCli(
+        ['explain', 'spec.scheduling.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution.namespaces'],
+        namespaces,
+      ),
+    ).toBe(0);
+    expect(namespaces.out).not.toContain('PATTERN');
     const whole = fakeIO();
     expect(await runCli(['explain'], whole)).toBe(0);
     expect(whole.out).toMatch(/^FIELD: ServedModel <object>\n[\s\S]*\n {2}spec +<object> \(required\)\n/);

@@ -2,6 +2,7 @@
 // asAcceptedBefore, which relaxes the rules added later for replays. Pure (no Node): it is bundled into workflow code.
 import { acceptedBefore } from './accepted-before.js';
 import { quote } from './rules.js';
+import { PRINTABLE_CHARACTER } from './text.js';
 import { VLLM_FLAG_VALUES } from './vllm-flags.js';
 
 // Flags Ferry sets itself, and the fields that replace them. vLLM reads `--api_key` as `--api-key`.
@@ -13,8 +14,22 @@ const FERRY_FLAGS: Record<string, string> = {
   '--port': 'is set by Ferry; use engine.port',
 };
 
+// `--port` as vLLM reads it and its prefixes: "p(?:o(?:r(?:t)?)?)?", "_" for "-" anywhere.
+function prefixesOf(flag: string): string {
+  let out = '';
+  for (const char of [...flag.slice(2)].reverse()) out = `${char === '-' ? '[-_]' : char}${out && `(?:${out})?`}`;
+  return out;
+}
+
+// The items argProblem refuses: a flag with a space before its "=", or one vLLM reads as a flag Ferry sets (the
+// flag, or a prefix of it of at least one letter after "--"; "_" reads as "-").
+const REFUSED_ARG = `-[^=]*\\s|-[-_](?:${Object.keys(FERRY_FLAGS).map(prefixesOf).join('|')})(?:=|$)`;
+const REFUSED = new RegExp(`^(?:${REFUSED_ARG})`, 'u');
+/** An item of engine.args the JSON Schema accepts: none argProblem refuses, every character printable. */
+export const ENGINE_ARG = new RegExp(`^(?!${REFUSED_ARG})${PRINTABLE_CHARACTER}*$`, 'u');
+
 export function argProblem(arg: string): string | undefined {
-  if (!arg.startsWith('-')) return undefined;
+  if (!REFUSED.test(arg)) return undefined;
   const flag = arg.split('=', 1)[0]!;
   if (/\s/.test(flag)) {
     return `${quote(arg)} is one argument with a space in it; write "--flag=value" or put the flag and the value in two list items`;
@@ -24,11 +39,12 @@ export function argProblem(arg: string): string | undefined {
   if (reason) return `${normalized} ${reason}`;
   // argparse also takes a prefix of a long option as that option (--por=9 is --port=9, --served-model is
   // --served-model-name); a prefix of one of Ferry's flags that also starts another vLLM flag makes vLLM exit.
-  if (!normalized.startsWith('--') || normalized.length < 3) return undefined;
+  if (!normalized.startsWith('--') || normalized.length < 3)
+    return `${quote(flag)} is read by vLLM as a flag Ferry sets`;
   const owned = Object.keys(FERRY_FLAGS).find((ferryFlag) => ferryFlag.startsWith(normalized));
   return owned
     ? `${quote(flag)} abbreviates ${owned} (vLLM reads a prefix of a flag as the flag): ${owned} ${FERRY_FLAGS[owned]}`
-    : undefined;
+    : `${quote(flag)} is read by vLLM as a flag Ferry sets`;
 }
 
 // An item of engine.args that is not a flag is read by vLLM only as a value of the flag before it, as many as that

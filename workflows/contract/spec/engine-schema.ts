@@ -2,9 +2,11 @@
 // workflow code.
 import { z } from 'zod';
 import { acceptedBefore } from './accepted-before.js';
-import { argProblem, positionalProblems } from './engine-args.js';
-import { imageProblem } from './image-ref.js';
-import { C_IDENTIFIER, duration, int, objectName, quote, rules, strict } from './rules.js';
+import { argProblem, ENGINE_ARG, positionalProblems } from './engine-args.js';
+import { IMAGE_REFERENCE, imageProblem } from './image-ref.js';
+import { C_IDENTIFIER, C_IDENTIFIER_BODY, duration, int, jsonRule, objectName, quote, rules, strict } from './rules.js';
+import { PRINTABLE_CHARACTER } from './text.js';
+import { parserOnly } from './parser-only.js';
 import { describedSecretRef, sourceSchema } from './source-schema.js';
 
 export const DEFAULT_ENGINE_IMAGE = 'vllm/vllm-openai:v0.32.0';
@@ -22,16 +24,41 @@ export const imageRef = rules(
       ? `must be an image reference like ${DEFAULT_ENGINE_IMAGE} ([registry/]repository[:tag][@digest]), got ${quote(v)}: ${problem}`
       : undefined;
   },
-);
+).meta(jsonRule(IMAGE_REFERENCE));
 
-const RESERVED_ENV: Record<string, string> = {
-  VLLM_API_KEY: 'is set by Ferry from engine.apiKeySecret; put the key in a Secret and name it there',
-  HF_TOKEN: 'comes only from source.huggingface.tokenSecret, and only the puller gets it',
-  HF_HUB_OFFLINE: 'is set to 1 by Ferry: the engine reads model files only from its volume',
-  VLLM_ALLOW_RUNTIME_LORA_UPDATING: 'is set by Ferry when engine.lora.enabled is true; set that instead',
+/** Variables Ferry sets in a container, each with why: by name, and by the start of a name. */
+export interface ReservedEnv {
+  names: Record<string, string>;
+  prefixes?: Record<string, string>;
+}
+
+const ENGINE_RESERVED: ReservedEnv = {
+  names: {
+    VLLM_API_KEY: 'is set by Ferry from engine.apiKeySecret; put the key in a Secret and name it there',
+    HF_TOKEN: 'comes only from source.huggingface.tokenSecret, and only the puller gets it',
+    HF_HUB_OFFLINE: 'is set to 1 by Ferry: the engine reads model files only from its volume',
+    VLLM_ALLOW_RUNTIME_LORA_UPDATING: 'is set by Ferry when engine.lora.enabled is true; set that instead',
+  },
 };
 
-function envVarSchema(reserved: (name: string) => string | undefined) {
+const hasOwn = (record: Record<string, string>, key: string): boolean => Object.hasOwn(record, key);
+
+function reservedWhy(reserved: ReservedEnv, name: string): string | undefined {
+  if (hasOwn(reserved.names, name)) return reserved.names[name];
+  const prefix = Object.keys(reserved.prefixes ?? {}).find((start) => name.startsWith(start));
+  return prefix === undefined ? undefined : reserved.prefixes![prefix];
+}
+
+// A variable name (a C identifier) that starts with none of the reserved prefixes; the reserved names are the
+// schema's `not: { enum }`.
+function envNamePattern(reserved: ReservedEnv): RegExp {
+  const prefixes = Object.keys(reserved.prefixes ?? {});
+  const notReserved = prefixes.length ? `(?!${prefixes.join('|')})` : '';
+  return new RegExp(`^${notReserved}${C_IDENTIFIER_BODY}$`, 'u');
+}
+
+function envVarSchema(reserved: ReservedEnv) {
+  const pattern = envNamePattern(reserved);
   return strict({
     name: rules(
       z.string(),
@@ -40,10 +67,12 @@ function envVarSchema(reserved: (name: string) => string | undefined) {
           ? undefined
           : `must be a variable name of letters, digits and "_", not starting with a digit, got ${quote(v)}`,
       (v) => {
-        const why = reserved(v);
+        const why = reservedWhy(reserved, v);
         return why ? `${v} ${why}` : undefined;
       },
-    ).describe("The variable's name."),
+    )
+      .meta({ ...jsonRule(pattern), not: { enum: Object.keys(reserved.names) } })
+      .describe("The variable's name."),
     value: z
       .union([z.string(), z.number(), z.boolean()], { error: 'must be a string (quote numbers and booleans)' })
       .transform((v) => String(v))
@@ -59,20 +88,29 @@ function envVarSchema(reserved: (name: string) => string | undefined) {
       .describe("Where the value comes from instead: a key of a Secret, so it stays out of the pod's spec."),
   }).superRefine((env, ctx) => {
     if (env.value !== undefined && env.valueFrom !== undefined) {
-      ctx.addIssue({ code: 'custom', message: 'give either value or valueFrom, not both' });
+      ctx.addIssue({
+        code: 'custom',
+        message: 'give either value or valueFrom, not both',
+        params: parserOnly('env-value-or-secret'),
+      });
     }
   });
 }
 
 /** A list of environment variables, each name once. */
-export function envListSchema(reserved: (name: string) => string | undefined) {
+export function envListSchema(reserved: ReservedEnv) {
   return z
     .array(envVarSchema(reserved))
     .superRefine((env, ctx) => {
       const seen = new Set<string>();
       env.forEach((variable, index) => {
         if (seen.has(variable.name)) {
-          ctx.addIssue({ code: 'custom', path: [index, 'name'], message: `${variable.name} is listed twice` });
+          ctx.addIssue({
+            code: 'custom',
+            path: [index, 'name'],
+            message: `${variable.name} is listed twice`,
+            params: parserOnly('listed-once'),
+          });
         }
         seen.add(variable.name);
       });
@@ -80,7 +118,7 @@ export function envListSchema(reserved: (name: string) => string | undefined) {
     .default([]);
 }
 
-const engineEnvSchema = envListSchema((name) => RESERVED_ENV[name]);
+const engineEnvSchema = envListSchema(ENGINE_RESERVED);
 
 export type EnvVar = z.output<typeof engineEnvSchema>[number];
 
@@ -88,12 +126,22 @@ export type EnvVar = z.output<typeof engineEnvSchema>[number];
 const MAX_LORA_RANKS = [1, 8, 16, 32, 64, 128, 256, 320, 512] as const;
 const MAX_ADAPTERS = 64;
 
+// An adapter's model name: letters, digits, ".", "_", "-" and "/", starting with a letter or digit, without ".." or an
+// empty part.
+const ADAPTER_NAME = /^(?!.*\.\.)(?!.*\/\/)(?!.*\/$)[A-Za-z0-9][A-Za-z0-9._/-]*$/u;
+const ADAPTER_NAME_MAX = 128;
+// A model name clients send: no spaces, not starting with "-".
+const SERVED_MODEL_NAME = new RegExp(`^(?!-)(?:(?!\\s)${PRINTABLE_CHARACTER})+$`, 'u');
+const SERVED_MODEL_NAME_MAX = 256;
+
 const adapterSchema = strict({
   name: rules(z.string(), (v) =>
-    v.length <= 128 && /^[A-Za-z0-9][A-Za-z0-9._/-]*$/.test(v) && !v.includes('..') && !/\/\/|\/$/.test(v)
+    v.length <= ADAPTER_NAME_MAX && ADAPTER_NAME.test(v)
       ? undefined
       : `must be the adapter's model name, up to 128 letters, digits, ".", "_", "-" and "/" (starting with a letter or digit, no ".." or empty "/" parts), like sql or team/sql-v2, got ${quote(v)}`,
-  ).describe('The name clients send as the model of a request to use this adapter.'),
+  )
+    .meta(jsonRule(ADAPTER_NAME, { maxLength: ADAPTER_NAME_MAX }))
+    .describe('The name clients send as the model of a request to use this adapter.'),
   source: sourceSchema.describe("Where the adapter's files come from: exactly one of huggingface or pvc."),
 });
 
@@ -102,10 +150,11 @@ export type AdapterSpec = z.output<typeof adapterSchema>;
 export const engineSchema = strict({
   image: imageRef.default(DEFAULT_ENGINE_IMAGE).describe('The vLLM container image (its entrypoint is vllm serve).'),
   servedModelName: rules(z.string(), (v) =>
-    v.length > 0 && v.length <= 256 && !/\s/.test(v) && !v.startsWith('-')
+    v.length <= SERVED_MODEL_NAME_MAX && SERVED_MODEL_NAME.test(v)
       ? undefined
       : `must be a model name without spaces, not starting with "-" (like qwen or Qwen/Qwen2.5-0.5B-Instruct), got ${quote(v)}`,
   )
+    .meta(jsonRule(SERVED_MODEL_NAME, { maxLength: SERVED_MODEL_NAME_MAX }))
     .optional()
     .describe('The model name clients send in requests. Unset: metadata.name.'),
   port: int('a port number from 1 to 65535')
@@ -114,12 +163,18 @@ export const engineSchema = strict({
     .default(8000)
     .describe('The port vLLM listens on, and the port of the Service.'),
   args: z
-    .array(z.string({ error: 'must be a string (quote numbers, e.g. "--max-model-len=4096")' }))
+    .array(
+      z.string({ error: 'must be a string (quote numbers, e.g. "--max-model-len=4096")' }).meta(jsonRule(ENGINE_ARG)),
+    )
     .superRefine((args, ctx) => {
       const positional = positionalProblems(args);
       args.forEach((arg, index) => {
-        const message = argProblem(arg) ?? positional.get(index);
-        if (message) ctx.addIssue({ code: 'custom', path: [index], message });
+        const refused = argProblem(arg);
+        if (refused) ctx.addIssue({ code: 'custom', path: [index], message: refused });
+        const outOfOrder = refused ? undefined : positional.get(index);
+        if (outOfOrder) {
+          ctx.addIssue({ code: 'custom', path: [index], message: outOfOrder, params: parserOnly('args-in-order') });
+        }
       });
     })
     .default([])
@@ -161,7 +216,12 @@ export const engineSchema = strict({
         const seen = new Set<string>();
         adapters.forEach((adapter, index) => {
           if (seen.has(adapter.name)) {
-            ctx.addIssue({ code: 'custom', path: [index, 'name'], message: `${quote(adapter.name)} is listed twice` });
+            ctx.addIssue({
+              code: 'custom',
+              path: [index, 'name'],
+              message: `${quote(adapter.name)} is listed twice`,
+              params: parserOnly('listed-once'),
+            });
           }
           seen.add(adapter.name);
         });

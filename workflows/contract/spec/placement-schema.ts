@@ -1,19 +1,21 @@
 // Where and with what each engine pod runs: resources, the model's volume, scheduling (tolerations, affinity), and
 // the puller Job that fills the volume. Pure (no Node): it is bundled into workflow code.
 import { z } from 'zod';
-import { envListSchema, imageRef } from './engine-schema.js';
+import { envListSchema, imageRef, type ReservedEnv } from './engine-schema.js';
+import { parserOnly } from './parser-only.js';
 import {
   duration,
   int,
-  isSubdomain,
   labelKey,
   labelMap,
   mustBe,
   qualifiedNameProblem,
+  qualifiedNameRule,
   quantity,
   quote,
   requirementValuesProblem,
   rules,
+  storageClassRule,
   strict,
 } from './rules.js';
 
@@ -28,6 +30,7 @@ export const resourcesSchema = strict({
       ? `must be an extended resource name with a domain, like nvidia.com/gpu or amd.com/gpu, got ${quote(v)} (${problem})`
       : undefined;
   })
+    .meta(qualifiedNameRule(true))
     .default('nvidia.com/gpu')
     .describe("The GPUs' extended resource name, like nvidia.com/gpu or amd.com/gpu."),
   // Sized to fit the smallest common GPU nodes (4 vCPU, 16 GiB); raise them for big models.
@@ -47,10 +50,11 @@ export const storageSchema = strict({
     .default('50Gi')
     .describe('The size of the volume: it holds old and new weights while a new source is pulled. It can only grow.'),
   storageClassName: rules(z.string(), (v) =>
-    v === '' || isSubdomain(v)
+    storageClassRule.test(v)
       ? undefined
       : `must be the name of a StorageClass, or null for the cluster's default class, got ${quote(v)}`,
   )
+    .meta(storageClassRule.json)
     .nullable()
     .default(null)
     .describe("The volume's StorageClass; null: the cluster's default class. Cannot change later."),
@@ -64,6 +68,8 @@ export const storageSchema = strict({
     .describe('Keep the volume and its weights when the model is deleted.'),
 });
 
+const TOLERATION = parserOnly('toleration-fields');
+
 const TAINT_EFFECTS = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'] as const;
 
 const tolerationSchema = strict({
@@ -71,6 +77,7 @@ const tolerationSchema = strict({
     const problem = qualifiedNameProblem(v);
     return problem ? `must be a taint key like nvidia.com/gpu, got ${quote(v)} (${problem})` : undefined;
   })
+    .meta(qualifiedNameRule())
     .optional()
     .describe('The taint key, like nvidia.com/gpu; empty with operator Exists: every taint.'),
   operator: z
@@ -87,13 +94,28 @@ const tolerationSchema = strict({
     .describe('With effect NoExecute: how long the pod stays on a node after the taint appears.'),
 }).superRefine((toleration, ctx) => {
   if (toleration.operator === 'Exists' && toleration.value) {
-    ctx.addIssue({ code: 'custom', path: ['value'], message: 'must be empty when operator is Exists' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['value'],
+      message: 'must be empty when operator is Exists',
+      params: TOLERATION,
+    });
   }
   if (toleration.tolerationSeconds !== undefined && toleration.effect !== 'NoExecute') {
-    ctx.addIssue({ code: 'custom', path: ['tolerationSeconds'], message: 'only applies when effect is NoExecute' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['tolerationSeconds'],
+      message: 'only applies when effect is NoExecute',
+      params: TOLERATION,
+    });
   }
   if (!toleration.key && toleration.operator !== 'Exists') {
-    ctx.addIssue({ code: 'custom', path: ['operator'], message: 'must be Exists when key is empty' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['operator'],
+      message: 'must be Exists when key is empty',
+      params: TOLERATION,
+    });
   }
 });
 
@@ -114,7 +136,7 @@ const selectorRequirement = (operators: readonly [string, ...string[]]) =>
       .describe('The values: some for In and NotIn, none for Exists and DoesNotExist, one number for Gt and Lt.'),
   }).superRefine((requirement, ctx) => {
     const message = requirementValuesProblem(requirement.operator, requirement.values);
-    if (message) ctx.addIssue({ code: 'custom', path: ['values'], message });
+    if (message) ctx.addIssue({ code: 'custom', path: ['values'], message, params: parserOnly('selector-values') });
   });
 const nodeFieldRequirement = strict({
   key: z.literal('metadata.name', { error: mustBe('metadata.name') }).describe('The node field: metadata.name.'),
@@ -201,12 +223,13 @@ export const schedulingSchema = strict({
 });
 
 // Variables Ferry sets in the puller's container (the weight and adapter downloads).
-function pullerReserved(name: string): string | undefined {
-  if (name.startsWith('FERRY_')) return "is a name of the puller program's own settings, which Ferry sets";
-  if (name === 'HF_TOKEN') return 'comes only from source.huggingface.tokenSecret';
-  if (name === 'HF_HUB_OFFLINE') return 'would stop the download: the puller is the one that reaches the Hub';
-  return undefined;
-}
+const PULLER_RESERVED: ReservedEnv = {
+  names: {
+    HF_TOKEN: 'comes only from source.huggingface.tokenSecret',
+    HF_HUB_OFFLINE: 'would stop the download: the puller is the one that reaches the Hub',
+  },
+  prefixes: { FERRY_: "is a name of the puller program's own settings, which Ferry sets" },
+};
 
 export const pullerSchema = strict({
   image: imageRef
@@ -218,7 +241,7 @@ export const pullerSchema = strict({
     .min(0, 'must be 0 or more')
     .default(2)
     .describe('How often a failed download is retried.'),
-  env: envListSchema(pullerReserved).describe(
+  env: envListSchema(PULLER_RESERVED).describe(
     "More environment variables of the puller's container, which downloads the weights and the adapters: HF_ENDPOINT for a Hub mirror, HTTPS_PROXY, HF_HUB_ETAG_TIMEOUT; not HF_TOKEN (source.huggingface.tokenSecret), HF_HUB_OFFLINE or FERRY_*.",
   ),
 });

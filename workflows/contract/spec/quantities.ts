@@ -1,16 +1,16 @@
 // Durations (`90s`, `1h30m`) and Kubernetes quantities (`50Gi`, `500m`) as the spec writes them. Pure.
 const DURATION_UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-const DURATION_WHOLE = /^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+$/;
+/** A duration as written: amounts with units, one after another; spaces around it are ignored. */
+export const DURATION = /^\s*(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+\s*$/u;
 const DURATION_PART = /(\d+(?:\.\d+)?)(ms|s|m|h|d)/g;
 
 /** Parses `90s`, `40m`, `2h`, `1h30m`, `500ms`, `1d` into milliseconds; throws on anything else. */
 export function parseDuration(text: string): number {
-  const trimmed = text.trim();
-  if (!DURATION_WHOLE.test(trimmed)) {
+  if (!DURATION.test(text)) {
     throw new Error(`invalid duration ${JSON.stringify(text)}: write a number and a unit, like 90s, 40m, 2h or 1h30m`);
   }
   let ms = 0;
-  for (const [, amount, unit] of trimmed.matchAll(DURATION_PART)) {
+  for (const [, amount, unit] of text.matchAll(DURATION_PART)) {
     ms += Number(amount) * (DURATION_UNIT_MS[unit!] ?? 0);
   }
   return Math.round(ms);
@@ -21,7 +21,8 @@ export function durationSeconds(text: string): number {
   return Math.ceil(parseDuration(text) / 1000);
 }
 
-const QUANTITY = /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$/;
+/** A Kubernetes quantity as written: a signed decimal with an optional suffix (binary, decimal or an exponent). */
+export const QUANTITY = /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$/u;
 const QUANTITY_SUFFIX: Record<string, number> = {
   Ki: 2 ** 10,
   Mi: 2 ** 20,

@@ -1,22 +1,28 @@
 // The building blocks of the schema: field rules that word their own messages for people. Pure.
 import { z } from 'zod';
-import { parseDuration, parseQuantity } from './quantities.js';
+import { DURATION, parseDuration, parseQuantity, QUANTITY } from './quantities.js';
 import { DNS1123_LABEL } from './names.js';
 import { acceptedBefore } from './accepted-before.js';
+import { parserOnly, type ParserOnlyRule } from './parser-only.js';
 import { quote } from './text.js';
 
 export { DNS1123_LABEL, quote };
 
-type Rule<T> = (value: T) => string | undefined;
+/** A refusal for a rule only the parser checks (parser-only.ts): its message and the rule's name. */
+interface ParserOnlyRefusal {
+  message: string;
+  rule: ParserOnlyRule;
+}
+
+type Rule<T> = (value: T) => string | ParserOnlyRefusal | undefined;
 
 export function rules<S extends z.ZodType>(schema: S, ...checks: Rule<z.output<S>>[]): S {
   return schema.superRefine((value, ctx) => {
     for (const check of checks) {
-      const message = check(value);
-      if (message) {
-        ctx.addIssue({ code: 'custom', message });
-        return;
-      }
+      const refusal = check(value);
+      if (typeof refusal === 'string') ctx.addIssue({ code: 'custom', message: refusal });
+      else if (refusal) ctx.addIssue({ code: 'custom', message: refusal.message, params: parserOnly(refusal.rule) });
+      if (refusal) return;
     }
   });
 }
@@ -84,75 +90,112 @@ function editDistance(a: string, b: string): number {
   return row[b.length]!;
 }
 
-const DNS1035_LABEL = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
-const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-const LABEL_NAME_PART = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
-export const C_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const SECRET_KEY = /^[-._a-zA-Z0-9]+$/;
-export const HF_REPO = /^(?:[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?\/)?[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?$/;
+// Each rule a pattern can say is one regular expression, tested by the rule here and copied into the JSON Schema as
+// its `pattern` (`.meta()`, read by deploy/schema/spec-schema.ts), so the parser and editors agree. They carry the
+// `u` flag, as JSON Schema validators compile patterns; a rule's words come from code that explains a refusal.
+const whole = (body: string): RegExp => new RegExp(`^(?:${body})$`, 'u');
+/** The keywords a rule gives the JSON Schema: its pattern's source and its bounds. */
+export const jsonRule = (pattern: RegExp, bounds: { minLength?: number; maxLength?: number } = {}) => ({
+  pattern: pattern.source,
+  ...bounds,
+});
+
+const SUBDOMAIN_BODY = '[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*';
+const NAME_PART_BODY = '[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?';
+/** Kubernetes' longest label (a name part, a label value, a DNS label): 63 characters. */
+const LABEL_MAX = 63;
+const SUBDOMAIN_MAX = 253;
+const DNS1035_LABEL = /^[a-z]([-a-z0-9]*[a-z0-9])?$/u;
+const DNS1123_SUBDOMAIN = whole(SUBDOMAIN_BODY);
+const OPTIONAL_SUBDOMAIN = whole(`(?:${SUBDOMAIN_BODY})?`);
+// A qualified name: an optional DNS subdomain prefix of at most 253 characters and "/", then a name part of 1-63.
+const qualified = (prefix: '' | '?') =>
+  whole(`(?:(?=[^/]{1,${SUBDOMAIN_MAX}}/)${SUBDOMAIN_BODY}/)${prefix}(?=[^/]{1,${LABEL_MAX}}$)${NAME_PART_BODY}`);
+const QUALIFIED_NAME = qualified('?');
+const PREFIXED_NAME = qualified('');
+const LABEL_VALUE = whole(`(?:(?=[^]{1,${LABEL_MAX}}$)${NAME_PART_BODY})?`);
+export const C_IDENTIFIER_BODY = '[A-Za-z_][A-Za-z0-9_]*';
+export const C_IDENTIFIER = whole(C_IDENTIFIER_BODY);
+const SECRET_KEY = /^[-._a-zA-Z0-9]+$/u;
+const SECRET_KEY_MAX = 253;
+// A Hugging Face model id ([owner/]name), without "--" or ".." anywhere.
+export const HF_MODEL_ID =
+  /^(?!.*(?:--|\.\.))(?:[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?\/)?[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?$/u;
+export const HF_MODEL_ID_MAX = 96;
+// git's rules for ref names, which the Hub's revisions follow: parts of letters, digits, "_", "-" and ".", split by
+// "/", none empty or starting with "."; not starting with "-", no "..", not ending with "." or a part with ".lock".
+const REVISION = /^(?!-)(?!.*\.\.)(?!.*\.$)(?!.*\.lock(?:\/|$))[\w-][\w.-]*(?:\/[\w-][\w.-]*)*$/u;
+const REVISION_MAX = 255;
+
+/** A revision (a branch, tag or commit) as a JSON Schema says it. */
+export const revisionRule = () => jsonRule(REVISION, { maxLength: REVISION_MAX });
 
 /** Why `value` cannot be a branch, tag or commit (git's rules for ref names, which the Hub's revisions follow). */
 export function revisionProblem(value: string): string | undefined {
+  if (value.length <= REVISION_MAX && REVISION.test(value)) return undefined;
   if (value.length === 0) return 'it is empty';
-  if (value.length > 255) return 'it is longer than 255 characters';
+  if (value.length > REVISION_MAX) return `it is longer than ${REVISION_MAX} characters`;
   if (!/^[\w./-]+$/.test(value)) return 'it may only have letters, digits, "_", "-", "." and "/"';
   if (value.startsWith('-')) return 'it starts with "-", which a program reads as an option';
   const parts = value.split('/');
   if (parts.includes('')) return 'it starts or ends with "/", or has "//"';
   if (parts.some((part) => part.startsWith('.'))) return 'a part of it starts with "." (like ".." or ".git")';
   if (value.includes('..')) return 'it has ".." in it';
-  if (value.endsWith('.') || parts.some((part) => part.endsWith('.lock')))
-    return 'it or a part of it ends with "." or ".lock"';
-  return undefined;
+  return 'it or a part of it ends with "." or ".lock"';
 }
 
-export function isSubdomain(value: string): boolean {
-  return value.length <= 253 && DNS1123_SUBDOMAIN.test(value);
+function isSubdomain(value: string): boolean {
+  return value.length <= SUBDOMAIN_MAX && DNS1123_SUBDOMAIN.test(value);
 }
+
+/** A StorageClass: empty (the cluster's default) or a DNS subdomain. */
+export const storageClassRule = {
+  test: (value: string) => value.length <= SUBDOMAIN_MAX && OPTIONAL_SUBDOMAIN.test(value),
+  json: jsonRule(OPTIONAL_SUBDOMAIN, { maxLength: SUBDOMAIN_MAX }),
+};
 
 /** A Kubernetes qualified name (`team`, `example.com/team`): label keys, toleration keys, resource names. */
 export function qualifiedNameProblem(value: string, requirePrefix = false): string | undefined {
+  if ((requirePrefix ? PREFIXED_NAME : QUALIFIED_NAME).test(value)) return undefined;
   const slash = value.lastIndexOf('/');
   const prefix = slash >= 0 ? value.slice(0, slash) : undefined;
-  const name = slash >= 0 ? value.slice(slash + 1) : value;
   if (requirePrefix && prefix === undefined) return 'needs a domain prefix';
   if (prefix !== undefined && !isSubdomain(prefix)) return `its prefix ${quote(prefix)} is not a DNS subdomain`;
-  if (name.length === 0 || name.length > 63 || !LABEL_NAME_PART.test(name)) {
-    return 'its name part must be 1-63 letters, digits, "-", "_" or ".", starting and ending with a letter or digit';
-  }
-  return undefined;
+  return 'its name part must be 1-63 letters, digits, "-", "_" or ".", starting and ending with a letter or digit';
 }
 
+/** The JSON Schema of a qualified name; with `requirePrefix`, one with a domain prefix. */
+export const qualifiedNameRule = (requirePrefix = false) => jsonRule(requirePrefix ? PREFIXED_NAME : QUALIFIED_NAME);
+
 function labelValueProblem(value: string): string | undefined {
-  if (value === '') return undefined;
-  if (value.length > 63 || !LABEL_NAME_PART.test(value)) {
-    return 'must be at most 63 letters, digits, "-", "_" or ".", starting and ending with a letter or digit';
-  }
-  return undefined;
+  if (LABEL_VALUE.test(value)) return undefined;
+  return 'must be at most 63 letters, digits, "-", "_" or ".", starting and ending with a letter or digit';
 }
 
 export const labelMap = (what: string) =>
-  z.record(z.string(), z.string()).superRefine((labels, ctx) => {
-    for (const [key, value] of Object.entries(labels)) {
-      const keyProblem = qualifiedNameProblem(key);
-      if (keyProblem) {
-        ctx.addIssue({
-          code: 'custom',
-          path: [key],
-          message: `${quote(key)} is not a valid ${what} key: ${keyProblem}`,
-        });
+  z
+    .record(z.string().meta(jsonRule(QUALIFIED_NAME)), z.string().meta(jsonRule(LABEL_VALUE)))
+    .superRefine((labels, ctx) => {
+      for (const [key, value] of Object.entries(labels)) {
+        const keyProblem = qualifiedNameProblem(key);
+        if (keyProblem) {
+          ctx.addIssue({
+            code: 'custom',
+            path: [key],
+            message: `${quote(key)} is not a valid ${what} key: ${keyProblem}`,
+          });
+        }
+        const valueProblem = labelValueProblem(value);
+        if (valueProblem) ctx.addIssue({ code: 'custom', path: [key], message: `${what} value ${valueProblem}` });
       }
-      const valueProblem = labelValueProblem(value);
-      if (valueProblem) ctx.addIssue({ code: 'custom', path: [key], message: `${what} value ${valueProblem}` });
-    }
-  });
+    });
 
 /** A label key (`team`, `topology.kubernetes.io/zone`), as Kubernetes checks one. */
 export const labelKey = (example: string) =>
   rules(z.string(), (v) => {
     const problem = qualifiedNameProblem(v);
     return problem ? `must be a label key like ${example}, got ${quote(v)} (${problem})` : undefined;
-  });
+  }).meta(qualifiedNameRule());
 
 /** What Kubernetes requires of a selector requirement's values for its operator, or undefined when they fit. */
 export function requirementValuesProblem(operator: string, values: readonly string[] | undefined): string | undefined {
@@ -174,57 +217,68 @@ export function requirementValuesProblem(operator: string, values: readonly stri
   }
 }
 
+const RESERVED_MODEL_NAME = 'vllm';
+
 export const modelName = rules(
   z.string(),
   (v) => (v.length === 0 ? 'must not be empty' : undefined),
-  (v) => (v.length > 63 ? `must be at most 63 characters (it names a Kubernetes Service), got ${v.length}` : undefined),
+  (v) =>
+    v.length > LABEL_MAX ? `must be at most 63 characters (it names a Kubernetes Service), got ${v.length}` : undefined,
   (v) =>
     DNS1035_LABEL.test(v)
       ? undefined
       : `must be a DNS-1035 label: lowercase letters, digits and "-", starting with a letter and ending with a letter or digit (like qwen-7b), got ${quote(v)}`,
   (v) =>
-    v === 'vllm'
+    v === RESERVED_MODEL_NAME
       ? 'must not be "vllm": a Service named vllm injects VLLM_* variables into pods that collide with vLLM\'s own settings; pick another name'
       : undefined,
-);
+).meta({ ...jsonRule(DNS1035_LABEL, { maxLength: LABEL_MAX }), not: { const: RESERVED_MODEL_NAME } });
 
 export const dnsLabel = (what: string, example: string) =>
   rules(z.string(), (v) =>
-    v.length <= 63 && DNS1123_LABEL.test(v)
+    v.length <= LABEL_MAX && DNS1123_LABEL.test(v)
       ? undefined
       : `must be a ${what}: at most 63 lowercase letters, digits and "-", starting and ending with a letter or digit (like ${example}), got ${quote(v)}`,
-  );
+  ).meta(jsonRule(DNS1123_LABEL, { maxLength: LABEL_MAX }));
 
 export const objectName = (what: string, example: string) =>
   rules(z.string(), (v) =>
     isSubdomain(v)
       ? undefined
       : `must be the name of a ${what}: lowercase letters, digits, "-" and ".", like ${example}, got ${quote(v)}`,
-  );
+  ).meta(jsonRule(DNS1123_SUBDOMAIN, { maxLength: SUBDOMAIN_MAX }));
 
 export const secretRef = (example: string) =>
   strict({
     name: objectName('Secret', example),
     key: rules(z.string(), (v) =>
-      v.length > 0 && v.length <= 253 && SECRET_KEY.test(v)
+      v.length <= SECRET_KEY_MAX && SECRET_KEY.test(v)
         ? undefined
         : `must be a key of the Secret (letters, digits, "-", "_" or "."), got ${quote(v)}`,
-    ).default('token'),
+    )
+      .meta(jsonRule(SECRET_KEY, { maxLength: SECRET_KEY_MAX }))
+      .default('token'),
   });
 
 export const quantity = (example: string) =>
   z
-    .union([z.string(), z.number()], {
+    // A number is read as its string, which always fits the pattern: only its value counts.
+    .union([z.string().meta(jsonRule(QUANTITY)), z.number().meta({ exclusiveMinimum: 0, maximum: MAX_QUANTITY })], {
       error: (issue) => `must be a positive quantity like ${example}, got ${describeValue(issue.input)}`,
     })
     .transform((v) => String(v))
     .pipe(
       rules(z.string(), (v) => {
         const value = parseQuantity(v);
-        if (value === undefined || !(value > 0)) return `must be a positive quantity like ${example}, got ${quote(v)}`;
+        const positive = `must be a positive quantity like ${example}, got ${quote(v)}`;
+        if (value === undefined) return positive;
+        if (!(value > 0)) return { message: positive, rule: 'quantity-range' };
         return value <= MAX_QUANTITY || acceptedBefore('bounds')
           ? undefined
-          : `must be at most ${MAX_QUANTITY} (2^53 - 1) in its unit, got ${quote(v)}: Kubernetes could not hold it`;
+          : {
+              message: `must be at most ${MAX_QUANTITY} (2^53 - 1) in its unit, got ${quote(v)}: Kubernetes could not hold it`,
+              rule: 'quantity-range',
+            };
       }),
     );
 
@@ -236,11 +290,15 @@ export const duration = (example: string) =>
     } catch {
       return `must be a duration like 90s, 40m, 2h or 1h30m, got ${quote(v)}`;
     }
-    if (!(ms > 0)) return `must be a positive duration like ${example}, got ${quote(v)}`;
+    if (!(ms > 0))
+      return { message: `must be a positive duration like ${example}, got ${quote(v)}`, rule: 'duration-range' };
     return ms <= MAX_DURATION_MS || acceptedBefore('bounds')
       ? undefined
-      : `must be at most ${MAX_DURATION_DAYS}d, got ${quote(v)}: Kubernetes keeps deadlines as 32-bit seconds, and nothing Ferry waits for takes longer`;
-  });
+      : {
+          message: `must be at most ${MAX_DURATION_DAYS}d, got ${quote(v)}: Kubernetes keeps deadlines as 32-bit seconds, and nothing Ferry waits for takes longer`,
+          rule: 'duration-range',
+        };
+  }).meta(jsonRule(DURATION));
 
 export const int = (what: string) =>
   rules(z.number({ error: `must be ${what}` }).int(`must be ${what}`), (v) =>

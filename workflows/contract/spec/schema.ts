@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { DEFAULT_CLUSTER } from '../identity.js';
 import { engineSchema } from './engine-schema.js';
 import { pullerSchema, resourcesSchema, schedulingSchema, storageSchema } from './placement-schema.js';
+import { parserOnly } from './parser-only.js';
 import { parseQuantity } from './quantities.js';
 import { dnsLabel, int, labelMap, modelName, mustBe, quote, strict } from './rules.js';
 import { inferencePoolSchema, sloSchema } from './slo-schema.js';
@@ -76,6 +77,7 @@ function crossFieldIssues(doc: Document, ctx: z.core.$RefinementCtx<Document>): 
   if (memory !== undefined && shm !== undefined && shm >= memory) {
     ctx.addIssue({
       code: 'custom',
+      params: parserOnly('shm-below-memory'),
       path: ['spec', 'resources', 'shmSize'],
       message: `must be smaller than resources.memory (${spec.resources.memory}): the memory-backed /dev/shm counts against the container's memory limit`,
     });
@@ -83,6 +85,7 @@ function crossFieldIssues(doc: Document, ctx: z.core.$RefinementCtx<Document>): 
   if (spec.source.pvc && spec.source.pvc.claimName === `${metadata.name}-weights`) {
     ctx.addIssue({
       code: 'custom',
+      params: parserOnly('own-volume'),
       path: ['spec', 'source', 'pvc', 'claimName'],
       message: `must not be ${metadata.name}-weights: that is the model's own volume, which the weights are copied into`,
     });
@@ -91,6 +94,7 @@ function crossFieldIssues(doc: Document, ctx: z.core.$RefinementCtx<Document>): 
   if (lora.adapters !== undefined && !lora.enabled) {
     ctx.addIssue({
       code: 'custom',
+      params: parserOnly('lora-enabled'),
       path: ['spec', 'engine', 'lora', 'adapters'],
       message: 'needs engine.lora.enabled: true (the engine serves adapters only with LoRA enabled)',
     });
@@ -98,6 +102,7 @@ function crossFieldIssues(doc: Document, ctx: z.core.$RefinementCtx<Document>): 
   if (lora.adapters?.length && spec.storage.accessMode === 'ReadWriteOncePod') {
     ctx.addIssue({
       code: 'custom',
+      params: parserOnly('one-pod-volume'),
       path: ['spec', 'engine', 'lora', 'adapters'],
       message:
         "cannot be used with storage.accessMode ReadWriteOncePod: only the engine's pod can mount the volume, so nothing can put an adapter's files on it while the engine serves; use ReadWriteOnce or ReadWriteMany",
@@ -108,6 +113,7 @@ function crossFieldIssues(doc: Document, ctx: z.core.$RefinementCtx<Document>): 
     if (adapter.name === baseName) {
       ctx.addIssue({
         code: 'custom',
+        params: parserOnly('adapter-not-base'),
         path: ['spec', 'engine', 'lora', 'adapters', index, 'name'],
         message: `must differ from the base model's served name ${quote(baseName)}: requests name the adapter or the base by it`,
       });
@@ -115,6 +121,7 @@ function crossFieldIssues(doc: Document, ctx: z.core.$RefinementCtx<Document>): 
     if (adapter.source.pvc?.claimName === `${metadata.name}-weights`) {
       ctx.addIssue({
         code: 'custom',
+        params: parserOnly('own-volume'),
         path: ['spec', 'engine', 'lora', 'adapters', index, 'source', 'pvc', 'claimName'],
         message: `must not be ${metadata.name}-weights: that is the model's own volume, which the adapters are copied into`,
       });
@@ -123,6 +130,7 @@ function crossFieldIssues(doc: Document, ctx: z.core.$RefinementCtx<Document>): 
   if (spec.storage.accessMode === 'ReadWriteOncePod' && spec.replicas > 1) {
     ctx.addIssue({
       code: 'custom',
+      params: parserOnly('one-pod-volume'),
       path: ['spec', 'replicas'],
       message: 'must be 0 or 1 with storage.accessMode ReadWriteOncePod: only one pod can mount the volume',
     });

@@ -1,13 +1,32 @@
 // The weights' source, for the model and for each LoRA adapter: a Hugging Face repository or a checkpoint on a volume.
 // Pure (no Node): it is bundled into workflow code.
 import { z } from 'zod';
-import { HF_REPO, objectName, quote, revisionProblem, rules, secretRef, strict } from './rules.js';
+import {
+  HF_MODEL_ID,
+  HF_MODEL_ID_MAX,
+  jsonRule,
+  objectName,
+  quote,
+  revisionProblem,
+  revisionRule,
+  rules,
+  secretRef,
+  strict,
+} from './rules.js';
+import { PRINTABLE_CHARACTER } from './text.js';
+
+// A path inside a claim: empty (its root), or relative parts that are neither empty, "." nor "..".
+const PART = `(?!\\.\\.?(?:/|$))(?:(?!/)${PRINTABLE_CHARACTER})+`;
+const CLAIM_PATH = new RegExp(`^(?:${PART}(?:/${PART})*)?$`, 'u');
 
 // rules.ts builds the reference; its fields get their descriptions (JSON Schema, docs/spec.md) here.
 export function describedSecretRef(example: string) {
   const ref = secretRef(example);
-  ref.shape.name.register(z.globalRegistry, { description: "The name of a Secret in the model's namespace." });
-  ref.shape.key.register(z.globalRegistry, { description: 'The key of that Secret that holds the value.' });
+  // Registering replaces what the field has: its rule's pattern and bounds are kept beside the description.
+  const describe = (field: z.ZodType, description: string) =>
+    field.register(z.globalRegistry, { ...z.globalRegistry.get(field), description });
+  describe(ref.shape.name, "The name of a Secret in the model's namespace.");
+  describe(ref.shape.key, 'The key of that Secret that holds the value.');
   return ref;
 }
 
@@ -19,16 +38,19 @@ const huggingFaceSchema = strict({
         ? `must be a Hugging Face model id like Qwen/Qwen2.5-0.5B-Instruct, not a URL, got ${quote(v)}`
         : undefined,
     (v) =>
-      v.length <= 96 && HF_REPO.test(v) && !/--|\.\./.test(v)
+      v.length <= HF_MODEL_ID_MAX && HF_MODEL_ID.test(v)
         ? undefined
         : `must be a Hugging Face model id like Qwen/Qwen2.5-0.5B-Instruct, got ${quote(v)}`,
-  ).describe('The model id on the Hugging Face Hub, like Qwen/Qwen2.5-0.5B-Instruct (not a URL).'),
+  )
+    .meta(jsonRule(HF_MODEL_ID, { maxLength: HF_MODEL_ID_MAX }))
+    .describe('The model id on the Hugging Face Hub, like Qwen/Qwen2.5-0.5B-Instruct (not a URL).'),
   revision: rules(z.string(), (v) => {
     const problem = revisionProblem(v);
     return problem
       ? `must be a branch, tag or commit of the repository (like main, v1.2, refs/pr/1 or a commit sha), got ${quote(v)}: ${problem}`
       : undefined;
   })
+    .meta(revisionRule())
     .default('main')
     .describe('A branch, tag or commit of the repository; pin a commit to make re-runs exact.'),
   tokenSecret: describedSecretRef('hf-token')
@@ -41,13 +63,12 @@ const pvcSourceSchema = strict({
     "The PersistentVolumeClaim in the model's namespace that holds the checkpoint (not the model's own <name>-weights).",
   ),
   path: rules(z.string(), (v) => {
-    if (v === '') return undefined;
-    if (v.startsWith('/')) return `must be relative to the root of the claim, like run-42/step-1000, got ${quote(v)}`;
-    const parts = v.split('/');
-    return parts.some((part) => part === '' || part === '.' || part === '..' || part.includes('\0'))
-      ? `must be a plain relative path without empty, "." or ".." parts, like run-42/step-1000, got ${quote(v)}`
-      : undefined;
+    if (CLAIM_PATH.test(v)) return undefined;
+    return v.startsWith('/')
+      ? `must be relative to the root of the claim, like run-42/step-1000, got ${quote(v)}`
+      : `must be a plain relative path of printable characters without empty, "." or ".." parts, like run-42/step-1000, got ${quote(v)}`;
   })
+    .meta(jsonRule(CLAIM_PATH))
     .default('')
     .describe("The checkpoint's directory relative to the root of the claim, like run-42/step-1000; empty: the root."),
 });
@@ -78,4 +99,6 @@ export const sourceSchema = strict({
       });
     }
   })
+  // Exactly one of the two fields, which are its only ones, in JSON Schema's words.
+  .meta({ minProperties: 1, maxProperties: 1 })
   .transform((source) => source as SourceSpec);

@@ -8,32 +8,31 @@ export interface UnsafeCharacter {
   position: number;
 }
 
-const BIDI = new Set([0x061c, 0x200e, 0x200f, 0x202a, 0x202b, 0x202c, 0x202d, 0x202e, 0x2066, 0x2067, 0x2068, 0x2069]);
+// The characters, as one regular expression class: C0 controls, DEL, C1 controls, bidi marks, overrides and
+// isolates, and surrogates. With the `u` flag a well-formed pair is one character outside the class, so only a lone
+// surrogate matches. The JSON Schema's `pattern` for strings is built from the same class (`PRINTABLE`).
+const UNSAFE_CLASS = '\\u0000-\\u001f\\u007f-\\u009f\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069\\ud800-\\udfff';
+const UNSAFE = new RegExp(`[${UNSAFE_CLASS}]`, 'u');
+const UNSAFE_ALL = new RegExp(`[${UNSAFE_CLASS}]`, 'gu');
+
+/** One character no rule refuses as unsafe, for patterns that otherwise admit any character. */
+export const PRINTABLE_CHARACTER = `[^${UNSAFE_CLASS}]`;
+/** A string without an unsafe character: what every string of a document must be. */
+export const PRINTABLE = new RegExp(`^${PRINTABLE_CHARACTER}*$`, 'u');
 
 const codeOf = (unit: number): string => `U+${unit.toString(16).toUpperCase().padStart(4, '0')}`;
 
-function unsafeKind(text: string, i: number): UnsafeCharacter['kind'] | undefined {
-  const unit = text.charCodeAt(i);
-  if (unit < 0x20 || (unit >= 0x7f && unit <= 0x9f)) return 'control';
-  if (BIDI.has(unit)) return 'bidi';
-  if (unit >= 0xd800 && unit <= 0xdbff) {
-    const next = text.charCodeAt(i + 1);
-    return next >= 0xdc00 && next <= 0xdfff ? undefined : 'surrogate';
-  }
-  if (unit >= 0xdc00 && unit <= 0xdfff) {
-    const previous = text.charCodeAt(i - 1);
-    return previous >= 0xd800 && previous <= 0xdbff ? undefined : 'surrogate';
-  }
-  return undefined;
+function kindOf(unit: number): UnsafeCharacter['kind'] {
+  if (unit >= 0xd800 && unit <= 0xdfff) return 'surrogate';
+  return unit < 0x20 || (unit >= 0x7f && unit <= 0x9f) ? 'control' : 'bidi';
 }
 
 /** The first C0/C1 control, DEL, bidi override or isolate, or lone surrogate in `text`. */
 export function unsafeCharacter(text: string): UnsafeCharacter | undefined {
-  for (let i = 0; i < text.length; i++) {
-    const kind = unsafeKind(text, i);
-    if (kind) return { kind, code: codeOf(text.charCodeAt(i)), position: i };
-  }
-  return undefined;
+  const match = UNSAFE.exec(text);
+  if (!match) return undefined;
+  const unit = text.charCodeAt(match.index);
+  return { kind: kindOf(unit), code: codeOf(unit), position: match.index };
 }
 
 const DESCRIPTION: Record<UnsafeCharacter['kind'], string> = {
@@ -49,12 +48,7 @@ export function unsafeCharacterMessage(found: UnsafeCharacter): string {
 
 /** `text` with every unsafe character written as `\uXXXX`, so it prints as what it is. */
 export function printable(text: string): string {
-  if (!unsafeCharacter(text)) return text;
-  let out = '';
-  for (let i = 0; i < text.length; i++) {
-    out += unsafeKind(text, i) ? `\\u${text.charCodeAt(i).toString(16).padStart(4, '0')}` : text[i];
-  }
-  return out;
+  return text.replace(UNSAFE_ALL, (unit) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 const QUOTE_WHOLE = 48;
