@@ -2,14 +2,13 @@
 // the puller Job that fills the volume. Pure (no Node): it is bundled into workflow code.
 import { z } from 'zod';
 import { envListSchema, imageRef } from './engine-schema.js';
+import { isSubdomain, qualifiedNameProblem } from './names.js';
 import {
   duration,
   int,
-  isSubdomain,
   labelKey,
   labelMap,
   mustBe,
-  qualifiedNameProblem,
   quantity,
   quote,
   requirementValuesProblem,

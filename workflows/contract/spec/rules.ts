@@ -1,7 +1,7 @@
 // The building blocks of the schema: field rules that word their own messages for people. Pure.
 import { z } from 'zod';
 import { parseDuration, parseQuantity } from './quantities.js';
-import { DNS1123_LABEL } from './names.js';
+import { DNS1123_LABEL, isSubdomain, labelValueProblem, qualifiedNameProblem } from './names.js';
 import { acceptedBefore } from './accepted-before.js';
 import { quote } from './text.js';
 
@@ -85,8 +85,6 @@ function editDistance(a: string, b: string): number {
 }
 
 const DNS1035_LABEL = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
-const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-const LABEL_NAME_PART = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
 export const C_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const SECRET_KEY = /^[-._a-zA-Z0-9]+$/;
 export const HF_REPO = /^(?:[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?\/)?[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?$/;
@@ -103,31 +101,6 @@ export function revisionProblem(value: string): string | undefined {
   if (value.includes('..')) return 'it has ".." in it';
   if (value.endsWith('.') || parts.some((part) => part.endsWith('.lock')))
     return 'it or a part of it ends with "." or ".lock"';
-  return undefined;
-}
-
-export function isSubdomain(value: string): boolean {
-  return value.length <= 253 && DNS1123_SUBDOMAIN.test(value);
-}
-
-/** A Kubernetes qualified name (`team`, `example.com/team`): label keys, toleration keys, resource names. */
-export function qualifiedNameProblem(value: string, requirePrefix = false): string | undefined {
-  const slash = value.lastIndexOf('/');
-  const prefix = slash >= 0 ? value.slice(0, slash) : undefined;
-  const name = slash >= 0 ? value.slice(slash + 1) : value;
-  if (requirePrefix && prefix === undefined) return 'needs a domain prefix';
-  if (prefix !== undefined && !isSubdomain(prefix)) return `its prefix ${quote(prefix)} is not a DNS subdomain`;
-  if (name.length === 0 || name.length > 63 || !LABEL_NAME_PART.test(name)) {
-    return 'its name part must be 1-63 letters, digits, "-", "_" or ".", starting and ending with a letter or digit';
-  }
-  return undefined;
-}
-
-function labelValueProblem(value: string): string | undefined {
-  if (value === '') return undefined;
-  if (value.length > 63 || !LABEL_NAME_PART.test(value)) {
-    return 'must be at most 63 letters, digits, "-", "_" or ".", starting and ending with a letter or digit';
-  }
   return undefined;
 }
 
