@@ -3,6 +3,7 @@
 // subscribed to: the list is read again every INTERVAL_MS (and the statuses with it).
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { stringify } from 'yaml';
+import { PHASES } from '../../workflows/contract/index.js';
 import { type ModelSummary, summaryOf } from '../list-models.js';
 import { describeModel } from '../model-status.js';
 import { ModelNotFoundError } from '../errors.js';
@@ -113,6 +114,9 @@ function emitter(ctx: CliContext, cmd: ListCommand, first: ModelSummary[]): (mod
       const columns: ListColumns = { everyNamespace: cmd.namespace === undefined, wide: cmd.wide === true };
       const header = listHeader(columns);
       const widths = columnWidths([header, ...first.map((m) => listRow(m, ctx.io.now(), columns))]);
+      // PHASE as wide as the longest phase: the column a watch's rows change most stays aligned.
+      const phase = header.indexOf('PHASE');
+      widths[phase] = Math.max(widths[phase]!, ...PHASES.map((p) => p.length));
       let headed = false;
       return (model) => {
         if (!headed) out.write(`${alignedRow(header, widths)}\n`);

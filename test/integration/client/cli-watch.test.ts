@@ -65,7 +65,8 @@ describe('ferry list -w and status -w', () => {
       'wide',
     ]);
     const row = (name: string, rest: string) => new RegExp(`^${name} +${ferry.cluster} +${rest}`, 'm');
-    await watch.waitForOutput(/^NAME +CLUSTER +PHASE +READY +GEN +ENDPOINT +AGE +MODEL +SOURCE +REASON$/m);
+    // PHASE is as wide as the longest phase, so that later rows stay in their columns.
+    await watch.waitForOutput(/^NAME +CLUSTER +PHASE {9}READY +GEN +ENDPOINT +AGE +MODEL +SOURCE +REASON$/m);
     await watch.waitForOutput(row(chat, 'Ready +1/1 +1/1 +http://\\S+ +\\d+s +\\S+ +huggingface:Qwen/'));
 
     // A change of replicas: rows until it is Ready at 2/2, generation 2.
@@ -95,7 +96,7 @@ describe('ferry list -w and status -w', () => {
 
   it('status -w prints the status, then a line with ready replicas per change, and ends at --timeout with 0', async () => {
     const name = await served({ team: 'chat' });
-    const watch = spawnFerry(['status', name, '-n', 'models', '--cluster', ferry.cluster, '-w', '--timeout', '20s']);
+    const watch = spawnFerry(['status', name, '-n', 'models', '--cluster', ferry.cluster, '-w', '--timeout', '12s']);
     await watch.waitForOutput(/^ {2}phase: +Ready$/m);
     const scaled = writeDoc(ferry.doc((d) => (d.spec.replicas = 3), name));
     expect((await runFerry(['update', '-f', scaled, '--wait'])).code).toBe(0);
