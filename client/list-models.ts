@@ -1,5 +1,5 @@
 // Listing models through Temporal visibility: the search attributes every model's workflow keeps up to date.
-import type { Client } from '@temporalio/client';
+import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import {
   ferryClusterKey,
   ferryModelKey,
@@ -8,8 +8,10 @@ import {
   type ModelRef,
   type ModelStatus,
   type Phase,
+  specQuery,
 } from '../workflows/contract/index.js';
-import { queryStatus } from './model-status.js';
+import { type LabelRequirement, matchesSelector, parseLabelSelector } from './label-selector.js';
+import { queryModel, queryStatus } from './model-status.js';
 import { WORKFLOW_TYPE } from './serve-model.js';
 
 export interface ListFilter {
@@ -19,6 +21,8 @@ export interface ListFilter {
   name?: string;
   /** Include models whose workflow has closed (deleted ones). Default false: running workflows only. */
   includeClosed?: boolean;
+  /** A label selector as kubectl's `-l` (`team=chat,tier in (gold)`), matched against `metadata.labels`. */
+  selector?: string;
 }
 
 export interface ListOptions {
@@ -26,6 +30,8 @@ export interface ListOptions {
   withStatus?: boolean;
   /** At most this many models. Default 1,000. */
   limit?: number;
+  /** With a `selector`: told of each model left out because its labels could not be read (no worker answered). */
+  onUnreadLabels?: (model: ModelSummary, error: unknown) => void;
 }
 
 export interface ModelSummary extends ModelRef {
@@ -38,6 +44,8 @@ export interface ModelSummary extends ModelRef {
   startedAt: Date;
   /** With `withStatus`, when the query answered. */
   status?: ModelStatus;
+  /** With a `selector`: the model's `metadata.labels`. */
+  labels?: Record<string, string>;
 }
 
 const STATUS_QUERY_TIMEOUT_MS = 3_000;
@@ -64,41 +72,87 @@ export async function listModels(
   options: ListOptions = {},
 ): Promise<ModelSummary[]> {
   const limit = options.limit ?? 1_000;
-  const models: ModelSummary[] = [];
+  // Checked before anything is asked of Temporal: a bad selector is the caller's mistake, whatever the server says.
+  const requirements = filter.selector === undefined ? undefined : parseLabelSelector(filter.selector);
+  let models: ModelSummary[] = [];
   for await (const info of client.workflow.list({ query: listQuery(filter), pageSize: Math.min(limit, 1_000) })) {
-    const attrs = info.typedSearchAttributes;
-    const name = attrs.get(ferryModelKey);
-    const namespace = attrs.get(ferryNamespaceKey);
-    const cluster = attrs.get(ferryClusterKey);
+    const model = summaryOf(info);
     // A workflow without Ferry's identity attributes was not started by Ferry's client or workflow: skip it.
-    if (!name || !namespace || !cluster) continue;
-    models.push({
-      name,
-      namespace,
-      cluster,
-      phase: (attrs.get(ferryPhaseKey) ?? 'Pending') as Phase,
-      workflowId: info.workflowId,
-      runId: info.runId,
-      execution: info.status.name,
-      startedAt: info.startTime,
-    });
+    if (!model) continue;
+    models.push(model);
     if (models.length >= limit) break;
   }
+  if (requirements) models = await withLabels(client, models, requirements, options.onUnreadLabels);
   if (options.withStatus) await addStatuses(client, models);
   return models;
 }
 
+/** A model as visibility describes its workflow, or undefined for a workflow without Ferry's search attributes. */
+export function summaryOf(
+  info: Pick<WorkflowExecutionInfo, 'typedSearchAttributes' | 'workflowId' | 'runId' | 'status' | 'startTime'>,
+): ModelSummary | undefined {
+  const attrs = info.typedSearchAttributes;
+  const name = attrs.get(ferryModelKey);
+  const namespace = attrs.get(ferryNamespaceKey);
+  const cluster = attrs.get(ferryClusterKey);
+  if (!name || !namespace || !cluster) return undefined;
+  return {
+    name,
+    namespace,
+    cluster,
+    phase: (attrs.get(ferryPhaseKey) ?? 'Pending') as Phase,
+    workflowId: info.workflowId,
+    runId: info.runId,
+    execution: info.status.name,
+    startedAt: info.startTime,
+  };
+}
+
+/**
+ * The models whose labels meet `requirements`. Visibility has no label attribute, and one would need the workflow
+ * to upsert it (a patch in every running model's history); the `spec` query already answers with the document,
+ * labels and all, so each model listed is asked (in parallel, as for its status). A model whose spec cannot be read
+ * (no worker, a closed run no worker replays) cannot be said to match: it is left out, and `onUnread` says so.
+ */
+async function withLabels(
+  client: Client,
+  models: ModelSummary[],
+  requirements: LabelRequirement[],
+  onUnread?: (model: ModelSummary, error: unknown) => void,
+): Promise<ModelSummary[]> {
+  await inParallel(models, async (model) => {
+    try {
+      const spec = await queryModel(client, model, specQuery, {
+        timeoutMs: STATUS_QUERY_TIMEOUT_MS,
+        runId: model.runId,
+      });
+      model.labels = spec.metadata.labels;
+    } catch (err) {
+      onUnread?.(model, err);
+    }
+  });
+  return models.filter((m) => m.labels !== undefined && matchesSelector(m.labels, requirements));
+}
+
 async function addStatuses(client: Client, models: ModelSummary[]): Promise<void> {
-  const queue = models.filter((m) => m.execution === 'RUNNING');
-  const worker = async () => {
-    for (let model = queue.shift(); model; model = queue.shift()) {
+  await inParallel(
+    models.filter((m) => m.execution === 'RUNNING'),
+    async (model) => {
       try {
         model.status = await queryStatus(client, model, { timeoutMs: STATUS_QUERY_TIMEOUT_MS, runId: model.runId });
         model.phase = model.status.phase;
       } catch {
         // Unanswered (no worker, slow worker): the search attribute's phase stands.
       }
-    }
+    },
+  );
+}
+
+/** Runs `call` on each model, `STATUS_CONCURRENCY` at a time. */
+async function inParallel(models: ModelSummary[], call: (model: ModelSummary) => Promise<void>): Promise<void> {
+  const queue = [...models];
+  const worker = async () => {
+    for (let model = queue.shift(); model; model = queue.shift()) await call(model);
   };
   await Promise.all(Array.from({ length: STATUS_CONCURRENCY }, worker));
 }

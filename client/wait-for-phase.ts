@@ -156,7 +156,7 @@ export async function waitForPhase(
  * server's `Failed to query Workflow`, deadlines, UNAVAILABLE). Not: a model that does not exist or whose workflow
  * ended for good, and credentials or requests the server refuses.
  */
-function isPassing(err: unknown): err is Error {
+export function isPassing(err: unknown): err is Error {
   if (err instanceof ModelNotFoundError || err instanceof ModelWorkflowClosedError) return false;
   let serverSide = false;
   for (let e = err; e instanceof Error; e = e.cause) {

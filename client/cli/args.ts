@@ -6,6 +6,7 @@ import { DNS1123_LABEL } from '../../workflows/contract/spec/names.js';
 import { parseDuration } from '../../workflows/contract/spec/quantities.js';
 import { type Phase, PHASES } from '../../workflows/contract/status.js';
 import type { TemporalOverrides } from '../temporal-env.js';
+import { labelSelector, readArgs, type ReadArgs, WATCH_OPTIONS } from './read-args.js';
 
 export const COMMANDS = [
   'serve',
@@ -54,16 +55,19 @@ export type Command =
   | (Common & DocumentArgs & { kind: 'serve' })
   | (Common & DocumentArgs & { kind: 'update' })
   | (Common & DocumentArgs & { kind: 'apply' })
-  | (Common & { kind: 'status'; ref: RefArgs })
-  | (Common & {
-      kind: 'list';
-      phases: Phase[];
-      /** The one namespace listed; absent with -A/--all-namespaces: every namespace. */
-      namespace?: string;
-      cluster?: string;
-      /** --include-deleted: models whose workflow has closed too. */
-      includeDeleted: boolean;
-    })
+  | (Common & ReadArgs & { kind: 'status'; ref: RefArgs })
+  | (Common &
+      ReadArgs & {
+        kind: 'list';
+        phases: Phase[];
+        /** The one namespace listed; absent with -A/--all-namespaces: every namespace. */
+        namespace?: string;
+        cluster?: string;
+        /** --include-deleted: models whose workflow has closed too. */
+        includeDeleted: boolean;
+        /** -l/--selector: a label selector, checked here and matched against each model's labels. */
+        selector?: string;
+      })
   | (Common & { kind: 'delete'; ref: RefArgs; wait: boolean; timeoutMs?: number; reason?: string })
   | (Common & { kind: 'watch'; ref: RefArgs; timeoutMs?: number });
 
@@ -115,12 +119,14 @@ const OPTIONS = {
   serve: DOCUMENT_OPTIONS,
   update: DOCUMENT_OPTIONS,
   apply: DOCUMENT_OPTIONS,
-  status: { ...REF_OPTIONS },
+  status: { ...REF_OPTIONS, ...WATCH_OPTIONS },
   list: {
     phase: { type: 'string' },
     ...REF_OPTIONS,
     'all-namespaces': { type: 'boolean', short: 'A' },
     'include-deleted': { type: 'boolean' },
+    selector: { type: 'string', short: 'l' },
+    ...WATCH_OPTIONS,
   },
   delete: { ...REF_OPTIONS, wait: { type: 'boolean' }, timeout: { type: 'string' }, reason: { type: 'string' } },
   watch: { ...REF_OPTIONS, timeout: { type: 'string' } },
@@ -231,7 +237,12 @@ export function parseCommand(argv: readonly string[]): Command {
       };
     }
     case 'status':
-      return { kind: 'status', ...common, ref: refArgs(positionals, values, command) };
+      return {
+        kind: 'status',
+        ...common,
+        ...readArgs(values, timeoutMs, usage(command)),
+        ref: refArgs(positionals, values, command),
+      };
     case 'watch':
       return {
         kind: 'watch',
@@ -253,16 +264,26 @@ export function parseCommand(argv: readonly string[]): Command {
       // As kubectl: -A wins over -n (the namespace is ignored, though it must still be a namespace).
       const namespace = label(str('namespace'), 'namespace', command) ?? DEFAULT_NAMESPACE;
       const cluster = label(str('cluster'), 'cluster', command);
+      const selector = labelSelector(str('selector'), usage(command));
       return {
         kind: 'list',
         ...common,
+        ...readArgs(values, timeoutMs, usage(command)),
         phases: phaseList(str('phase'), command),
         ...(bool('all-namespaces') ? {} : { namespace }),
         ...(cluster ? { cluster } : {}),
         includeDeleted: bool('include-deleted'),
+        ...(selector !== undefined ? { selector } : {}),
       };
     }
   }
+}
+
+/** Throws the command's `UsageError` (for the helpers of read-args.ts, which do not import this module). */
+function usage(command: CommandName): (message: string) => never {
+  return (message) => {
+    throw new UsageError(message, command);
+  };
 }
 
 function isCommand(word: string): word is CommandName {
@@ -270,7 +291,7 @@ function isCommand(word: string): word is CommandName {
 }
 
 function outputFormat(value: string | undefined, command: CommandName): OutputFormat {
-  // wide: the text tables already show every column.
+  // wide: text, with more columns where a command has them (status and list: `ReadArgs.wide`).
   if (value === undefined || value === 'text' || value === 'wide') return 'text';
   if (value === 'json' || value === 'yaml') return value;
   if (value === 'name' && command !== 'watch') return value;

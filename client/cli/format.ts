@@ -5,18 +5,15 @@ import {
   formatDuration,
   type ModelStatus,
   type TimelineEntry,
+  workflowIdFor,
 } from '../../workflows/contract/index.js';
 import { describeRef, InvalidSpecError, ModelFailedError } from '../errors.js';
 import type { ModelSummary } from '../list-models.js';
 
 /** Columns separated by two spaces, each as wide as its widest cell; the last column is not padded. */
 export function table(rows: string[][], indent = ''): string {
-  const widths: number[] = [];
-  for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
-  return rows
-    .map((row) => indent + row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  '))
-    .map((line) => line.trimEnd())
-    .join('\n');
+  const widths = columnWidths(rows);
+  return rows.map((row) => `${indent}${alignedRow(row, widths)}`.trimEnd()).join('\n');
 }
 
 /**
@@ -70,8 +67,9 @@ export function progressBar(fraction: number, width = 24): string {
   return `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}]`;
 }
 
-/** The status as `ferry status` shows it. */
-export function formatStatus(status: ModelStatus, now: Date, webUi?: string): string {
+/** The status as `ferry status` shows it; `wide` (-o wide) adds who asked for the generation, when the status last
+ * changed, and the workflow ID. */
+export function formatStatus(status: ModelStatus, now: Date, webUi?: string, { wide = false } = {}): string {
   const lines = [`${status.name}  (namespace ${status.namespace}, cluster ${status.cluster})`];
   const field = (name: string, value: string) => lines.push(`  ${`${name}:`.padEnd(12)} ${value}`);
   field('phase', status.phase);
@@ -96,6 +94,11 @@ export function formatStatus(status: ModelStatus, now: Date, webUi?: string): st
     field('last error', `${reason}${where.length ? ` (${where.join(', ')})` : ''}: ${message}`);
   }
   field('age', age(status.startedAt, now));
+  if (wide) {
+    if (status.requestedBy !== undefined) field('asked by', status.requestedBy);
+    field('updated', `${age(status.updatedAt, now)} ago`);
+    field('workflow', workflowIdFor(status));
+  }
   if (webUi) field('web UI', webUi);
   if (status.adapters?.length) {
     lines.push('  adapters:');
@@ -161,27 +164,72 @@ function timelineRow(entry: TimelineEntry, now: Date): string[] {
   ];
 }
 
+/** Which columns `ferry list` prints: NAMESPACE first for every namespace (-A), MODEL, SOURCE and REASON last with
+ * -o wide (as kubectl's wide columns, after AGE). */
+export interface ListColumns {
+  everyNamespace: boolean;
+  wide: boolean;
+}
+
 /**
  * The table `ferry list` prints, as kubectl's: for one `namespace` no NAMESPACE column; for every namespace
  * (`namespace` undefined, -A) a NAMESPACE column first.
  */
-export function formatList(models: ModelSummary[], now: Date, namespace?: string): string {
-  if (models.length === 0) return namespace ? `no models in namespace ${namespace}` : 'no models';
-  const everyNamespace = namespace === undefined;
-  return table([
-    [...(everyNamespace ? ['NAMESPACE'] : []), 'NAME', 'CLUSTER', 'PHASE', 'READY', 'GEN', 'ENDPOINT', 'AGE'],
-    ...models.map((m) => [
-      ...(everyNamespace ? [m.namespace] : []),
-      m.name,
-      m.cluster,
-      // A workflow that ended without deleting the model (terminated, failed) no longer manages it: say so.
-      m.execution === 'RUNNING' || m.execution === 'COMPLETED' ? m.phase : `${m.phase} (${m.execution.toLowerCase()})`,
-      m.status ? `${m.status.readyReplicas}/${m.status.replicas}` : m.execution === 'RUNNING' ? '?' : '-',
-      m.status ? `${m.status.observedGeneration}/${m.status.generation}` : m.execution === 'RUNNING' ? '?' : '-',
-      m.status?.endpoint ?? '',
-      age(m.startedAt, now),
-    ]),
-  ]);
+export function formatList(models: ModelSummary[], now: Date, namespace?: string, { wide = false } = {}): string {
+  if (models.length === 0) return emptyList(namespace);
+  const columns = { everyNamespace: namespace === undefined, wide };
+  return table([listHeader(columns), ...models.map((m) => listRow(m, now, columns))]);
+}
+
+/** What `ferry list` says when no model matches. */
+export function emptyList(namespace?: string): string {
+  return namespace ? `no models in namespace ${namespace}` : 'no models';
+}
+
+export function listHeader({ everyNamespace, wide }: ListColumns): string[] {
+  return [
+    ...(everyNamespace ? ['NAMESPACE'] : []),
+    ...['NAME', 'CLUSTER', 'PHASE', 'READY', 'GEN', 'ENDPOINT', 'AGE'],
+    ...(wide ? ['MODEL', 'SOURCE', 'REASON'] : []),
+  ];
+}
+
+/** One model's row; a cell the status query would have filled is `?` when it did not answer, `-` for a closed run. */
+export function listRow(m: ModelSummary, now: Date, { everyNamespace, wide }: ListColumns): string[] {
+  const unknown = m.execution === 'RUNNING' ? '?' : '-';
+  const status = m.status;
+  return [
+    ...(everyNamespace ? [m.namespace] : []),
+    m.name,
+    m.cluster,
+    // A workflow that ended without deleting the model (terminated, failed) no longer manages it: say so.
+    m.execution === 'RUNNING' || m.execution === 'COMPLETED' ? m.phase : `${m.phase} (${m.execution.toLowerCase()})`,
+    status ? `${status.readyReplicas}/${status.replicas}` : unknown,
+    status ? `${status.observedGeneration}/${status.generation}` : unknown,
+    status?.endpoint ?? '',
+    age(m.startedAt, now),
+    // Why it is not serving as asked: what it waits for, else the error it retries or failed with.
+    ...(wide ? [status?.servedModelName ?? unknown, status?.source ?? unknown, reasonOf(status)] : []),
+  ];
+}
+
+function reasonOf(status: ModelStatus | undefined): string {
+  return status?.waiting?.reason ?? status?.lastError?.reason ?? '';
+}
+
+/** `cells` padded to `widths` (a wider cell widens its column on this line only), as `table` lays out a row. */
+export function alignedRow(cells: string[], widths: readonly number[]): string {
+  return cells
+    .map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+    .join('  ')
+    .trimEnd();
+}
+
+/** The width of each column of `rows`, as `table` lays them out. */
+export function columnWidths(rows: string[][]): number[] {
+  const widths: number[] = [];
+  for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
+  return widths;
 }
 
 /**
@@ -191,12 +239,18 @@ export function formatList(models: ModelSummary[], now: Date, namespace?: string
 export function changeLine(
   previous: ModelStatus | undefined,
   status: ModelStatus,
-  { download: showDownload = true }: { download?: boolean } = {},
+  { download: showDownload = true, replicas = false }: { download?: boolean; replicas?: boolean } = {},
 ): string | undefined {
   const parts: string[] = [];
   const phaseChanged = previous?.phase !== status.phase || previous.generation !== status.generation;
-  if (phaseChanged) {
+  // `replicas` (status -w): ready replicas are part of the line, and a change of them is a line of its own.
+  const replicasChanged =
+    replicas &&
+    previous !== undefined &&
+    (previous.readyReplicas !== status.readyReplicas || previous.replicas !== status.replicas);
+  if (phaseChanged || replicasChanged) {
     let line = `${status.phase.padEnd(12)} generation ${status.generation}`;
+    if (replicas) line += `  ready ${status.readyReplicas}/${status.replicas}`;
     if (status.phase === 'Ready' && status.endpoint) line += `  ${status.endpoint}`;
     if (status.phase === 'Failed' && status.lastError)
       line += `  ${status.lastError.reason}: ${oneLine(status.lastError.message)}`;

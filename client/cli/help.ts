@@ -17,14 +17,15 @@ Commands:
   serve -f FILE [--wait] [--timeout 45m]       start serving the model in FILE (same spec again: no-op)
   update -f FILE [--wait] [--timeout 45m]      change a running model's spec
   apply -f FILE [--wait] [--timeout 45m]       serve FILE if the model is not running, else update it to FILE
-  status NAME [-n NS] [--cluster C]            phase, endpoint, replicas, last error, timeline
-  list [-n NS | -A] [--phase P[,P]]            models in namespace default or NS; -A: every namespace
+  status NAME [-n NS] [--cluster C] [-w]       phase, endpoint, replicas, last error, timeline; -w: and changes
+  list [-n NS | -A] [--phase P[,P]] [-l SEL]   models in namespace default or NS; -A: every namespace; -w: watch
   delete NAME [-n NS] [--wait]                 tear the model down
   watch NAME [-n NS]                           follow phase changes and download progress live
   explain [PATH]                               what a field of the document means, like spec.engine.port
   completion bash|zsh|fish                     the shell's completion script: source <(ferry completion bash)
 
-Every command takes -o json|yaml (machine-readable output), -o name (servedmodel/NAME; not watch) and -h/--help. ferry --version (-V) prints Ferry's version.
+Every command takes -o json|yaml (machine-readable output), -o name (servedmodel/NAME; not watch) and -h/--help;
+status and list take -o wide (more columns). ferry --version (-V) prints Ferry's version.
 
 ${CONNECTION}
 
@@ -70,13 +71,20 @@ model); invalid documents and changes of immutable fields are refused as by \`fe
   -o json                print {workflowId, runId, started, generation, changed, sourceChanged, changes, status}
   --dry-run=client       check FILE and print the objects Ferry would create for it; connect to nothing
 `,
-  status: `Usage: ferry status NAME [-n NAMESPACE] [--cluster CLUSTER] [-o json]
+  status: `Usage: ferry status NAME [-n NAMESPACE] [--cluster CLUSTER] [-w | --watch-only] [--timeout DURATION] [-o json|wide]
 
   -n, --namespace NS     the model's namespace (default: default)
   --cluster CLUSTER      the cluster serving it (default: found by name, else FERRY_CLUSTER or default)
-  -o json                print the full status
+  -w, --watch            print the status, then a line each time it changes (phase, generation, ready replicas,
+                         what it waits for, download progress), as \`kubectl get -w\`: the status is read every
+                         second, less often while it cannot be read; until Ctrl-C (exit 130) or --timeout (exit 0)
+  --watch-only           as -w, without the status first
+  --timeout DURATION     how long -w watches, like 10m (default: until Ctrl-C)
+  -o json                print the full status (-w: one status a line, each time anything in it changes)
+  -o wide                also who asked for the generation, when the status last changed, and the workflow ID
 `,
-  list: `Usage: ferry list [-n NAMESPACE | -A] [--phase PHASE[,PHASE]] [--cluster CLUSTER] [--include-deleted] [-o json]
+  list: `Usage: ferry list [-n NAMESPACE | -A] [--phase PHASE[,PHASE]] [-l SELECTOR] [--cluster CLUSTER] [--include-deleted]
+                  [-w | --watch-only] [--timeout DURATION] [-o json|wide]
 
 Lists the models of one namespace, as kubectl does: default without -n; every namespace with -A (a NAMESPACE
 column first; -A wins over -n). Read through Temporal visibility, which can lag a second behind. AGE is printed
@@ -88,7 +96,17 @@ as kubectl prints it (90s, 5m30s, 3h20m, 3d4h, 200d).
                          Failed, Deleting, Deleted (comma-separated)
   --cluster CLUSTER      only this cluster (default: all)
   --include-deleted      deleted models too (closed workflows)
-  -o json                print an array (the same models)
+  -l, --selector SEL     only models whose metadata.labels match, as kubectl's: a=b, a==b, a!=b, a in (x,y),
+                         a notin (x), a, !a; commas join requirements that must all hold. Asks each model's
+                         workflow for its spec (the labels are not in visibility)
+  -w, --watch            print the table, then a row each time a model's phase, ready replicas or generation
+                         change, or a model appears or leaves the list, as \`kubectl get -w\`: the list is read
+                         every 2s, backing off to 30s while it cannot be; until Ctrl-C (exit 130) or --timeout (exit 0)
+  --watch-only           as -w, without the table first
+  --timeout DURATION     how long -w watches, like 10m (default: until Ctrl-C)
+  -o json                print an array (the same models; -w: one model a line, each time it changes)
+  -o wide                also MODEL (the served model name), SOURCE, and REASON (what it waits for, else its last
+                         error)
 `,
   delete: `Usage: ferry delete NAME [-n NAMESPACE] [--cluster CLUSTER] [--wait] [--timeout DURATION] [--reason TEXT]
 

@@ -11,11 +11,18 @@ export class StatusPrinter {
   constructor(
     private readonly out: Output,
     private readonly now: () => Date,
+    /** Ready replicas in the phase lines, and a line when they change (`status -w`). */
+    private readonly options: { replicas?: boolean } = {},
   ) {}
+
+  /** Takes `status` as what was last shown, printing nothing: later updates print what changed since. */
+  shown(status: ModelStatus): void {
+    this.previous = status;
+  }
 
   update(status: ModelStatus): void {
     const tty = this.out.isTTY === true;
-    const line = changeLine(this.previous, status, { download: !tty });
+    const line = changeLine(this.previous, status, { download: !tty, ...this.options });
     this.previous = status;
     if (line) {
       this.clearBar();

@@ -1,12 +1,25 @@
 // The building blocks of the schema: field rules that word their own messages for people. Pure.
 import { z } from 'zod';
 import { DURATION, parseDuration, parseQuantity, QUANTITY } from './quantities.js';
-import { DNS1123_LABEL } from './names.js';
+import {
+  DNS1123_LABEL,
+  DNS1123_SUBDOMAIN,
+  isSubdomain,
+  LABEL_MAX,
+  LABEL_VALUE,
+  labelValueProblem,
+  PREFIXED_NAME,
+  QUALIFIED_NAME,
+  qualifiedNameProblem,
+  SUBDOMAIN_BODY,
+  SUBDOMAIN_MAX,
+  whole,
+} from './names.js';
 import { acceptedBefore } from './accepted-before.js';
 import { parserOnly, type ParserOnlyRule } from './parser-only.js';
 import { quote } from './text.js';
 
-export { DNS1123_LABEL, quote };
+export { DNS1123_LABEL, qualifiedNameProblem, quote };
 
 /** A refusal for a rule only the parser checks (parser-only.ts): its message and the rule's name. */
 interface ParserOnlyRefusal {
@@ -93,27 +106,14 @@ function editDistance(a: string, b: string): number {
 // Each rule a pattern can say is one regular expression, tested by the rule here and copied into the JSON Schema as
 // its `pattern` (`.meta()`, read by deploy/schema/spec-schema.ts), so the parser and editors agree. They carry the
 // `u` flag, as JSON Schema validators compile patterns; a rule's words come from code that explains a refusal.
-const whole = (body: string): RegExp => new RegExp(`^(?:${body})$`, 'u');
 /** The keywords a rule gives the JSON Schema: its pattern's source and its bounds. */
 export const jsonRule = (pattern: RegExp, bounds: { minLength?: number; maxLength?: number } = {}) => ({
   pattern: pattern.source,
   ...bounds,
 });
 
-const SUBDOMAIN_BODY = '[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*';
-const NAME_PART_BODY = '[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?';
-/** Kubernetes' longest label (a name part, a label value, a DNS label): 63 characters. */
-const LABEL_MAX = 63;
-const SUBDOMAIN_MAX = 253;
 const DNS1035_LABEL = /^[a-z]([-a-z0-9]*[a-z0-9])?$/u;
-const DNS1123_SUBDOMAIN = whole(SUBDOMAIN_BODY);
 const OPTIONAL_SUBDOMAIN = whole(`(?:${SUBDOMAIN_BODY})?`);
-// A qualified name: an optional DNS subdomain prefix of at most 253 characters and "/", then a name part of 1-63.
-const qualified = (prefix: '' | '?') =>
-  whole(`(?:(?=[^/]{1,${SUBDOMAIN_MAX}}/)${SUBDOMAIN_BODY}/)${prefix}(?=[^/]{1,${LABEL_MAX}}$)${NAME_PART_BODY}`);
-const QUALIFIED_NAME = qualified('?');
-const PREFIXED_NAME = qualified('');
-const LABEL_VALUE = whole(`(?:(?=[^]{1,${LABEL_MAX}}$)${NAME_PART_BODY})?`);
 export const C_IDENTIFIER_BODY = '[A-Za-z_][A-Za-z0-9_]*';
 export const C_IDENTIFIER = whole(C_IDENTIFIER_BODY);
 const SECRET_KEY = /^[-._a-zA-Z0-9]+$/u;
@@ -144,33 +144,14 @@ export function revisionProblem(value: string): string | undefined {
   return 'it or a part of it ends with "." or ".lock"';
 }
 
-function isSubdomain(value: string): boolean {
-  return value.length <= SUBDOMAIN_MAX && DNS1123_SUBDOMAIN.test(value);
-}
-
 /** A StorageClass: empty (the cluster's default) or a DNS subdomain. */
 export const storageClassRule = {
   test: (value: string) => value.length <= SUBDOMAIN_MAX && OPTIONAL_SUBDOMAIN.test(value),
   json: jsonRule(OPTIONAL_SUBDOMAIN, { maxLength: SUBDOMAIN_MAX }),
 };
 
-/** A Kubernetes qualified name (`team`, `example.com/team`): label keys, toleration keys, resource names. */
-export function qualifiedNameProblem(value: string, requirePrefix = false): string | undefined {
-  if ((requirePrefix ? PREFIXED_NAME : QUALIFIED_NAME).test(value)) return undefined;
-  const slash = value.lastIndexOf('/');
-  const prefix = slash >= 0 ? value.slice(0, slash) : undefined;
-  if (requirePrefix && prefix === undefined) return 'needs a domain prefix';
-  if (prefix !== undefined && !isSubdomain(prefix)) return `its prefix ${quote(prefix)} is not a DNS subdomain`;
-  return 'its name part must be 1-63 letters, digits, "-", "_" or ".", starting and ending with a letter or digit';
-}
-
 /** The JSON Schema of a qualified name; with `requirePrefix`, one with a domain prefix. */
 export const qualifiedNameRule = (requirePrefix = false) => jsonRule(requirePrefix ? PREFIXED_NAME : QUALIFIED_NAME);
-
-function labelValueProblem(value: string): string | undefined {
-  if (LABEL_VALUE.test(value)) return undefined;
-  return 'must be at most 63 letters, digits, "-", "_" or ".", starting and ending with a letter or digit';
-}
 
 export const labelMap = (what: string) =>
   z
