@@ -1,5 +1,5 @@
 // A Temporal client from the environment, the same way the worker connects.
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
 import { ConnectError } from './errors.js';
 import { readLocalStackEnv } from './local-stack.js';
 import {
@@ -48,10 +48,16 @@ export async function connectWith(settings: TemporalSettings, connectTimeoutMs =
 export function openWith(
   settings: TemporalSettings,
   connectTimeoutMs = 10_000,
+  /** The connection's gRPC interceptors, in place of the SDK's default (its retries). */
+  interceptors?: ConnectionOptions['interceptors'],
 ): { client: Client; verified: Promise<void> } {
   let connection: Connection;
   try {
-    connection = Connection.lazy({ ...connectOptionsOf(settings), connectTimeout: connectTimeoutMs });
+    connection = Connection.lazy({
+      ...connectOptionsOf(settings),
+      connectTimeout: connectTimeoutMs,
+      ...(interceptors ? { interceptors } : {}),
+    });
   } catch (err) {
     throw connectError(settings, err);
   }

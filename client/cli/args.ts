@@ -6,6 +6,7 @@ import { DNS1123_LABEL } from '../../workflows/contract/spec/names.js';
 import { parseDuration } from '../../workflows/contract/spec/quantities.js';
 import { type Phase, PHASES } from '../../workflows/contract/status.js';
 import type { TemporalOverrides } from '../temporal-env.js';
+import { didYouMean, nearest } from './nearest.js';
 import { labelSelector, readArgs, type ReadArgs, WATCH_OPTIONS } from './read-args.js';
 
 export const COMMANDS = [
@@ -15,6 +16,7 @@ export const COMMANDS = [
   'status',
   'list',
   'delete',
+  'diff',
   'watch',
   'explain',
   'completion',
@@ -31,9 +33,16 @@ export interface RefArgs {
   cluster?: string;
 }
 
-/** What serve, update and apply take: a document, and what to do with it. */
-interface DocumentArgs {
-  file: string;
+/** Where documents come from: files, directories and `-` (stdin), and the namespace `-n` gives them. */
+interface Sources {
+  /** In the order given: a file (a YAML stream of one or more documents), a directory (its *.yaml, *.yml, *.json) or `-`. */
+  files: string[];
+  /** `-n`: the namespace of every document; fills `metadata.namespace` where a document has none. */
+  namespace?: string;
+}
+
+/** What serve, update and apply take: documents, and what to do with them. */
+interface DocumentArgs extends Sources {
   wait: boolean;
   timeoutMs?: number;
   /** `--dry-run=client`: check the document and print the objects Ferry would create; connect to nothing. */
@@ -43,6 +52,15 @@ interface DocumentArgs {
 interface Common {
   output: OutputFormat;
   temporal: TemporalOverrides;
+  /** `--request-timeout`: how long one request to Temporal may take; absent or 0: no bound of the CLI's own. */
+  requestTimeoutMs?: number;
+}
+
+/** What `ferry delete` takes besides the model: a wait and a reason. */
+interface DeleteArgs {
+  wait: boolean;
+  timeoutMs?: number;
+  reason?: string;
 }
 
 export type Command =
@@ -68,7 +86,10 @@ export type Command =
         /** -l/--selector: a label selector, checked here and matched against each model's labels. */
         selector?: string;
       })
-  | (Common & { kind: 'delete'; ref: RefArgs; wait: boolean; timeoutMs?: number; reason?: string })
+  /** The model named on the command line, or (`-f`) the models the documents name. */
+  | (Common & DeleteArgs & { kind: 'delete' } & ({ ref: RefArgs } | Sources))
+  /** What update or apply would change: the spec and the Kubernetes objects, as unified diffs. */
+  | (Common & Sources & { kind: 'diff' })
   | (Common & { kind: 'watch'; ref: RefArgs; timeoutMs?: number });
 
 const SHELLS = ['bash', 'zsh', 'fish'] as const;
@@ -100,6 +121,7 @@ const GLOBAL_OPTIONS = {
   'temporal-address': { type: 'string' },
   'temporal-namespace': { type: 'string' },
   profile: { type: 'string' },
+  'request-timeout': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];
 
@@ -108,8 +130,13 @@ const REF_OPTIONS = {
   cluster: { type: 'string' },
 } as const satisfies ParseArgsConfig['options'];
 
+const SOURCE_OPTIONS = {
+  file: { type: 'string', short: 'f', multiple: true },
+  namespace: { type: 'string', short: 'n' },
+} as const satisfies ParseArgsConfig['options'];
+
 const DOCUMENT_OPTIONS = {
-  file: { type: 'string', short: 'f' },
+  ...SOURCE_OPTIONS,
   wait: { type: 'boolean' },
   timeout: { type: 'string' },
   'dry-run': { type: 'string' },
@@ -128,7 +155,14 @@ const OPTIONS = {
     selector: { type: 'string', short: 'l' },
     ...WATCH_OPTIONS,
   },
-  delete: { ...REF_OPTIONS, wait: { type: 'boolean' }, timeout: { type: 'string' }, reason: { type: 'string' } },
+  delete: {
+    ...REF_OPTIONS,
+    file: SOURCE_OPTIONS.file,
+    wait: { type: 'boolean' },
+    timeout: { type: 'string' },
+    reason: { type: 'string' },
+  },
+  diff: SOURCE_OPTIONS,
   watch: { ...REF_OPTIONS, timeout: { type: 'string' } },
   explain: {},
   completion: {},
@@ -174,7 +208,7 @@ export function parseCommand(argv: readonly string[]): Command {
     const near = unknown ? nearest(unknown.split('=')[0]!, flags) : undefined;
     throw new UsageError(near ? `${message}; did you mean ${near}?` : message, command);
   }
-  const values = parsed.values as Record<string, string | boolean | undefined>;
+  const values = parsed.values as Record<string, string | boolean | string[] | undefined>;
   if (values.help) return { kind: 'help', topic: command };
 
   const str = (key: string) => values[key] as string | undefined;
@@ -207,6 +241,7 @@ export function parseCommand(argv: readonly string[]): Command {
       ...(str('temporal-namespace') ? { namespace: str('temporal-namespace') } : {}),
       ...(str('profile') ? { profile: str('profile') } : {}),
     },
+    ...requestTimeout(str('request-timeout'), command),
   };
   const positionals = parsed.positionals;
   const timeoutMs = duration(str('timeout'), command);
@@ -216,8 +251,6 @@ export function parseCommand(argv: readonly string[]): Command {
     case 'update':
     case 'apply': {
       noPositionals(positionals, command, '-f FILE names the model');
-      const file = str('file');
-      if (!file) throw new UsageError('-f FILE is required (a ServedModel YAML file, or - for stdin)', command);
       const dryRun = str('dry-run');
       if (dryRun !== undefined && dryRun !== 'client') {
         throw new UsageError(
@@ -230,12 +263,16 @@ export function parseCommand(argv: readonly string[]): Command {
       return {
         kind: command,
         ...common,
-        file,
+        ...sources(values, command),
         wait: bool('wait'),
         ...(timeoutMs !== undefined ? { timeoutMs } : {}),
         ...(dryRun ? { dryRun } : {}),
       };
     }
+    case 'diff':
+      noPositionals(positionals, command, '-f FILE names the models');
+      if (common.output !== 'text') throw new UsageError('diff prints unified diffs: drop -o', command);
+      return { kind: 'diff', ...common, ...sources(values, command) };
     case 'status':
       return {
         kind: 'status',
@@ -251,10 +288,16 @@ export function parseCommand(argv: readonly string[]): Command {
         ...(timeoutMs !== undefined ? { timeoutMs } : {}),
       };
     case 'delete':
+      if (values.file !== undefined && positionals.length > 0) {
+        throw new UsageError('name the models either by NAME or by -f FILE, not both', command);
+      }
+      if (values.file !== undefined && values.cluster !== undefined) {
+        throw new UsageError('with -f the documents name their cluster: drop --cluster', command);
+      }
       return {
         kind: 'delete',
         ...common,
-        ref: refArgs(positionals, values, command),
+        ...(values.file !== undefined ? sources(values, command) : { ref: refArgs(positionals, values, command) }),
         wait: bool('wait'),
         ...(timeoutMs !== undefined ? { timeoutMs } : {}),
         ...(str('reason') ? { reason: str('reason') } : {}),
@@ -310,17 +353,43 @@ function duration(value: string | undefined, command: CommandName): number | und
   throw new UsageError(`--timeout must be a duration like 90s, 45m or 1h30m, got ${JSON.stringify(value)}`, command);
 }
 
+/** `-f` (at least one, each a file, a directory or `-`) and `-n`. */
+function sources(values: Record<string, unknown>, command: CommandName): Sources {
+  const files = (values.file as string[] | undefined) ?? [];
+  if (files.length === 0) {
+    throw new UsageError(
+      '-f FILE is required (a ServedModel YAML file, a directory of them, or - for stdin; -f may be given more than once)',
+      command,
+    );
+  }
+  if (files.filter((f) => f === '-').length > 1) throw new UsageError('stdin (-f -) can be read only once', command);
+  if (files.some((f) => f === '')) throw new UsageError('-f needs a file name, a directory or -', command);
+  const namespace = label(values.namespace as string | undefined, 'namespace', command);
+  return { files, ...(namespace ? { namespace } : {}) };
+}
+
+/** `--request-timeout 30s`; 0 (as kubectl's) is no bound, as is leaving it out. */
+function requestTimeout(value: string | undefined, command: CommandName): { requestTimeoutMs?: number } {
+  if (value === undefined || /^0+[a-z]*$/.test(value.trim())) return {};
+  try {
+    const ms = parseDuration(value);
+    if (ms > 0) return { requestTimeoutMs: ms };
+  } catch {
+    // Reported below.
+  }
+  throw new UsageError(
+    `--request-timeout must be a duration like 10s or 1m (0: no bound), got ${JSON.stringify(value)}`,
+    command,
+  );
+}
+
 function noPositionals(positionals: string[], command: CommandName, hint: string): void {
   if (positionals.length > 0) {
     throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}: ${hint}`, command);
   }
 }
 
-function refArgs(
-  positionals: string[],
-  values: Record<string, string | boolean | undefined>,
-  command: CommandName,
-): RefArgs {
+function refArgs(positionals: string[], values: Record<string, unknown>, command: CommandName): RefArgs {
   if (positionals.length === 0) throw new UsageError('NAME is required (the metadata.name of the model)', command);
   if (positionals.length > 1) {
     throw new UsageError(`one NAME only, got ${positionals.map((p) => JSON.stringify(p)).join(' ')}`, command);
@@ -353,50 +422,16 @@ function phaseList(value: string | undefined, command: CommandName): Phase[] {
   });
 }
 
-/** `did you mean X? ` for the nearest of `words`, or nothing when none is near. */
-function didYouMean(word: string, words: readonly string[]): string {
-  const near = nearest(word, words);
-  return near ? `did you mean ${near}? ` : '';
-}
-
-/**
- * The word of `words` nearest to `typed` by edit distance (insertions, deletions, substitutions, and swaps of two
- * neighbours), if it is within a third of the word's length (at least 1, at most 3); a unique prefix counts too.
- */
-function nearest(typed: string, words: readonly string[]): string | undefined {
-  const prefixed = words.filter((w) => typed.length >= 3 && w.startsWith(typed));
-  if (prefixed.length === 1) return prefixed[0];
-  let best: { word: string; distance: number } | undefined;
-  for (const word of words) {
-    const distance = editDistance(typed, word);
-    if (!best || distance < best.distance) best = { word, distance };
-  }
-  const limit = Math.min(3, Math.max(1, Math.floor(typed.replace(/^-+/, '').length / 3)));
-  return best && best.distance <= limit ? best.word : undefined;
-}
-
-function editDistance(a: string, b: string): number {
-  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
-  for (let j = 1; j <= b.length; j++) d[0]![j] = j;
-  for (let i = 1; i <= a.length; i++) {
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
-        d[i]![j] = Math.min(d[i]![j]!, d[i - 2]![j - 2]! + 1);
-      }
-    }
-  }
-  return d[a.length]![b.length]!;
-}
-
 /**
  * Whether the command's update is sent before the Temporal SDK loads (cli/prepare.ts): `ferry update`, and `ferry
  * delete` when `--cluster` names the model whole (without it, Temporal is first asked which cluster serves it).
  */
 export function sendsEarly(command: Command): boolean {
   return (
-    (command.kind === 'update' && command.dryRun === undefined) ||
-    (command.kind === 'delete' && command.ref.cluster !== undefined)
+    // The early update is one request the CLI sends itself; with --request-timeout every request goes through the SDK,
+    // which bounds each one.
+    ((command.kind === 'update' && command.dryRun === undefined) ||
+      (command.kind === 'delete' && 'ref' in command && command.ref.cluster !== undefined)) &&
+    command.requestTimeoutMs === undefined
   );
 }

@@ -13,6 +13,8 @@ export interface CliContext {
   webUiUrl?: string;
   /** The command's update, sent before the SDK loaded (`cli/prepare.ts`): the command goes on under its ID. */
   early?: EarlyUpdate;
+  /** With --request-timeout: the first request that ran out of it (`request-timeout.ts`), if one did. */
+  requestTimedOut?: () => string | undefined;
 }
 
 /** The model's workflow in the Web UI, when its URL is known. */

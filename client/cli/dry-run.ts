@@ -6,40 +6,50 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { buildAll, objectList } from '../../activities/builders/index.js';
+import type { ServedModel } from '../../workflows/contract/spec/index.js';
 import type { ServerCommand } from './prepare.js';
 import { inputOf } from './prepare.js';
 import { EXIT } from './exit-codes.js';
-import { errorLines } from './format.js';
+import { inputErrorLines } from './format.js';
 import type { CliIO } from './io.js';
 
 /** The children's owner reference before the root exists: its uid is the API server's to give. */
 const ROOT_UID = '(the root ConfigMap’s uid)';
 
-export async function dryRunCommand(command: ServerCommand & { file: string }, io: CliIO): Promise<number> {
+export async function dryRunCommand(command: ServerCommand & { files: string[] }, io: CliIO): Promise<number> {
   const input = await inputOf(command, io);
-  if ('error' in input || !input.spec) {
-    io.stderr.write(
-      `${errorLines('error' in input ? input.error : undefined, command.file === '-' ? 'stdin' : command.file)}\n`,
-    );
+  if ('error' in input || !input.docs) {
+    io.stderr.write(`${inputErrorLines('error' in input ? input.error : undefined)}\n`);
     return EXIT.usage;
   }
-  const model = input.spec;
-  const objects: KubernetesObject[] = objectList(buildAll(model, { rootUid: ROOT_UID }));
-  const { namespace, name } = model.metadata;
+  const objects: KubernetesObject[] = input.docs.flatMap(({ spec }) => clientObjects(spec));
   if (command.output === 'json') {
     io.stdout.write(`${JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }, null, 2)}\n`);
   } else if (command.output === 'name') {
     // As kubectl's dry run names objects: kind/name.
     io.stdout.write(objects.map((o) => `${o.kind!.toLowerCase()}/${o.metadata!.name}\n`).join(''));
   } else if (command.output === 'yaml') {
-    io.stdout.write(objects.map((o) => stringify(o, { lineWidth: 0 })).join('---\n'));
+    io.stdout.write(objectsYaml(objects));
   } else {
+    const models = input.docs.map(({ spec }) => `${spec.metadata.namespace}/${spec.metadata.name}`).join(', ');
+    const clusters = [...new Set(input.docs.map(({ spec }) => spec.spec.cluster))].join(', ');
+    const one = input.docs.length === 1;
     const header = [
-      `# ferry ${command.kind} --dry-run=client: the document is valid; the objects Ferry would create for ${namespace}/${name}`,
-      `# on cluster ${model.spec.cluster}, in order. Nothing was sent. A worker with FERRY_NETWORK_POLICY=on adds a gate`,
+      `# ferry ${command.kind} --dry-run=client: the document${one ? ' is' : 's are'} valid; the objects Ferry would create for ${models}`,
+      `# on cluster ${clusters}, in order. Nothing was sent. A worker with FERRY_NETWORK_POLICY=on adds a gate`,
       '# sidecar to the engine and a NetworkPolicy; the owner references get the root ConfigMap’s uid when it exists.',
     ].join('\n');
-    io.stdout.write(`${header}\n${objects.map((o) => stringify(o, { lineWidth: 0 })).join('---\n')}`);
+    io.stdout.write(`${header}\n${objectsYaml(objects)}`);
   }
   return EXIT.ok;
+}
+
+/** The objects Ferry's builders make for `model`, as far as the client can know them (no root uid yet). */
+export function clientObjects(model: ServedModel): KubernetesObject[] {
+  return objectList(buildAll(model, { rootUid: ROOT_UID }));
+}
+
+/** Objects as one YAML stream, as kubectl prints them. */
+export function objectsYaml(objects: KubernetesObject[]): string {
+  return objects.map((o) => stringify(o, { lineWidth: 0 })).join('---\n');
 }

@@ -1,4 +1,4 @@
-// Exit codes scripts rely on; `ferry --help` lists them. Which error gets which: `exitCodeOf` in run.ts (this module
+// Exit codes scripts rely on; `ferry --help` lists them. Which error gets which: `exitCodeOf` in exit-of.ts (this module
 // imports nothing, so `ferry --help` and `--version` can use it without loading the client library).
 export const EXIT = {
   /** Done. */

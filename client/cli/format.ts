@@ -9,6 +9,7 @@ import {
 } from '../../workflows/contract/index.js';
 import { describeRef, InvalidSpecError, ModelFailedError } from '../errors.js';
 import type { ModelSummary } from '../list-models.js';
+import { DocumentErrors } from './read-document.js';
 
 /** Columns separated by two spaces, each as wide as its widest cell; the last column is not padded. */
 export function table(rows: string[][], indent = ''): string {
@@ -304,6 +305,12 @@ export function errorLines(err: unknown, source?: string): string {
   // The SDK's "Workflow Update failed" says nothing by itself: what failed it is in the cause.
   const cause = err instanceof Error && err.cause instanceof Error ? err.cause.message : undefined;
   return `error: ${message}${cause && !message.includes(cause) ? `: ${oneLine(cause)}` : ''}`;
+}
+
+/** Bad input on stderr: for the documents of -f, one block per problem, each naming its file and document. */
+export function inputErrorLines(err: unknown): string {
+  if (!(err instanceof DocumentErrors)) return errorLines(err);
+  return err.problems.map((p) => errorLines(p.error, p.source)).join('\n');
 }
 
 /** What `serve` says when it is done. */

@@ -4,10 +4,19 @@ import type { CommandName } from './args.js';
 const CONNECTION = `Temporal connection (same as Temporal's CLI and SDKs):
   TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE;
   flags --temporal-address, --temporal-namespace, --profile win over them. Unset values are taken from
-  .ferry/local.env (written by \`npm run local:up\`) when it exists.`;
+  .ferry/local.env (written by \`npm run local:up\`) when it exists. --request-timeout DURATION bounds each
+  request to Temporal (connect, start, update, query, list), as kubectl's does: one over it exits 4, naming the
+  request. 0 or none: no bound but Ferry's own (2s to connect, 10s for a status query). Waits (--wait, watch)
+  are bounded by --timeout.`;
 
 const EXIT_CODES = `Exit codes:
-  0 done   1 the model failed   2 bad usage or invalid spec   3 not found   4 timeout   5 cannot connect`;
+  0 done   1 the model failed   2 bad usage or invalid spec   3 not found   4 timeout   5 cannot connect
+  With several documents, the worst of them. diff: 0 no differences, 1 differences, 2..5 an error as above.`;
+
+const FILES = `  -f, --file FILE        a ServedModel document (YAML or JSON), a YAML stream of several (---), a directory
+                         (its *.yaml, *.yml and *.json, not its subdirectories) or - (stdin); -f may be
+                         given more than once. Every document is checked before any is sent.
+  -n, --namespace NS     the namespace of documents that name none; one that names another is an error`;
 
 export const MAIN_HELP = `ferry: serve LLMs on Kubernetes with a durable Temporal workflow per model
 
@@ -17,15 +26,17 @@ Commands:
   serve -f FILE [--wait] [--timeout 45m]       start serving the model in FILE (same spec again: no-op)
   update -f FILE [--wait] [--timeout 45m]      change a running model's spec
   apply -f FILE [--wait] [--timeout 45m]       serve FILE if the model is not running, else update it to FILE
+  diff -f FILE                                 what update or apply would change: spec and Kubernetes objects
   status NAME [-n NS] [--cluster C] [-w]       phase, endpoint, replicas, last error, timeline; -w: and changes
   list [-n NS | -A] [--phase P[,P]] [-l SEL]   models in namespace default or NS; -A: every namespace; -w: watch
-  delete NAME [-n NS] [--wait]                 tear the model down
+  delete NAME [-n NS] [--wait]                 tear the model down (-f FILE: the models FILE names)
   watch NAME [-n NS]                           follow phase changes and download progress live
   explain [PATH]                               what a field of the document means, like spec.engine.port
   completion bash|zsh|fish                     the shell's completion script: source <(ferry completion bash)
 
 Every command takes -o json|yaml (machine-readable output), -o name (servedmodel/NAME; not watch) and -h/--help;
 status and list take -o wide (more columns). ferry --version (-V) prints Ferry's version.
+-f takes a file, a YAML stream of several documents, a directory or - (stdin), and may be repeated.
 
 ${CONNECTION}
 
@@ -33,12 +44,13 @@ ${EXIT_CODES}
 `;
 
 export const COMMAND_HELP: Record<CommandName, string> = {
-  serve: `Usage: ferry serve -f FILE [--wait] [--timeout DURATION] [-o json] [--dry-run=client]
+  serve: `Usage: ferry serve -f FILE... [-n NAMESPACE] [--wait] [--timeout DURATION] [-o json] [--dry-run=client]
 
 Validates the ServedModel in FILE (- reads stdin) and starts its workflow. Serving the same spec again returns
-the running workflow; a different spec for a running model is refused: use \`ferry update\`.
+the running workflow; a different spec for a running model is refused: use \`ferry update\`. With several
+documents, each in order: one line per model (-o json, -o yaml: an array); the exit code is the worst.
 
-  -f, --file FILE        the ServedModel document (YAML or JSON)
+${FILES}
   --wait                 wait until the model is Ready (exit 1 if it fails, printing the reason)
   --timeout DURATION     how long --wait may take, like 45m (default: the spec's puller.deadline plus
                          engine.startupTimeout plus 10m)
@@ -46,26 +58,27 @@ the running workflow; a different spec for a running model is refused: use \`fer
   --dry-run=client       check FILE and print the objects Ferry would create for it (-o json: a List);
                          connect to nothing
 `,
-  update: `Usage: ferry update -f FILE [--wait] [--timeout DURATION] [-o json] [--dry-run=client]
+  update: `Usage: ferry update -f FILE... [-n NAMESPACE] [--wait] [--timeout DURATION] [-o json] [--dry-run=client]
 
 Sends FILE as the new spec of the running model it names. The model rejects invalid documents and changes of
 immutable fields (name, namespace, cluster, storage class, access mode) with one line per problem. Sending the
-same spec again retries a Failed model.
+same spec again retries a Failed model. Several documents: as for serve.
 
-  -f, --file FILE        the ServedModel document (YAML or JSON; - reads stdin)
+${FILES}
   --wait                 wait until the model is Ready at the new generation
   --timeout DURATION     how long --wait may take (default as for serve)
   -o json                print the update's result {generation, changed, sourceChanged, changes, status}
   --dry-run=client       check FILE and print the objects Ferry would create for it; connect to nothing
 `,
-  apply: `Usage: ferry apply -f FILE [--wait] [--timeout DURATION] [-o json] [--dry-run=client]
+  apply: `Usage: ferry apply -f FILE... [-n NAMESPACE] [--wait] [--timeout DURATION] [-o json] [--dry-run=client]
 
 Makes FILE the model's spec, whether or not it is served: starts its workflow when none is running and sends
 FILE as an update either way, in one request (Temporal's Update-with-Start), so a spec kept in git or a pipeline
 with a new checkpoint needs no "is it running?" check. The same spec again changes nothing (it retries a Failed
-model); invalid documents and changes of immutable fields are refused as by \`ferry update\`.
+model); invalid documents and changes of immutable fields are refused as by \`ferry update\`. Several documents:
+as for serve.
 
-  -f, --file FILE        the ServedModel document (YAML or JSON; - reads stdin)
+${FILES}
   --wait                 wait until the model is Ready at the applied generation
   --timeout DURATION     how long --wait may take (default as for serve)
   -o json                print {workflowId, runId, started, generation, changed, sourceChanged, changes, status}
@@ -109,13 +122,29 @@ as kubectl prints it (90s, 5m30s, 3h20m, 3d4h, 200d).
                          error)
 `,
   delete: `Usage: ferry delete NAME [-n NAMESPACE] [--cluster CLUSTER] [--wait] [--timeout DURATION] [--reason TEXT]
+       ferry delete -f FILE... [-n NAMESPACE] [--wait] [--timeout DURATION] [--reason TEXT]
 
 Cancels whatever the model is doing and deletes everything it owns (a volume with retainOnDelete stays).
-Deleting a model that is already deleted succeeds.
+Deleting a model that is already deleted succeeds. With -f, the models the documents name (their name,
+namespace and cluster), all at once; --wait waits for every one.
+
+  -f, --file FILE        documents, as for serve (-f may be repeated; -n fills their namespace)
 
   --wait                 wait until everything is deleted and the workflow completed
   --timeout DURATION     how long --wait may take (default 15m)
   --reason TEXT          recorded in the model's status and timeline
+`,
+  diff: `Usage: ferry diff -f FILE... [-n NAMESPACE]
+
+For each document, what \`ferry update\` or \`ferry apply\` would change, as unified diffs: the spec (the running
+model's, from its workflow, against the document with its defaults filled in), then each Kubernetes object
+Ferry makes for it (as --dry-run=client prints them) that would change, come or go. A model that is not
+served: everything is new. Sends nothing.
+
+${FILES}
+
+Exit codes, as kubectl diff's: 0 no differences, 1 differences, 2..5 an error (as for every command; an error
+other commands exit 1 with exits 2).
 `,
   watch: `Usage: ferry watch NAME [-n NAMESPACE] [--cluster CLUSTER] [--timeout DURATION] [-o json]
 

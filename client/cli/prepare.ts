@@ -8,19 +8,19 @@ import { readLocalStackEnv } from '../local-stack.js';
 import { temporalSettingsFromEnv, type TemporalSettings } from '../temporal-env.js';
 import { modelRefOf, UPDATE_NAMES, workflowIdFor } from '../../workflows/contract/identity.js';
 import type { UpdateResult } from '../../workflows/contract/messages.js';
-import type { ServedModel } from '../../workflows/contract/spec/index.js';
 import { type Command, sendsEarly } from './args.js';
 import { EXIT } from './exit-codes.js';
 import { type CliIO, printJson } from './io.js';
 import { deletingLine, updatedLine } from './lines.js';
+import type { ModelDocument } from './read-document.js';
 
 export type ServerCommand = Exclude<Command, { kind: 'help' | 'version' | 'explain' | 'completion' }>;
 
 /** Where Temporal is (or why that cannot be read: bad input). */
 export type Target = { settings: TemporalSettings; webUiUrl?: string } | { error: unknown };
 
-/** The command's document, when it has one (or why it cannot be used: bad input). */
-export type Input = { doc?: unknown; spec?: ServedModel } | { error: unknown };
+/** The command's documents, when it takes some (or why they cannot be used: bad input). */
+export type Input = { docs?: ModelDocument[] } | { error: unknown };
 
 export interface Prepared {
   target: Target;
@@ -34,15 +34,17 @@ export async function prepareCommand(command: ServerCommand, io: CliIO): Promise
   const target = targetOf(command, io);
   const input = await inputOf(command, io);
   if (!('settings' in target) || 'error' in input || !sendsEarly(command)) return { target, input };
+  // Early only for one document: several are sent one after another, by the SDK.
+  const only = input.docs?.length === 1 ? input.docs[0] : undefined;
   const request =
-    command.kind === 'update' && input.spec
+    command.kind === 'update' && only
       ? {
-          workflowId: workflowIdFor(modelRefOf(input.spec)),
+          workflowId: workflowIdFor(modelRefOf(only.spec)),
           updateName: UPDATE_NAMES.update,
           // Who asks, as the SDK's client would say it (its default identity): the same update either way.
-          arg: { spec: input.doc, requestedBy: SDK_IDENTITY },
+          arg: { spec: only.doc, requestedBy: SDK_IDENTITY },
         }
-      : command.kind === 'delete' && command.ref.cluster !== undefined
+      : command.kind === 'delete' && 'ref' in command && command.ref.cluster !== undefined
         ? {
             workflowId: workflowIdFor({ ...command.ref, cluster: command.ref.cluster }),
             updateName: UPDATE_NAMES.delete,
@@ -69,14 +71,15 @@ export function finishEarly(
 ): number | undefined {
   // YAML and names are the commands' to print (the prelude does without YAML's printer).
   if (command.output !== 'text' && command.output !== 'json') return undefined;
-  if (command.kind === 'update' && !command.wait && 'spec' in prepared.input && prepared.input.spec) {
+  const docs = 'docs' in prepared.input ? prepared.input.docs : undefined;
+  if (command.kind === 'update' && !command.wait && docs?.length === 1) {
     const result = accepted.completed?.result;
     if (!isUpdateResult(result)) return undefined;
     if (command.output === 'json') printJson({ io }, result);
-    else io.stdout.write(`${updatedLine(modelRefOf(prepared.input.spec), result)}\n`);
+    else io.stdout.write(`${updatedLine(modelRefOf(docs[0]!.spec), result)}\n`);
     return EXIT.ok;
   }
-  if (command.kind === 'delete' && !command.wait && command.ref.cluster !== undefined) {
+  if (command.kind === 'delete' && !command.wait && 'ref' in command && command.ref.cluster !== undefined) {
     const ref = { name: command.ref.name, namespace: command.ref.namespace, cluster: command.ref.cluster };
     if (command.output === 'json') printJson({ io }, { ref, alreadyDeleted: false });
     else io.stdout.write(`${deletingLine(ref)}\n`);
@@ -113,13 +116,13 @@ export function targetOf(command: ServerCommand, io: CliIO): Target {
   }
 }
 
-/** The document of `serve`, `update` and `apply`, read and validated. */
+/** The documents of the command's -f (serve, update, apply, diff, delete -f), read and validated. */
 export async function inputOf(command: ServerCommand, io: CliIO): Promise<Input> {
-  if (command.kind !== 'serve' && command.kind !== 'update' && command.kind !== 'apply') return {};
+  if (!('files' in command)) return {};
   try {
-    // Loaded here, not up front: `ferry delete` needs neither YAML nor the schema (zod) to send its update.
-    const { readModelDocument } = await import('./read-document.js');
-    return await readModelDocument(io, command.file);
+    // Loaded here, not up front: `ferry delete NAME` needs neither YAML nor the schema (zod) to send its update.
+    const { readModelDocuments } = await import('./read-document.js');
+    return { docs: await readModelDocuments(io, command) };
   } catch (error) {
     return { error };
   }

@@ -25,7 +25,7 @@ export const WATCH_OPTIONS = {
 
 /** `-o wide`, and -w/--watch-only with the --timeout that only a watch takes. */
 export function readArgs(
-  values: Record<string, string | boolean | undefined>,
+  values: Record<string, string | boolean | string[] | undefined>,
   timeoutMs: number | undefined,
   fail: (message: string) => never,
 ): ReadArgs {

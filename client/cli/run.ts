@@ -2,23 +2,17 @@
 // `client/cli.ts` imports this module only when such a command runs: it loads zod, YAML and the Temporal client.
 import { NamespaceNotFoundError, type Client } from '@temporalio/client';
 import { connectError, notTemporal, openWith } from '../connect.js';
-import {
-  ConnectError,
-  InvalidSpecError,
-  ModelFailedError,
-  ModelNotFoundError,
-  NoWorkerError,
-  SpecConflictError,
-  WaitTimeoutError,
-} from '../errors.js';
+import { ConnectError } from '../errors.js';
 import { isUnavailable } from '../model-status.js';
 import type { TemporalSettings } from '../temporal-env.js';
-import { UsageError } from './args.js';
 import type { CliContext } from './context.js';
 import { EXIT } from './exit-codes.js';
-import { errorLines } from './format.js';
+import { exitCodeOf } from './exit-of.js';
+import { errorLines, inputErrorLines } from './format.js';
 import type { CliIO } from './io.js';
 import { inputOf, type Prepared, type ServerCommand, targetOf } from './prepare.js';
+import type { ModelDocument } from './read-document.js';
+import { boundRequests, type RequestBound, RequestTimeoutError, withoutRequestTimeout } from './request-timeout.js';
 
 /** How long to wait for Temporal to answer before exit code 5 (a refused connection ends at once). */
 const CONNECT_TIMEOUT_MS = 2_000;
@@ -35,15 +29,14 @@ export async function runCommand(command: ServerCommand, io: CliIO, prepared?: P
   // Everything that needs no server is checked before anything waits on one: a bad document or Temporal profile is
   // reported (exit 2) whatever the server does.
   const target = prepared?.target ?? targetOf(command, io);
-  const connection = 'settings' in target ? open(target.settings) : undefined;
+  const bound = command.requestTimeoutMs ? boundRequests(command.requestTimeoutMs) : undefined;
+  const connection = 'settings' in target ? open(target.settings, command.requestTimeoutMs, bound) : undefined;
   const input = prepared?.input ?? (await inputOf(command, io));
   const badInput = (err: unknown) => {
     prepared?.early?.close();
     if (connection && 'client' in connection) void connection.client.connection.close().catch(() => undefined);
-    // An unreadable or invalid document, or a broken Temporal profile: all bad input.
-    io.stderr.write(
-      `${errorLines(err, 'file' in command ? (command.file === '-' ? 'stdin' : command.file) : undefined)}\n`,
-    );
+    // Unreadable or invalid documents, or a broken Temporal profile: all bad input.
+    io.stderr.write(`${inputErrorLines(err)}\n`);
     return EXIT.usage;
   };
   if ('error' in input) return badInput(input.error);
@@ -56,11 +49,17 @@ export async function runCommand(command: ServerCommand, io: CliIO, prepared?: P
   const { settings, webUiUrl } = target;
   const { client, verified } = connection;
   const early = prepared?.early;
-  const ctx: CliContext = { client, io, ...(webUiUrl ? { webUiUrl } : {}), ...(early ? { early } : {}) };
+  const ctx: CliContext = {
+    client,
+    io,
+    ...(webUiUrl ? { webUiUrl } : {}),
+    ...(early ? { early } : {}),
+    ...(bound ? { requestTimedOut: bound.timedOut } : {}),
+  };
   try {
     // The command's first call goes out beside the connection's check; a failed check ends the command (a server
     // that never answers would hold a call without a deadline), and explains a failed call better than the call.
-    const outcome = run(ctx, command, input.doc);
+    const outcome = run(ctx, command, input.docs ?? []);
     outcome.catch(() => undefined);
     return await Promise.race([outcome, verified.then(() => outcome)]);
   } catch (failure) {
@@ -71,7 +70,15 @@ export async function runCommand(command: ServerCommand, io: CliIO, prepared?: P
     const found =
       failure instanceof ConnectError ? failure : ((await verified.then(noError, (e: unknown) => e)) ?? failure);
     // A server that speaks HTTP/2 but not Temporal's API passes the connection's check and fails the first call.
-    const err = !(found instanceof ConnectError) && notTemporal(found) ? connectError(settings, found) : found;
+    const notFrontend = !(found instanceof ConnectError) && notTemporal(found);
+    // A request that ran out of --request-timeout: whatever the command made of it (a query without an answer
+    // looks like a missing worker), the request is what went wrong.
+    const late = bound?.timedOut();
+    const err = notFrontend
+      ? connectError(settings, found)
+      : late && !(found instanceof RequestTimeoutError) && !(found instanceof ConnectError)
+        ? new RequestTimeoutError(late, command.requestTimeoutMs!, settings.address)
+        : found;
     if (err instanceof ConnectError) {
       io.stderr.write(`${errorLines(err)}\n`);
       return exitCodeOf(err);
@@ -89,7 +96,9 @@ export async function runCommand(command: ServerCommand, io: CliIO, prepared?: P
       return EXIT.unavailable;
     }
     io.stderr.write(`${errorLines(err)}\n`);
-    return exitCodeOf(err);
+    const code = exitCodeOf(err);
+    // diff exits 1 for "there are differences": an error exits above it, as kubectl diff's.
+    return command.kind === 'diff' && code === EXIT.failed ? EXIT.usage : code;
   } finally {
     early?.close();
     await client.connection.close();
@@ -98,45 +107,54 @@ export async function runCommand(command: ServerCommand, io: CliIO, prepared?: P
 
 const noError = (): undefined => undefined;
 
-/** The connection to Temporal, under way (its check running beside the command's first call). */
-function open(settings: TemporalSettings): { client: Client; verified: Promise<void> } | { connectError: unknown } {
+/**
+ * The connection to Temporal, under way (its check running beside the command's first call). With
+ * --request-timeout, connecting is one request under that bound (else the CLI's own, `CONNECT_TIMEOUT_MS`).
+ */
+function open(
+  settings: TemporalSettings,
+  requestTimeoutMs: number | undefined,
+  bound: RequestBound | undefined,
+): { client: Client; verified: Promise<void> } | { connectError: unknown } {
   let opened: ReturnType<typeof openWith>;
   try {
-    opened = openWith(settings, CONNECT_TIMEOUT_MS);
+    // The SDK's own deadline a second later, so that the bound's error is the one that tells.
+    const connectTimeoutMs = requestTimeoutMs ? requestTimeoutMs + 1_000 : CONNECT_TIMEOUT_MS;
+    opened = openWith(settings, connectTimeoutMs, bound?.interceptors);
   } catch (connectError) {
     return { connectError };
   }
-  opened.verified.catch(() => undefined); // awaited once the input is known to be good
-  return opened;
+  const verified = requestTimeoutMs
+    ? Promise.race([opened.verified, late(new RequestTimeoutError('connect', requestTimeoutMs, settings.address))])
+    : opened.verified;
+  verified.catch(() => undefined); // awaited once the input is known to be good
+  return { client: opened.client, verified };
+}
+
+/** Rejects with `err` after its `timeoutMs`, without keeping the process alive. */
+function late(err: RequestTimeoutError): Promise<never> {
+  return new Promise((_resolve, reject) => setTimeout(() => reject(err), err.timeoutMs).unref());
 }
 
 /** Each command's module is loaded when it runs. */
-async function run(ctx: CliContext, command: ServerCommand, doc: unknown): Promise<number> {
+async function run(ctx: CliContext, command: ServerCommand, docs: ModelDocument[]): Promise<number> {
   switch (command.kind) {
     case 'serve':
-      return (await import('./serve.js')).serveCommand(ctx, command, doc);
     case 'update':
-      return (await import('./serve.js')).updateCommand(ctx, command, doc);
     case 'apply':
-      return (await import('./serve.js')).applyCommand(ctx, command, doc);
+      return (await import('./serve.js')).documentsCommand(ctx, command, docs);
     case 'status':
       return (await import('./status.js')).statusCommand(ctx, command);
     case 'list':
       return (await import('./status.js')).listCommand(ctx, command);
     case 'delete':
-      return (await import('./delete.js')).deleteCommand(ctx, command);
-    case 'watch':
-      return (await import('./watch.js')).watchCommand(ctx, command);
+      return (await import('./delete.js')).deleteCommand(ctx, command, docs);
+    case 'diff':
+      return (await import('./diff.js')).diffCommand(ctx, docs);
+    case 'watch': {
+      const { watchCommand } = await import('./watch.js');
+      // A watch is one long wait: --timeout bounds it.
+      return withoutRequestTimeout(() => watchCommand(ctx, command));
+    }
   }
-}
-
-/** The exit code for an error (the codes are in exit-codes.ts). */
-function exitCodeOf(err: unknown): number {
-  if (err instanceof UsageError || err instanceof InvalidSpecError || err instanceof SpecConflictError)
-    return EXIT.usage;
-  if (err instanceof ModelNotFoundError) return EXIT.notFound;
-  if (err instanceof WaitTimeoutError) return EXIT.timeout;
-  if (err instanceof ConnectError || err instanceof NoWorkerError || isUnavailable(err)) return EXIT.unavailable;
-  if (err instanceof ModelFailedError) return EXIT.failed;
-  return EXIT.failed;
 }

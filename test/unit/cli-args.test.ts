@@ -25,7 +25,7 @@ describe('parseCommand', () => {
   it('parses serve with a file, --wait and a timeout', () => {
     expect(parseCommand(['serve', '-f', 'model.yaml', '--wait', '--timeout', '45m'])).toEqual({
       kind: 'serve',
-      file: 'model.yaml',
+      files: ['model.yaml'],
       wait: true,
       timeoutMs: 45 * 60_000,
       output: 'text',
@@ -33,7 +33,7 @@ describe('parseCommand', () => {
     });
     expect(parseCommand(['serve', '--file=-', '-o', 'json'])).toMatchObject({
       kind: 'serve',
-      file: '-',
+      files: ['-'],
       wait: false,
       output: 'json',
     });
@@ -42,12 +42,12 @@ describe('parseCommand', () => {
   it('parses update and apply like serve', () => {
     expect(parseCommand(['update', '-f', 'm.yaml', '--wait'])).toMatchObject({
       kind: 'update',
-      file: 'm.yaml',
+      files: ['m.yaml'],
       wait: true,
     });
     expect(parseCommand(['apply', '-f', 'm.yaml', '--timeout', '5m', '-o', 'json'])).toMatchObject({
       kind: 'apply',
-      file: 'm.yaml',
+      files: ['m.yaml'],
       wait: false,
       timeoutMs: 5 * 60_000,
       output: 'json',
@@ -58,7 +58,7 @@ describe('parseCommand', () => {
   it('takes --dry-run=client on serve, update and apply, and sends no update early with it', () => {
     for (const kind of ['serve', 'update', 'apply'] as const) {
       const command = parseCommand([kind, '-f', 'm.yaml', '--dry-run=client']);
-      expect(command).toMatchObject({ kind, file: 'm.yaml', dryRun: 'client', wait: false });
+      expect(command).toMatchObject({ kind, files: ['m.yaml'], dryRun: 'client', wait: false });
       expect(sendsEarly(command)).toBe(false);
     }
     expect(sendsEarly(parseCommand(['update', '-f', 'm.yaml']))).toBe(true);
@@ -183,7 +183,7 @@ describe('parseCommand', () => {
 
   it('suggests the nearest command or flag for a typo, and nothing for what is not near', () => {
     expect(parseError(['lsit']).message).toBe(
-      'unknown command "lsit"; did you mean list? commands: serve, update, apply, status, list, delete, watch, explain, completion',
+      'unknown command "lsit"; did you mean list? commands: serve, update, apply, status, list, delete, diff, watch, explain, completion',
     );
     expect(parseError(['serve', '-f', 'm.yaml', '--wiat']).message).toBe(
       "Unknown option '--wiat'; did you mean --wait?",

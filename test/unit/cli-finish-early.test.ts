@@ -25,7 +25,7 @@ const command = (argv: string[]) => parseCommand(argv) as ServerCommand;
 const spec = fixtureModel('minimal-hf', { namespace: 'models' });
 const prepared: Prepared = {
   target: { error: 'not read: the update has been sent' },
-  input: { doc: minimalHf, spec },
+  input: { docs: [{ source: 'm.yaml', doc: minimalHf, spec }] },
 };
 const result = { accepted: true, generation: 3, changed: true, sourceChanged: false, changes: ['spec.replicas'] };
 const completed = { runId: 'run-1', completed: { result } };
