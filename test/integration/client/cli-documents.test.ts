@@ -34,7 +34,7 @@ describe('ferry with several documents', () => {
     const stream = writeStream([a, b]);
 
     // A bad document among good ones: exit 2, each problem named, nothing started.
-    const bad = writeDoc(ferry.doc((d) => (d.spec.replicas = -1)));
+    const bad = writeDoc(withoutNamespace(ferry.doc((d) => (d.spec.replicas = -1))));
     const refused = await runFerry(['apply', '-f', stream, '-f', bad, '-n', 'team']);
     expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(/^error: invalid ServedModel in \S+ \(1 problem\):\n {2}spec\.replicas: /);
