@@ -20,6 +20,9 @@ export const COMMANDS = [
 ] as const;
 export type CommandName = (typeof COMMANDS)[number];
 type OutputFormat = 'text' | 'json' | 'yaml' | 'name';
+/** kubectl's dry-run strategies that apply to Ferry (`none` is not giving the flag). */
+export const DRY_RUNS = ['client', 'server'] as const;
+type DryRun = (typeof DRY_RUNS)[number];
 /** The namespace a command means without -n, as kubectl's without a namespace in its context. */
 const DEFAULT_NAMESPACE = 'default';
 
@@ -35,8 +38,11 @@ interface DocumentArgs {
   file: string;
   wait: boolean;
   timeoutMs?: number;
-  /** `--dry-run=client`: check the document and print the objects Ferry would create; connect to nothing. */
-  dryRun?: 'client';
+  /**
+   * `--dry-run=client`: check the document and print the objects Ferry would create; connect to nothing.
+   * `--dry-run=server`: the same, checked by the worker of the model's cluster and the Kubernetes API server.
+   */
+  dryRun?: DryRun;
 }
 
 interface Common {
@@ -149,7 +155,7 @@ export function parseCommand(argv: readonly string[]): Command {
   let parsed;
   try {
     parsed = parseArgs({
-      args: argv.slice(1),
+      args: 'dry-run' in OPTIONS[command] ? withDryRunDefault(argv.slice(1)) : argv.slice(1),
       options: { ...GLOBAL_OPTIONS, ...OPTIONS[command] },
       allowPositionals: true,
       strict: true,
@@ -212,15 +218,9 @@ export function parseCommand(argv: readonly string[]): Command {
       noPositionals(positionals, command, '-f FILE names the model');
       const file = str('file');
       if (!file) throw new UsageError('-f FILE is required (a ServedModel YAML file, or - for stdin)', command);
-      const dryRun = str('dry-run');
-      if (dryRun !== undefined && dryRun !== 'client') {
-        throw new UsageError(
-          `--dry-run must be client (check the document and print the objects Ferry would create, offline), got ${JSON.stringify(dryRun)}`,
-          command,
-        );
-      }
+      const dryRun = dryRunOf(str('dry-run'), command);
       if (dryRun && bool('wait'))
-        throw new UsageError('--dry-run=client creates nothing to wait for: drop --wait', command);
+        throw new UsageError(`--dry-run=${dryRun} creates nothing to wait for: drop --wait`, command);
       return {
         kind: command,
         ...common,
@@ -276,6 +276,26 @@ function outputFormat(value: string | undefined, command: CommandName): OutputFo
   if (value === 'name' && command !== 'watch') return value;
   const allowed = command === 'watch' ? 'json, yaml, text or wide' : 'json, yaml, name, text or wide';
   throw new UsageError(`-o must be ${allowed}, got ${JSON.stringify(value)}`, command);
+}
+
+/**
+ * `--dry-run` without a value means `--dry-run=client`, as kubectl's: node's parser has no optional values, so a bare
+ * flag (last, or before another flag) is given that value before parsing. `--dry-run server` still takes its value.
+ */
+function withDryRunDefault(args: readonly string[]): string[] {
+  return args.map((arg, i) => {
+    const next = args[i + 1];
+    return arg === '--dry-run' && (next === undefined || next.startsWith('-')) ? '--dry-run=client' : arg;
+  });
+}
+
+function dryRunOf(value: string | undefined, command: CommandName): DryRun | undefined {
+  if (value === undefined || (DRY_RUNS as readonly string[]).includes(value)) return value as DryRun | undefined;
+  throw new UsageError(
+    '--dry-run must be client (check the document and print the objects Ferry would create, offline) or server ' +
+      `(the same, checked by the worker of the model's cluster and the Kubernetes API server), got ${JSON.stringify(value)}`,
+    command,
+  );
 }
 
 function duration(value: string | undefined, command: CommandName): number | undefined {

@@ -112,6 +112,9 @@ function open(settings: TemporalSettings): { client: Client; verified: Promise<v
 
 /** Each command's module is loaded when it runs. */
 async function run(ctx: CliContext, command: ServerCommand, doc: unknown): Promise<number> {
+  if ('dryRun' in command && command.dryRun === 'server') {
+    return (await import('./dry-run-server.js')).dryRunServerCommand(ctx, command, doc);
+  }
   switch (command.kind) {
     case 'serve':
       return (await import('./serve.js')).serveCommand(ctx, command, doc);
