@@ -34,12 +34,15 @@ function refusalLines({ ref, issues, objects }: DryRunModelResult): string[] {
 
 function headerOf(command: DocumentCommand, { ref, objects }: DryRunModelResult): string[] {
   const refused = objects.filter((o) => o.refusal).length;
+  const verdict =
+    refused === 0
+      ? 'they accepted every object Ferry would create, shown as the API server would persist it.'
+      : refused === objects.length
+        ? 'they refused every object Ferry would create (on stderr).'
+        : `they refused ${refused} of ${objects.length} objects (on stderr); the others as the API server would persist them.`;
   return [
     `ferry ${command.kind} --dry-run=server: the worker of cluster ${ref.cluster} and the Kubernetes API server checked ` +
       `${ref.namespace}/${ref.name};`,
-    refused === 0
-      ? 'they accepted every object Ferry would create, shown as the API server would persist it. Nothing was created.'
-      : `they refused ${refused} of ${objects.length} objects (on stderr); the others as the API server would persist ` +
-        'them. Nothing was created.',
+    `${verdict} Nothing was created.`,
   ];
 }

@@ -92,7 +92,26 @@ describe('ferry apply --dry-run=server', () => {
       `error: ConfigMap/qwen-ferry refused: applying ConfigMap ${absent}/qwen-ferry: namespaces "${absent}" not found`,
     );
     for (const line of lines) expect(line).toMatch(/^error: \w+\/qwen[-\w]* refused: .*namespaces ".*" not found$/);
-    expect(run.stdout).toMatch(/they refused 5 of 5 objects \(on stderr\)/);
+    expect(run.stdout).toMatch(
+      /\n# they refused every object Ferry would create \(on stderr\)\. Nothing was created\.\n$/,
+    );
+  });
+
+  it('exits 2 naming the object whose name someone else holds, and prints the others', async () => {
+    await kube.core.createNamespacedConfigMap({ namespace: kube.ns, body: { metadata: { name: 'taken-ferry' } } });
+    const run = await runFerry(['apply', '-f', writeDoc(doc('taken')), '--dry-run=server']);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(
+      new RegExp(
+        `^error: ConfigMap/taken-ferry refused: cannot serve model ${kube.ns}/taken: ConfigMap ${kube.ns}/taken-ferry already exists \\(.*without Ferry's labels\\)\\. Ferry never adopts`,
+      ),
+    );
+    expect(run.stderr.trimEnd().split('\n')).toHaveLength(1);
+    expect(run.stdout).toMatch(
+      /^# they refused 1 of 5 objects \(on stderr\); the others as the API server would persist them\./m,
+    );
+    const printed = parseAllDocuments(run.stdout).map((d) => (d.toJSON() as Persisted).kind);
+    expect(printed).toEqual(['PersistentVolumeClaim', 'Job', 'Deployment', 'Service']);
   });
 
   it('exits 2 with the parser’s lines for a document it refuses, and sends nothing', async () => {
