@@ -5,7 +5,9 @@ import { Client, Connection } from '@temporalio/client';
 import { parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dryRunModel } from '../../../client/index.js';
-import { runFerry, writeDoc } from '../../support/ferry-worker.js';
+import { hasWorker } from '../../../client/model-status.js';
+import { taskQueueFor } from '../../../workflows/contract/index.js';
+import { eventually, runFerry, writeDoc } from '../../support/ferry-worker.js';
 import { modelObjects, uniqueCluster } from '../../support/e2e.js';
 import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
 import { readLocalEnv } from '../../support/local-env.js';
@@ -21,6 +23,8 @@ beforeAll(async () => {
   await startWorkerProcess(cluster);
   connection = await Connection.connect({ address: readLocalEnv().TEMPORAL_ADDRESS });
   client = new Client({ connection });
+  // A worker shows among the task queue's pollers a moment after it polls; until then a dry run says it has none.
+  expect(await eventually(() => hasWorker(client, taskQueueFor(cluster)), Boolean)).toBe(true);
 }, 180_000);
 
 afterAll(async () => {
