@@ -5,6 +5,7 @@ import { fetchAdapters } from './steps/adapter-files.js';
 import { syncAdapters } from './steps/adapters.js';
 import { measureBaseline } from './steps/baseline.js';
 import { claimName } from './steps/claim.js';
+import { dryRunModel } from './steps/dry-run.js';
 import { checkTenantGrant } from './steps/grant.js';
 import { applyAdmission, applyEngine, scaleEngine } from './steps/engine.js';
 import { awaitHealth, type ApiKeyResolver } from './steps/health.js';
@@ -47,5 +48,6 @@ export function createActivities(deps: ActivityDeps, options: ActivityOptions = 
     measureBaseline: (input) => measureBaseline(deps, input, options.apiKeys),
     applyAdmission: (input) => applyAdmission(deps, input),
     checkTenantGrant: (input) => checkTenantGrant(deps, input),
+    dryRunModel: (input) => dryRunModel(deps, input),
   };
 }

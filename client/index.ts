@@ -1,6 +1,7 @@
 export { applyModel, type ApplyOptions, type ApplyResult } from './apply-model.js';
 export { createServingActivities } from './serving-activities.js';
 export { connectFromEnv, connectWith, connectHint, type ConnectFromEnvOptions } from './connect.js';
+export { dryRunModel, type DryRunModelResult, type DryRunOptions } from './dry-run-model.js';
 export { deleteModel, DEFAULT_DELETE_TIMEOUT_MS, type DeleteModelResult, type DeleteOptions } from './delete-model.js';
 export { parseModelDocument, parseModelYaml } from './document.js';
 export {
@@ -35,5 +36,5 @@ export {
 } from './temporal-env.js';
 export { updateModel, type UpdateModelResult, type UpdateOptions } from './update-model.js';
 export { waitForPhase, type WaitOptions } from './wait-for-phase.js';
-export type { ModelRef, ServeModelOptions } from '../workflows/contract/index.js';
+export type { DryRunObject, ModelRef, ServeModelOptions } from '../workflows/contract/index.js';
 export type { ModelStatus, Phase } from '../workflows/contract/index.js';

@@ -1,2 +1,3 @@
 export { ServeModelWorkflow } from './serve-model.js';
 export { deleteModelWorkflow, ensureModelWorkflow } from './commands.js';
+export { dryRunModelWorkflow } from './dry-run.js';

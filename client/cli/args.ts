@@ -6,8 +6,11 @@ import { DNS1123_LABEL } from '../../workflows/contract/spec/names.js';
 import { parseDuration } from '../../workflows/contract/spec/quantities.js';
 import { type Phase, PHASES } from '../../workflows/contract/status.js';
 import type { TemporalOverrides } from '../temporal-env.js';
+import { type DryRun, dryRunOf, withDryRunDefault } from './dry-run-arg.js';
 import { didYouMean, nearest } from './nearest.js';
 import { labelSelector, readArgs, type ReadArgs, WATCH_OPTIONS } from './read-args.js';
+
+export { DRY_RUNS } from './dry-run-arg.js';
 
 export const COMMANDS = [
   'serve',
@@ -45,8 +48,11 @@ interface Sources {
 interface DocumentArgs extends Sources {
   wait: boolean;
   timeoutMs?: number;
-  /** `--dry-run=client`: check the document and print the objects Ferry would create; connect to nothing. */
-  dryRun?: 'client';
+  /**
+   * `--dry-run=client`: check the document and print the objects Ferry would create; connect to nothing.
+   * `--dry-run=server`: the same, checked by the worker of the model's cluster and the Kubernetes API server.
+   */
+  dryRun?: DryRun;
 }
 
 interface Common {
@@ -189,7 +195,7 @@ export function parseCommand(argv: readonly string[]): Command {
   let parsed;
   try {
     parsed = parseArgs({
-      args: argv.slice(1),
+      args: 'dry-run' in OPTIONS[command] ? withDryRunDefault(argv.slice(1)) : argv.slice(1),
       options: { ...GLOBAL_OPTIONS, ...OPTIONS[command] },
       allowPositionals: true,
       strict: true,
@@ -251,15 +257,9 @@ export function parseCommand(argv: readonly string[]): Command {
     case 'update':
     case 'apply': {
       noPositionals(positionals, command, '-f FILE names the model');
-      const dryRun = str('dry-run');
-      if (dryRun !== undefined && dryRun !== 'client') {
-        throw new UsageError(
-          `--dry-run must be client (check the document and print the objects Ferry would create, offline), got ${JSON.stringify(dryRun)}`,
-          command,
-        );
-      }
+      const dryRun = dryRunOf(str('dry-run'), usage(command));
       if (dryRun && bool('wait'))
-        throw new UsageError('--dry-run=client creates nothing to wait for: drop --wait', command);
+        throw new UsageError(`--dry-run=${dryRun} creates nothing to wait for: drop --wait`, command);
       return {
         kind: command,
         ...common,

@@ -2,12 +2,12 @@
 // and flags (args.ts), so it cannot name a flag the parser does not take. Commands, flags, files after -f, the values
 // of -o, --phase and --dry-run. Offline.
 import { PHASES } from '../../workflows/contract/status.js';
-import { COMMANDS, flagsOf, type CommandName } from './args.js';
+import { COMMANDS, DRY_RUNS, flagsOf, type CommandName } from './args.js';
 
 const VALUES: Record<string, readonly string[]> = {
   output: ['json', 'yaml', 'name', 'text', 'wide'],
   phase: PHASES,
-  'dry-run': ['client'],
+  'dry-run': DRY_RUNS,
   shell: ['bash', 'zsh', 'fish'],
 };
 

@@ -3,6 +3,7 @@
 // no connection to Temporal or Kubernetes. The objects are the builders' own (activities/builders/), so what is printed
 // is what the worker applies, but for what only the cluster decides: the root ConfigMap's uid in the children's owner
 // references, and a worker's NetworkPolicy setting (the gate sidecar and a NetworkPolicy; docs/design/network-policy.md).
+// `--dry-run=server` (dry-run-server.ts) asks the cluster, and prints its answer the same way.
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { buildAll, objectList } from '../../activities/builders/index.js';
@@ -23,24 +24,14 @@ export async function dryRunCommand(command: ServerCommand & { files: string[] }
     return EXIT.usage;
   }
   const objects: KubernetesObject[] = input.docs.flatMap(({ spec }) => clientObjects(spec));
-  if (command.output === 'json') {
-    io.stdout.write(`${JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }, null, 2)}\n`);
-  } else if (command.output === 'name') {
-    // As kubectl's dry run names objects: kind/name.
-    io.stdout.write(objects.map((o) => `${o.kind!.toLowerCase()}/${o.metadata!.name}\n`).join(''));
-  } else if (command.output === 'yaml') {
-    io.stdout.write(objectsYaml(objects));
-  } else {
-    const models = input.docs.map(({ spec }) => `${spec.metadata.namespace}/${spec.metadata.name}`).join(', ');
-    const clusters = [...new Set(input.docs.map(({ spec }) => spec.spec.cluster))].join(', ');
-    const one = input.docs.length === 1;
-    const header = [
-      `# ferry ${command.kind} --dry-run=client: the document${one ? ' is' : 's are'} valid; the objects Ferry would create for ${models}`,
-      `# on cluster ${clusters}, in order. Nothing was sent. A worker with FERRY_NETWORK_POLICY=on adds a gate`,
-      '# sidecar to the engine and a NetworkPolicy; the owner references get the root ConfigMap’s uid when it exists.',
-    ].join('\n');
-    io.stdout.write(`${header}\n${objectsYaml(objects)}`);
-  }
+  const models = input.docs.map(({ spec }) => `${spec.metadata.namespace}/${spec.metadata.name}`).join(', ');
+  const clusters = [...new Set(input.docs.map(({ spec }) => spec.spec.cluster))].join(', ');
+  const one = input.docs.length === 1;
+  printObjects(io, command.output, objects, [
+    `ferry ${command.kind} --dry-run=client: the document${one ? ' is' : 's are'} valid; the objects Ferry would create for ${models}`,
+    `on cluster ${clusters}, in order. Nothing was sent. A worker with FERRY_NETWORK_POLICY=on adds a gate`,
+    'sidecar to the engine and a NetworkPolicy; the owner references get the root ConfigMap’s uid when it exists.',
+  ]);
   return EXIT.ok;
 }
 
@@ -49,7 +40,22 @@ export function clientObjects(model: ServedModel): KubernetesObject[] {
   return objectList(buildAll(model, { rootUid: ROOT_UID }));
 }
 
-/** Objects as one YAML stream, as kubectl prints them. */
-export function objectsYaml(objects: KubernetesObject[]): string {
-  return objects.map((o) => stringify(o, { lineWidth: 0 })).join('---\n');
+/**
+ * Objects as a dry run prints them: `-o json` a List, `-o name` kind/name a line (as kubectl's dry run names them),
+ * `-o yaml` YAML documents, and the text output the same YAML under `header`, a comment of one or more lines.
+ */
+export function printObjects(
+  io: CliIO,
+  output: 'text' | 'json' | 'yaml' | 'name',
+  objects: KubernetesObject[],
+  header: string[],
+): void {
+  if (output === 'json') {
+    io.stdout.write(`${JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }, null, 2)}\n`);
+  } else if (output === 'name') {
+    io.stdout.write(objects.map((o) => `${o.kind!.toLowerCase()}/${o.metadata!.name}\n`).join(''));
+  } else {
+    const yaml = objects.map((o) => stringify(o, { lineWidth: 0 })).join('---\n');
+    io.stdout.write(output === 'yaml' ? yaml : `${header.map((line) => `# ${line}\n`).join('')}${yaml}`);
+  }
 }

@@ -44,7 +44,7 @@ ${EXIT_CODES}
 `;
 
 export const COMMAND_HELP: Record<CommandName, string> = {
-  serve: `Usage: ferry serve -f FILE... [-n NAMESPACE] [--wait] [--timeout DURATION] [-o json] [--dry-run=client]
+  serve: `Usage: ferry serve -f FILE... [-n NAMESPACE] [--wait] [--timeout DURATION] [-o json] [--dry-run=client|server]
 
 Validates the ServedModel in FILE (- reads stdin) and starts its workflow. Serving the same spec again returns
 the running workflow; a different spec for a running model is refused: use \`ferry update\`. With several
@@ -56,9 +56,12 @@ ${FILES}
                          engine.startupTimeout plus 10m)
   -o json                print {workflowId, runId, started, status}
   --dry-run=client       check FILE and print the objects Ferry would create for it (-o json: a List);
-                         connect to nothing
+                         connect to nothing (--dry-run alone means client)
+  --dry-run=server       the same, checked by the worker of the model's cluster and the Kubernetes API
+                         server (a dry-run apply of each object); nothing is created. Exit 2 when
+                         anything is refused, each refusal on stderr
 `,
-  update: `Usage: ferry update -f FILE... [-n NAMESPACE] [--wait] [--timeout DURATION] [-o json] [--dry-run=client]
+  update: `Usage: ferry update -f FILE... [-n NAMESPACE] [--wait] [--timeout DURATION] [-o json] [--dry-run=client|server]
 
 Sends FILE as the new spec of the running model it names. The model rejects invalid documents and changes of
 immutable fields (name, namespace, cluster, storage class, access mode) with one line per problem. Sending the
@@ -69,8 +72,9 @@ ${FILES}
   --timeout DURATION     how long --wait may take (default as for serve)
   -o json                print the update's result {generation, changed, sourceChanged, changes, status}
   --dry-run=client       check FILE and print the objects Ferry would create for it; connect to nothing
+  --dry-run=server       the same, checked by the worker of the model's cluster and the API server
 `,
-  apply: `Usage: ferry apply -f FILE... [-n NAMESPACE] [--wait] [--timeout DURATION] [-o json] [--dry-run=client]
+  apply: `Usage: ferry apply -f FILE... [-n NAMESPACE] [--wait] [--timeout DURATION] [-o json] [--dry-run=client|server]
 
 Makes FILE the model's spec, whether or not it is served: starts its workflow when none is running and sends
 FILE as an update either way, in one request (Temporal's Update-with-Start), so a spec kept in git or a pipeline
@@ -83,6 +87,7 @@ ${FILES}
   --timeout DURATION     how long --wait may take (default as for serve)
   -o json                print {workflowId, runId, started, generation, changed, sourceChanged, changes, status}
   --dry-run=client       check FILE and print the objects Ferry would create for it; connect to nothing
+  --dry-run=server       the same, checked by the worker of the model's cluster and the API server
 `,
   status: `Usage: ferry status NAME [-n NAMESPACE] [--cluster CLUSTER] [-w | --watch-only] [--timeout DURATION] [-o json|wide]
 

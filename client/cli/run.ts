@@ -138,6 +138,9 @@ function late(err: RequestTimeoutError): Promise<never> {
 
 /** Each command's module is loaded when it runs. */
 async function run(ctx: CliContext, command: ServerCommand, docs: ModelDocument[]): Promise<number> {
+  if ('dryRun' in command && command.dryRun === 'server') {
+    return (await import('./dry-run-server.js')).dryRunServerCommand(ctx, command, docs);
+  }
   switch (command.kind) {
     case 'serve':
     case 'update':

@@ -107,6 +107,7 @@ const ACTIVITY_NAMES = Object.keys({
   measureBaseline: true,
   applyAdmission: true,
   checkTenantGrant: true,
+  dryRunModel: true,
 } satisfies Record<ActivityName, true>) as ActivityName[];
 
 export class StubActivities {
@@ -259,6 +260,8 @@ export class StubActivities {
       applyAdmission: () => undefined,
       // The grant allows it: what a worker whose tenants file and cluster say so returns.
       checkTenantGrant: () => undefined,
+      // A document the worker accepts, in a cluster with nothing in the way: the objects as built, none refused.
+      dryRunModel: () => ({ issues: [], objects: [] }),
     };
     return Promise.resolve(results[name]());
   }

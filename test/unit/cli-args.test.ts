@@ -55,16 +55,39 @@ describe('parseCommand', () => {
     expect(() => parseCommand(['apply'])).toThrow(/-f FILE is required/);
   });
 
-  it('takes --dry-run=client on serve, update and apply, and sends no update early with it', () => {
+  it('takes --dry-run=client and --dry-run=server on serve, update and apply, and sends no update early with them', () => {
     for (const kind of ['serve', 'update', 'apply'] as const) {
-      const command = parseCommand([kind, '-f', 'm.yaml', '--dry-run=client']);
-      expect(command).toMatchObject({ kind, files: ['m.yaml'], dryRun: 'client', wait: false });
-      expect(sendsEarly(command)).toBe(false);
+      for (const dryRun of ['client', 'server'] as const) {
+        const command = parseCommand([kind, '-f', 'm.yaml', `--dry-run=${dryRun}`]);
+        expect(command).toMatchObject({ kind, files: ['m.yaml'], dryRun, wait: false });
+        expect(sendsEarly(command)).toBe(false);
+      }
     }
     expect(sendsEarly(parseCommand(['update', '-f', 'm.yaml']))).toBe(true);
-    expect(parseError(['serve', '-f', 'm.yaml', '--dry-run=server']).message).toMatch(/^--dry-run must be client/);
-    expect(parseError(['serve', '-f', 'm.yaml', '--dry-run=client', '--wait']).message).toMatch(/drop --wait/);
+    expect(parseCommand(['serve', '-f', 'm.yaml'])).not.toHaveProperty('dryRun');
+    expect(parseError(['serve', '-f', 'm.yaml', '--dry-run=none']).message).toMatch(
+      /^--dry-run must be client \(.*\) or server \(.*worker of the model's cluster.*\), got "none"$/,
+    );
+    expect(parseError(['serve', '-f', 'm.yaml', '--dry-run=client', '--wait']).message).toMatch(
+      /^--dry-run=client creates nothing to wait for: drop --wait$/,
+    );
+    expect(parseError(['apply', '-f', 'm.yaml', '--dry-run=server', '--wait']).message).toMatch(
+      /^--dry-run=server creates nothing/,
+    );
     expect(parseError(['status', 'qwen', '--dry-run=client']).message).toMatch(/Unknown option '--dry-run'/);
+  });
+
+  it('reads --dry-run alone as --dry-run=client, as kubectl does, and a value after a space as its value', () => {
+    expect(parseCommand(['serve', '-f', 'm.yaml', '--dry-run'])).toMatchObject({ dryRun: 'client', files: ['m.yaml'] });
+    expect(parseCommand(['serve', '--dry-run', '-f', 'm.yaml'])).toMatchObject({ dryRun: 'client', files: ['m.yaml'] });
+    expect(parseCommand(['apply', '--dry-run', 'server', '-f', 'm.yaml'])).toMatchObject({ dryRun: 'server' });
+    expect(parseCommand(['update', '--dry-run', '-o', 'json', '-f', 'm.yaml'])).toMatchObject({
+      dryRun: 'client',
+      output: 'json',
+    });
+    // Only the flag itself: a file named --dry-run is still a file.
+    expect(parseCommand(['serve', '--file=--dry-run'])).toMatchObject({ files: ['--dry-run'] });
+    expect(parseCommand(['serve', '-f', 'm.yaml'])).not.toHaveProperty('dryRun');
   });
 
   it('names a model by NAME, -n and --cluster; the namespace defaults to default and the cluster is left to resolve', () => {

@@ -47,7 +47,7 @@ describe('ferry completion bash', () => {
     expect(complete('apply', '-f', 'qw')).toEqual(['qwen.yaml']);
     expect(complete('list', '-o', '')).toEqual(['json', 'name', 'text', 'wide', 'yaml']);
     expect(complete('list', '--phase', 'Rea')).toEqual(['Ready']);
-    expect(complete('serve', '--dry-run', '')).toEqual(['client']);
+    expect(complete('serve', '--dry-run', '')).toEqual(['client', 'server']);
     expect(complete('completion', '')).toEqual(['bash', 'fish', 'zsh']);
   });
 });

@@ -1,6 +1,6 @@
 // The activities a ServeModelWorkflow calls, with their inputs and results. Workflows import them as types only.
 import type { ModelRef } from './identity.js';
-import type { ServedModel } from './spec/index.js';
+import type { ServedModel, SpecIssue } from './spec/index.js';
 import type { Step } from './status.js';
 
 /** What a long-running activity reports while it waits; sent to the workflow as the `progress` signal. */
@@ -208,4 +208,31 @@ export interface FerryActivities {
    * model is started or changed; a worker without a tenants file refuses every tenant.
    */
   checkTenantGrant(input: { tenant: string; document: unknown }): Promise<void>;
+  /**
+   * A server-side dry run: the document checked by this worker (its parser, what it checks before it serves a model)
+   * and each object dry-run applied by the API server. Nothing is created; refusals are returned, not thrown.
+   */
+  dryRunModel(input: DryRunInput): Promise<DryRunResult>;
+}
+
+export interface DryRunInput {
+  /** The ServedModel document, parsed by the worker's own rules. */
+  document: unknown;
+}
+
+/** One object of a dry run: what the API server would persist, or why it would not. */
+export interface DryRunObject {
+  kind: string;
+  name: string;
+  /** The API server's dry-run answer, without `metadata.managedFields`; absent when the object is refused. */
+  object?: Record<string, unknown>;
+  /** Why the object would not be created: the API server's refusal, or the worker's own (a name someone else owns). */
+  refusal?: string;
+}
+
+export interface DryRunResult {
+  /** The document's problems by the worker's parser; when there are any, nothing else was checked. */
+  issues: SpecIssue[];
+  /** Every object the model would own, in the order the lifecycle creates them. */
+  objects: DryRunObject[];
 }
