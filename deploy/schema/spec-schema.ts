@@ -61,8 +61,12 @@ const KEYWORD_ORDER = [
   'items',
   'anyOf',
   'oneOf',
+  'allOf',
+  'if',
+  'then',
+  'else',
 ];
-const SUBSCHEMA = new Set(['additionalProperties', 'propertyNames', 'items', 'not']);
+const SUBSCHEMA = new Set(['additionalProperties', 'propertyNames', 'items', 'not', 'if', 'then', 'else']);
 const SUBSCHEMA_LIST = new Set(['anyOf', 'oneOf', 'allOf']);
 
 function rank(key: string): number {
