@@ -61,8 +61,12 @@ const KEYWORD_ORDER = [
   'items',
   'anyOf',
   'oneOf',
+  'allOf',
+  'if',
+  'then',
+  'else',
 ];
-const SUBSCHEMA = new Set(['additionalProperties', 'propertyNames', 'items', 'not']);
+const SUBSCHEMA = new Set(['additionalProperties', 'propertyNames', 'items', 'not', 'if', 'then', 'else']);
 const SUBSCHEMA_LIST = new Set(['anyOf', 'oneOf', 'allOf']);
 
 function rank(key: string): number {
@@ -245,6 +249,10 @@ export function specMarkdown(): string {
       'documents with it): each format a regular expression can say (names, label keys and values, image references,',
       'quantities, durations, revisions, engine arguments Ferry sets itself, printable strings) is one expression in',
       '`workflows/contract/spec/`, tested by the parser and copied into the schema as its `pattern`, with its bounds.',
+      "The rules between fields it can say (adapters and engine.lora.enabled, a ReadWriteOncePod volume's replicas and",
+      "adapters, a toleration's fields, a selector requirement's values for its operator, a variable's value or",
+      "valueFrom) are in it as `if`/`then`, from the same constants the parser's checks read (`field-rules.ts`, the",
+      "operators' table in `rules.ts`, the one-pod limits in `schema.ts`).",
       'What a draft-07 JSON Schema cannot say, only the parser checks (`workflows/contract/spec/parser-only.ts`):',
       '',
       ...Object.values(PARSER_ONLY_RULES).map((rule) => `- ${rule}`),

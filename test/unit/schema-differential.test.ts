@@ -251,6 +251,151 @@ describe('the parser and the JSON Schema', () => {
     expect(problem, problem).toBeUndefined();
   });
 
+  // The rules between fields that the JSON Schema states too (if/then), each on both sides of its line.
+  const adapter = { name: 'sql', source: { huggingface: { repo: 'a/sql' } } };
+  const onePod = (spec: Doc): Doc =>
+    withDoc(minimalHf, (d) => Object.assign(d.spec, { storage: { accessMode: 'ReadWriteOncePod' }, ...spec }));
+  const toleration = (t: Doc): Doc => withDoc(minimalHf, (d) => (d.spec.scheduling = { tolerations: [t] }));
+  const nodeRequirement = (requirement: Doc): Doc =>
+    withDoc(minimalHf, (d) => {
+      const term = { matchExpressions: [{ key: 'gpu.count', ...requirement }] };
+      d.spec.scheduling = {
+        affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [term] } } },
+      };
+    });
+  const podRequirement = (requirement: Doc): Doc =>
+    withDoc(minimalHf, (d) => {
+      const labelSelector = { matchExpressions: [{ key: 'app', ...requirement }] };
+      const term = { labelSelector, topologyKey: 'kubernetes.io/hostname' };
+      d.spec.scheduling = { affinity: { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [term] } } };
+    });
+  const secret = { secretKeyRef: { name: 's', key: 'k' } };
+  const ruleCases: [title: string, doc: Doc, valid: boolean][] = [
+    [
+      'LoRA enabled with adapters',
+      withDoc(minimalHf, (d) => (d.spec.engine = { lora: { enabled: true, adapters: [adapter] } })),
+      true,
+    ],
+    [
+      'adapters with LoRA off',
+      withDoc(minimalHf, (d) => (d.spec.engine = { lora: { enabled: false, adapters: [adapter] } })),
+      false,
+    ],
+    ['LoRA off without adapters', withDoc(minimalHf, (d) => (d.spec.engine = { lora: { enabled: false } })), true],
+    ['a one-pod volume with the default replicas', onePod({}), true],
+    ['a one-pod volume with 0 replicas', onePod({ replicas: 0 }), true],
+    ['a one-pod volume with 1 replica', onePod({ replicas: 1 }), true],
+    [
+      'a one-pod volume with an empty list of adapters',
+      onePod({ engine: { lora: { enabled: true, adapters: [] } } }),
+      true,
+    ],
+    ['a one-pod volume with an adapter', onePod({ engine: { lora: { enabled: true, adapters: [adapter] } } }), false],
+    [
+      'a ReadWriteOnce volume with 3 replicas and an adapter',
+      withDoc(minimalHf, (d) =>
+        Object.assign(d.spec, {
+          replicas: 3,
+          storage: { accessMode: 'ReadWriteOnce' },
+          engine: { lora: { enabled: true, adapters: [adapter] } },
+        }),
+      ),
+      true,
+    ],
+    ['a toleration of every taint', toleration({ operator: 'Exists' }), true],
+    ['a toleration of a key, Equal by default', toleration({ key: 'a' }), true],
+    ['a toleration Exists with an empty value', toleration({ key: 'a', operator: 'Exists', value: '' }), true],
+    ['a toleration Exists with a value', toleration({ key: 'a', operator: 'Exists', value: 'b' }), false],
+    [
+      'a toleration with seconds and NoExecute',
+      toleration({ key: 'a', value: 'b', effect: 'NoExecute', tolerationSeconds: 30 }),
+      true,
+    ],
+    ['a toleration with seconds and no effect', toleration({ key: 'a', tolerationSeconds: 30 }), false],
+    [
+      'a toleration with seconds and NoSchedule',
+      toleration({ key: 'a', effect: 'NoSchedule', tolerationSeconds: 30 }),
+      false,
+    ],
+    ['a toleration with an empty key and Equal', toleration({ key: '', operator: 'Equal' }), false],
+    ['an empty toleration', toleration({}), false],
+    ['a node requirement In with a value', nodeRequirement({ operator: 'In', values: ['a'] }), true],
+    ['a node requirement In with no values', nodeRequirement({ operator: 'In', values: [] }), false],
+    ['a node requirement NotIn without values', nodeRequirement({ operator: 'NotIn' }), false],
+    ['a node requirement Exists without values', nodeRequirement({ operator: 'Exists' }), true],
+    ['a node requirement Exists with an empty list', nodeRequirement({ operator: 'Exists', values: [] }), true],
+    [
+      'a node requirement DoesNotExist with a value',
+      nodeRequirement({ operator: 'DoesNotExist', values: ['a'] }),
+      false,
+    ],
+    ['a node requirement Gt 8', nodeRequirement({ operator: 'Gt', values: ['8'] }), true],
+    ['a node requirement Lt -3', nodeRequirement({ operator: 'Lt', values: ['-3'] }), true],
+    ['a node requirement Gt with two numbers', nodeRequirement({ operator: 'Gt', values: ['1', '2'] }), false],
+    ['a node requirement Lt without values', nodeRequirement({ operator: 'Lt' }), false],
+    ['a node requirement Lt 1.5', nodeRequirement({ operator: 'Lt', values: ['1.5'] }), false],
+    ['a node requirement Gt with 19 digits', nodeRequirement({ operator: 'Gt', values: ['1'.repeat(19)] }), false],
+    ['a pod requirement In with a value', podRequirement({ operator: 'In', values: ['a'] }), true],
+    ['a pod requirement In with no values', podRequirement({ operator: 'In', values: [] }), false],
+    ['a pod requirement Exists with a value', podRequirement({ operator: 'Exists', values: ['a'] }), false],
+    ['a pod requirement Gt', podRequirement({ operator: 'Gt', values: ['8'] }), false],
+    [
+      'an engine variable from a Secret',
+      withDoc(minimalHf, (d) => (d.spec.engine = { env: [{ name: 'A', valueFrom: secret }] })),
+      true,
+    ],
+    ['an engine variable without a value', withDoc(minimalHf, (d) => (d.spec.engine = { env: [{ name: 'A' }] })), true],
+    [
+      'a puller variable with value and valueFrom',
+      withDoc(minimalHf, (d) => (d.spec.puller = { env: [{ name: 'A', value: '', valueFrom: secret }] })),
+      false,
+    ],
+    ...['+1', '00.5Gi', '.5', '1e-3'].map((q): [string, Doc, boolean] => [
+      `the size ${q}`,
+      withDoc(minimalHf, (d) => (d.spec.storage = { size: q })),
+      true,
+    ]),
+    ...['-0', '+0', '0.0Gi', '.0', '0e9', '-1', 0, -0.5].map((q): [string, Doc, boolean] => [
+      `the size ${q}`,
+      withDoc(minimalHf, (d) => (d.spec.storage = { size: q })),
+      false,
+    ]),
+    ...['0.5ms', '0m1s', '1d0h'].map((t): [string, Doc, boolean] => [
+      `the deadline ${t}`,
+      withDoc(minimalHf, (d) => (d.spec.puller = { deadline: t })),
+      true,
+    ]),
+    ...['0.0s', '0m0s', '00d'].map((t): [string, Doc, boolean] => [
+      `the deadline ${t}`,
+      withDoc(minimalHf, (d) => (d.spec.puller = { deadline: t })),
+      false,
+    ]),
+  ];
+
+  it.each(ruleCases.map(([title, doc, valid]) => ({ title, doc, valid })))(
+    'agree on $title (valid: $valid)',
+    ({ doc, valid }) => {
+      const problem = disagreement(doc);
+      expect(problem, problem).toBeUndefined();
+      const v = verdicts(doc);
+      expect({ schema: v.schema.length === 0, parser: v.parser.length === 0 }).toEqual({
+        schema: valid,
+        parser: valid,
+      });
+    },
+  );
+
+  it.each([
+    ['a quantity that rounds to 0', withDoc(minimalHf, (d) => (d.spec.storage = { size: '1e-400' })), 'quantity-range'],
+    [
+      'a duration that rounds to 0',
+      withDoc(minimalHf, (d) => (d.spec.puller = { deadline: '0.4ms' })),
+      'duration-range',
+    ],
+  ])('refuse %s only in the parser, for its range', (_title, doc, rule) => {
+    expect(verdicts(doc)).toMatchObject({ schema: [], parserRules: [rule] });
+  });
+
   it('refuse a document for a parser-only rule only in the parser', () => {
     const doc = withDoc(minimalHf, (d) => (d.spec.resources = { memory: '4Gi', shmSize: '8Gi' }));
     expect(verdicts(doc)).toEqual({

@@ -58,7 +58,34 @@ describe('the JSON Schema, with a JSON Schema validator', () => {
     expect(errorsOf(JSON.parse(JSON.stringify(parseServedModel(fixtures[name]))))).toEqual([]);
   });
 
+  const adapter = { name: 'sql', source: { huggingface: { repo: 'a/sql' } } };
+  const nodeRequirement = (requirement: object) => ({
+    affinity: {
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: [{ matchExpressions: [{ key: 'gpu.count', ...requirement }] }],
+        },
+      },
+    },
+  });
+
   type Case = [title: string, change: (doc: any) => void, error: string];
+  // What the rules between fields allow, which the JSON Schema must allow too.
+  const good: [title: string, change: (doc: any) => void][] = [
+    ['a one-pod volume with the default replicas', (d) => (d.spec.storage = { accessMode: 'ReadWriteOncePod' })],
+    ['a toleration of every taint', (d) => (d.spec.scheduling = { tolerations: [{ operator: 'Exists' }] })],
+    ['a node requirement Gt 8', (d) => (d.spec.scheduling = nodeRequirement({ operator: 'Gt', values: ['8'] }))],
+    ['a node requirement Exists', (d) => (d.spec.scheduling = nodeRequirement({ operator: 'Exists' }))],
+    ['a size of "+.5Gi"', (d) => (d.spec.storage = { size: '+.5Gi' })],
+  ];
+
+  it.each(good)('accepts a document with %s, as Ferry does', (_title, change) => {
+    const doc = structuredClone(minimalHf) as any;
+    change(doc);
+    expect(errorsOf(doc)).toEqual([]);
+    expect(safeParseServedModel(doc).ok).toBe(true);
+  });
+
   const bad: Case[] = [
     ['an unknown field', (d) => (d.spec.engine = { imag: 'vllm/vllm-openai:v0.11.0' }), '/spec/engine must NOT have'],
     ['a number of replicas as a word', (d) => (d.spec.replicas = 'two'), '/spec/replicas must be integer'],
@@ -88,6 +115,96 @@ describe('the JSON Schema, with a JSON Schema validator', () => {
     ],
     ['a reserved variable', (d) => (d.spec.engine = { env: [{ name: 'HF_TOKEN', value: 'x' }] }), 'name must NOT'],
     ['a revision with ".."', (d) => (d.spec.source.huggingface.revision = 'a..b'), '/revision must match'],
+    [
+      'adapters with LoRA left off',
+      (d) => (d.spec.engine = { lora: { adapters: [adapter] } }),
+      "/spec/engine/lora must have required property 'enabled'",
+    ],
+    [
+      'adapters with LoRA turned off',
+      (d) => (d.spec.engine = { lora: { enabled: false, adapters: [adapter] } }),
+      '/spec/engine/lora/enabled must be equal to constant',
+    ],
+    [
+      'two replicas on a one-pod volume',
+      (d) => Object.assign(d.spec, { storage: { accessMode: 'ReadWriteOncePod' }, replicas: 2 }),
+      '/spec/replicas must be <= 1',
+    ],
+    [
+      'an adapter on a one-pod volume',
+      (d) =>
+        Object.assign(d.spec, {
+          storage: { accessMode: 'ReadWriteOncePod' },
+          engine: { lora: { enabled: true, adapters: [adapter] } },
+        }),
+      '/spec/engine/lora/adapters must NOT have more than 0 items',
+    ],
+    [
+      'a toleration Exists with a value',
+      (d) => (d.spec.scheduling = { tolerations: [{ key: 'a', operator: 'Exists', value: 'b' }] }),
+      '/spec/scheduling/tolerations/0/value must be equal to constant',
+    ],
+    [
+      'a toleration with seconds but no effect',
+      (d) => (d.spec.scheduling = { tolerations: [{ key: 'a', tolerationSeconds: 30 }] }),
+      "/spec/scheduling/tolerations/0 must have required property 'effect'",
+    ],
+    [
+      'a toleration with seconds and NoSchedule',
+      (d) => (d.spec.scheduling = { tolerations: [{ key: 'a', effect: 'NoSchedule', tolerationSeconds: 30 }] }),
+      '/spec/scheduling/tolerations/0/effect must be equal to constant',
+    ],
+    [
+      'a toleration without key that is not Exists',
+      (d) => (d.spec.scheduling = { tolerations: [{ operator: 'Equal' }] }),
+      '/spec/scheduling/tolerations/0/operator must be equal to constant',
+    ],
+    [
+      'a node requirement In without values',
+      (d) => (d.spec.scheduling = nodeRequirement({ operator: 'In' })),
+      "/matchExpressions/0 must have required property 'values'",
+    ],
+    [
+      'a node requirement Exists with a value',
+      (d) => (d.spec.scheduling = nodeRequirement({ operator: 'Exists', values: ['a'] })),
+      '/matchExpressions/0/values must NOT have more than 0 items',
+    ],
+    [
+      'a node requirement Gt with two values',
+      (d) => (d.spec.scheduling = nodeRequirement({ operator: 'Gt', values: ['1', '2'] })),
+      '/matchExpressions/0/values must NOT have more than 1 items',
+    ],
+    [
+      'a node requirement Lt with a word',
+      (d) => (d.spec.scheduling = nodeRequirement({ operator: 'Lt', values: ['many'] })),
+      '/matchExpressions/0/values/0 must match pattern',
+    ],
+    [
+      'a pod requirement NotIn with no values',
+      (d) =>
+        (d.spec.scheduling = {
+          affinity: {
+            podAffinity: {
+              requiredDuringSchedulingIgnoredDuringExecution: [
+                {
+                  labelSelector: { matchExpressions: [{ key: 'app', operator: 'NotIn', values: [] }] },
+                  topologyKey: 'a',
+                },
+              ],
+            },
+          },
+        }),
+      '/labelSelector/matchExpressions/0/values must NOT have fewer than 1 items',
+    ],
+    [
+      'a variable with value and valueFrom',
+      (d) =>
+        (d.spec.engine = { env: [{ name: 'A', value: 'x', valueFrom: { secretKeyRef: { name: 's', key: 'k' } } }] }),
+      '/spec/engine/env/0 must NOT be valid',
+    ],
+    ['a memory of "0Gi"', (d) => (d.spec.resources = { memory: '0Gi' }), '/spec/resources/memory must match pattern'],
+    ['a size of "-1Gi"', (d) => (d.spec.storage = { size: '-1Gi' }), '/spec/storage/size must match pattern'],
+    ['a deadline of "0m0s"', (d) => (d.spec.puller = { deadline: '0m0s' }), '/spec/puller/deadline must match pattern'],
   ];
 
   it.each(bad)('rejects a document with %s, as Ferry does', (_title, change, error) => {

@@ -6,6 +6,7 @@ import { argProblem, ENGINE_ARG, positionalProblems } from './engine-args.js';
 import { IMAGE_REFERENCE, imageProblem } from './image-ref.js';
 import { C_IDENTIFIER, C_IDENTIFIER_BODY, duration, int, jsonRule, objectName, quote, rules, strict } from './rules.js';
 import { PRINTABLE_CHARACTER } from './text.js';
+import { withFieldRules } from './field-rules.js';
 import { parserOnly } from './parser-only.js';
 import { describedSecretRef, sourceSchema } from './source-schema.js';
 
@@ -59,7 +60,7 @@ function envNamePattern(reserved: ReservedEnv): RegExp {
 
 function envVarSchema(reserved: ReservedEnv) {
   const pattern = envNamePattern(reserved);
-  return strict({
+  const fields = strict({
     name: rules(
       z.string(),
       (v) =>
@@ -86,15 +87,14 @@ function envVarSchema(reserved: ReservedEnv) {
     })
       .optional()
       .describe("Where the value comes from instead: a key of a Secret, so it stays out of the pod's spec."),
-  }).superRefine((env, ctx) => {
-    if (env.value !== undefined && env.valueFrom !== undefined) {
-      ctx.addIssue({
-        code: 'custom',
-        message: 'give either value or valueFrom, not both',
-        params: parserOnly('env-value-or-secret'),
-      });
-    }
   });
+  return withFieldRules(fields, [
+    {
+      when: { field: 'value', set: true },
+      then: { field: 'valueFrom', set: false },
+      message: 'give either value or valueFrom, not both',
+    },
+  ]);
 }
 
 /** A list of environment variables, each name once. */
@@ -147,6 +147,60 @@ const adapterSchema = strict({
 
 export type AdapterSpec = z.output<typeof adapterSchema>;
 
+// LoRA: adapters need it enabled, as the engine serves them only then.
+const loraSchema = withFieldRules(
+  strict({
+    enabled: z
+      .boolean({ error: 'must be true or false' })
+      .default(false)
+      .describe('Lets the engine serve LoRA adapters, loaded and unloaded at run time.'),
+    maxLoras: int('a whole number of adapters, at least 1')
+      .min(1, 'must be at least 1')
+      .default(4)
+      .describe(
+        "How many adapters one batch may use at once (vLLM's --max-loras); more can be loaded, and are read from disk again when used.",
+      ),
+    maxLoraRank: z
+      .union(
+        MAX_LORA_RANKS.map((rank) => z.literal(rank)),
+        { error: `must be one of vLLM's LoRA ranks: ${MAX_LORA_RANKS.join(', ')}` },
+      )
+      .optional()
+      .describe(
+        `The highest rank of an adapter the engine accepts (vLLM's --max-lora-rank): one of ${MAX_LORA_RANKS.join(', ')}. Unset: vLLM's default, 16.`,
+      ),
+    adapters: z
+      .array(adapterSchema)
+      .max(MAX_ADAPTERS, `must list at most ${MAX_ADAPTERS} adapters`)
+      .superRefine((adapters, ctx) => {
+        const seen = new Set<string>();
+        adapters.forEach((adapter, index) => {
+          if (seen.has(adapter.name)) {
+            ctx.addIssue({
+              code: 'custom',
+              path: [index, 'name'],
+              message: `${quote(adapter.name)} is listed twice`,
+              params: parserOnly('listed-once'),
+            });
+          }
+          seen.add(adapter.name);
+        });
+      })
+      .optional()
+      .describe(
+        "The adapters every ready replica holds: Ferry puts their files on the model's volume and loads each on every replica, again after a restart. Unset: clients load and unload adapters themselves.",
+      ),
+  }),
+  [
+    {
+      when: { field: 'adapters', set: true },
+      then: { field: 'enabled', is: true },
+      at: 'adapters',
+      message: 'needs engine.lora.enabled: true (the engine serves adapters only with LoRA enabled)',
+    },
+  ],
+);
+
 export const engineSchema = strict({
   image: imageRef.default(DEFAULT_ENGINE_IMAGE).describe('The vLLM container image (its entrypoint is vllm serve).'),
   servedModelName: rules(z.string(), (v) =>
@@ -189,50 +243,7 @@ export const engineSchema = strict({
     .describe(
       'A Secret with the API key clients must send; it reaches vLLM only as VLLM_API_KEY from the Secret. Unset: no key.',
     ),
-  lora: strict({
-    enabled: z
-      .boolean({ error: 'must be true or false' })
-      .default(false)
-      .describe('Lets the engine serve LoRA adapters, loaded and unloaded at run time.'),
-    maxLoras: int('a whole number of adapters, at least 1')
-      .min(1, 'must be at least 1')
-      .default(4)
-      .describe(
-        "How many adapters one batch may use at once (vLLM's --max-loras); more can be loaded, and are read from disk again when used.",
-      ),
-    maxLoraRank: z
-      .union(
-        MAX_LORA_RANKS.map((rank) => z.literal(rank)),
-        { error: `must be one of vLLM's LoRA ranks: ${MAX_LORA_RANKS.join(', ')}` },
-      )
-      .optional()
-      .describe(
-        `The highest rank of an adapter the engine accepts (vLLM's --max-lora-rank): one of ${MAX_LORA_RANKS.join(', ')}. Unset: vLLM's default, 16.`,
-      ),
-    adapters: z
-      .array(adapterSchema)
-      .max(MAX_ADAPTERS, `must list at most ${MAX_ADAPTERS} adapters`)
-      .superRefine((adapters, ctx) => {
-        const seen = new Set<string>();
-        adapters.forEach((adapter, index) => {
-          if (seen.has(adapter.name)) {
-            ctx.addIssue({
-              code: 'custom',
-              path: [index, 'name'],
-              message: `${quote(adapter.name)} is listed twice`,
-              params: parserOnly('listed-once'),
-            });
-          }
-          seen.add(adapter.name);
-        });
-      })
-      .optional()
-      .describe(
-        "The adapters every ready replica holds: Ferry puts their files on the model's volume and loads each on every replica, again after a restart. Unset: clients load and unload adapters themselves.",
-      ),
-  })
-    .prefault({})
-    .describe('LoRA adapters on top of the base model.'),
+  lora: loraSchema.prefault({}).describe('LoRA adapters on top of the base model.'),
   startupTimeout: duration('40m')
     .default('40m')
     .describe('How long loading may take before the engine counts as failed, like 40m or 1h30m.'),

@@ -7,18 +7,13 @@
 /** Each rule by its name, in the words docs/spec.md shows. */
 export const PARSER_ONLY_RULES = {
   'document-size': 'a document is at most 256 KiB of strings, 1000 values and 64 levels deep',
-  'quantity-range': 'a quantity is above 0 and at most 2^53 - 1 in its unit',
-  'duration-range': 'a duration is above 0 and at most 3650d',
+  'quantity-range': 'a quantity is at most 2^53 - 1 in its unit, and not so small that it rounds to 0 (like 1e-400)',
+  'duration-range': 'a duration is at most 3650d, and not so short that it rounds to 0 milliseconds (like 0.1ms)',
   'shm-below-memory': 'resources.shmSize is smaller than resources.memory',
   'own-volume': "no source (the model's or an adapter's) is the model's own volume, <metadata.name>-weights",
   'adapter-not-base': 'no adapter has the name the base model is served as',
   'listed-once': 'each variable of engine.env and puller.env, and each adapter, is listed once',
   'args-in-order': 'each item of engine.args that is not a flag is a value its flag takes',
-  'lora-enabled': 'engine.lora.adapters needs engine.lora.enabled: true',
-  'one-pod-volume': 'storage.accessMode ReadWriteOncePod allows at most 1 replica and no adapters',
-  'toleration-fields': "a toleration's operator, value, effect and tolerationSeconds fit each other",
-  'selector-values': "a selector requirement's values fit its operator",
-  'env-value-or-secret': 'an environment variable has value or valueFrom, not both',
 } as const;
 
 export type ParserOnlyRule = keyof typeof PARSER_ONLY_RULES;

@@ -2,7 +2,7 @@
 // the puller Job that fills the volume. Pure (no Node): it is bundled into workflow code.
 import { z } from 'zod';
 import { envListSchema, imageRef, type ReservedEnv } from './engine-schema.js';
-import { parserOnly } from './parser-only.js';
+import { withFieldRules } from './field-rules.js';
 import {
   duration,
   int,
@@ -13,6 +13,7 @@ import {
   qualifiedNameRule,
   quantity,
   quote,
+  requirementValuesJson,
   requirementValuesProblem,
   rules,
   storageClassRule,
@@ -68,11 +69,9 @@ export const storageSchema = strict({
     .describe('Keep the volume and its weights when the model is deleted.'),
 });
 
-const TOLERATION = parserOnly('toleration-fields');
-
 const TAINT_EFFECTS = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'] as const;
 
-const tolerationSchema = strict({
+const tolerationFields = strict({
   key: rules(z.string(), (v) => {
     const problem = qualifiedNameProblem(v);
     return problem ? `must be a taint key like nvidia.com/gpu, got ${quote(v)} (${problem})` : undefined;
@@ -92,32 +91,29 @@ const tolerationSchema = strict({
   tolerationSeconds: int('a whole number of seconds')
     .optional()
     .describe('With effect NoExecute: how long the pod stays on a node after the taint appears.'),
-}).superRefine((toleration, ctx) => {
-  if (toleration.operator === 'Exists' && toleration.value) {
-    ctx.addIssue({
-      code: 'custom',
-      path: ['value'],
-      message: 'must be empty when operator is Exists',
-      params: TOLERATION,
-    });
-  }
-  if (toleration.tolerationSeconds !== undefined && toleration.effect !== 'NoExecute') {
-    ctx.addIssue({
-      code: 'custom',
-      path: ['tolerationSeconds'],
-      message: 'only applies when effect is NoExecute',
-      params: TOLERATION,
-    });
-  }
-  if (!toleration.key && toleration.operator !== 'Exists') {
-    ctx.addIssue({
-      code: 'custom',
-      path: ['operator'],
-      message: 'must be Exists when key is empty',
-      params: TOLERATION,
-    });
-  }
 });
+
+// As Kubernetes checks a toleration's fields against each other.
+const tolerationSchema = withFieldRules(tolerationFields, [
+  {
+    when: { field: 'operator', is: 'Exists' },
+    then: { field: 'value', is: '', orUnset: true },
+    at: 'value',
+    message: 'must be empty when operator is Exists',
+  },
+  {
+    when: { field: 'tolerationSeconds', set: true },
+    then: { field: 'effect', is: 'NoExecute' },
+    at: 'tolerationSeconds',
+    message: 'only applies when effect is NoExecute',
+  },
+  {
+    when: { field: 'key', is: '', orUnset: true },
+    then: { field: 'operator', is: 'Exists' },
+    at: 'operator',
+    message: 'must be Exists when key is empty',
+  },
+]);
 
 export type Toleration = z.output<typeof tolerationSchema>;
 
@@ -134,10 +130,12 @@ const selectorRequirement = (operators: readonly [string, ...string[]]) =>
       .array(z.string())
       .optional()
       .describe('The values: some for In and NotIn, none for Exists and DoesNotExist, one number for Gt and Lt.'),
-  }).superRefine((requirement, ctx) => {
-    const message = requirementValuesProblem(requirement.operator, requirement.values);
-    if (message) ctx.addIssue({ code: 'custom', path: ['values'], message, params: parserOnly('selector-values') });
-  });
+  })
+    .superRefine((requirement, ctx) => {
+      const message = requirementValuesProblem(requirement.operator, requirement.values);
+      if (message) ctx.addIssue({ code: 'custom', path: ['values'], message });
+    })
+    .meta(requirementValuesJson(operators));
 const nodeFieldRequirement = strict({
   key: z.literal('metadata.name', { error: mustBe('metadata.name') }).describe('The node field: metadata.name.'),
   operator: z.enum(['In', 'NotIn'], { error: mustBe('In', 'NotIn') }).describe('In or NotIn.'),

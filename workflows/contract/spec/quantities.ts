@@ -1,7 +1,10 @@
 // Durations (`90s`, `1h30m`) and Kubernetes quantities (`50Gi`, `500m`) as the spec writes them. Pure.
 const DURATION_UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const DURATION_BODY = '\\s*(?:\\d+(?:\\.\\d+)?(?:ms|s|m|h|d))+\\s*';
 /** A duration as written: amounts with units, one after another; spaces around it are ignored. */
-export const DURATION = /^\s*(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+\s*$/u;
+export const DURATION = new RegExp(`^${DURATION_BODY}$`, 'u');
+/** A duration above 0 as written: one of its amounts has a digit other than 0 (a unit has none). */
+export const NONZERO_DURATION = new RegExp(`^(?=[\\s\\S]*[1-9])${DURATION_BODY}$`, 'u');
 const DURATION_PART = /(\d+(?:\.\d+)?)(ms|s|m|h|d)/g;
 
 /** Parses `90s`, `40m`, `2h`, `1h30m`, `500ms`, `1d` into milliseconds; throws on anything else. */
@@ -21,8 +24,12 @@ export function durationSeconds(text: string): number {
   return Math.ceil(parseDuration(text) / 1000);
 }
 
+const AMOUNT = '(?:\\d+(?:\\.\\d*)?|\\.\\d+)';
+const SUFFIX = '(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\\d+)';
 /** A Kubernetes quantity as written: a signed decimal with an optional suffix (binary, decimal or an exponent). */
-export const QUANTITY = /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$/u;
+export const QUANTITY = new RegExp(`^([+-]?${AMOUNT})${SUFFIX}?$`, 'u');
+/** A quantity above 0 as written: no minus sign, and a digit other than 0 before its suffix. */
+export const POSITIVE_QUANTITY = new RegExp(`^\\+?(?=[\\d.]*[1-9])${AMOUNT}${SUFFIX}?$`, 'u');
 const QUANTITY_SUFFIX: Record<string, number> = {
   Ki: 2 ** 10,
   Mi: 2 ** 20,

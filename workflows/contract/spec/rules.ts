@@ -1,6 +1,6 @@
 // The building blocks of the schema: field rules that word their own messages for people. Pure.
 import { z } from 'zod';
-import { DURATION, parseDuration, parseQuantity, QUANTITY } from './quantities.js';
+import { NONZERO_DURATION, parseDuration, parseQuantity, POSITIVE_QUANTITY } from './quantities.js';
 import {
   DNS1123_LABEL,
   DNS1123_SUBDOMAIN,
@@ -178,24 +178,67 @@ export const labelKey = (example: string) =>
     return problem ? `must be a label key like ${example}, got ${quote(v)} (${problem})` : undefined;
   }).meta(qualifiedNameRule());
 
+// What Kubernetes requires of a selector requirement's values, by its operator: how many, and of what form. The
+// parser's check and the JSON Schema's if/then (`requirementValuesJson`) both read this table.
+const WHOLE_NUMBER = /^-?\d{1,18}$/u;
+interface ValuesRule {
+  minItems?: number;
+  maxItems?: number;
+  pattern?: RegExp;
+  problem: (operator: string, values: readonly string[]) => string;
+}
+const SOME_VALUES: ValuesRule = {
+  minItems: 1,
+  problem: (operator) => `must list at least one value when operator is ${operator}`,
+};
+const NO_VALUES: ValuesRule = { maxItems: 0, problem: (operator) => `must be empty when operator is ${operator}` };
+const ONE_NUMBER: ValuesRule = {
+  minItems: 1,
+  maxItems: 1,
+  pattern: WHOLE_NUMBER,
+  problem: (operator, values) =>
+    `must be one whole number when operator is ${operator}, like ["8"], got ${quote(values)}`,
+};
+const REQUIREMENT_VALUES: Readonly<Record<string, ValuesRule>> = {
+  In: SOME_VALUES,
+  NotIn: SOME_VALUES,
+  Exists: NO_VALUES,
+  DoesNotExist: NO_VALUES,
+  Gt: ONE_NUMBER,
+  Lt: ONE_NUMBER,
+};
+
 /** What Kubernetes requires of a selector requirement's values for its operator, or undefined when they fit. */
-export function requirementValuesProblem(operator: string, values: readonly string[] | undefined): string | undefined {
-  const count = values?.length ?? 0;
-  switch (operator) {
-    case 'In':
-    case 'NotIn':
-      return count === 0 ? `must list at least one value when operator is ${operator}` : undefined;
-    case 'Exists':
-    case 'DoesNotExist':
-      return count > 0 ? `must be empty when operator is ${operator}` : undefined;
-    case 'Gt':
-    case 'Lt':
-      return count === 1 && /^-?\d{1,18}$/.test(values![0]!)
-        ? undefined
-        : `must be one whole number when operator is ${operator}, like ["8"], got ${quote(values ?? [])}`;
-    default:
-      return undefined;
-  }
+export function requirementValuesProblem(operator: string, values: readonly string[] = []): string | undefined {
+  const rule = REQUIREMENT_VALUES[operator];
+  if (!rule) return undefined;
+  const fits =
+    values.length >= (rule.minItems ?? 0) &&
+    values.length <= (rule.maxItems ?? Infinity) &&
+    values.every((value) => rule.pattern?.test(value) ?? true);
+  return fits ? undefined : rule.problem(operator, values);
+}
+
+/** The JSON Schema of the same rule, for a requirement with these operators: an if/then per operator. */
+export function requirementValuesJson(operators: readonly string[]) {
+  return {
+    allOf: operators.flatMap((operator) => {
+      const rule = REQUIREMENT_VALUES[operator];
+      if (!rule) return [];
+      const values = {
+        type: 'array',
+        ...(rule.minItems === undefined ? {} : { minItems: rule.minItems }),
+        ...(rule.maxItems === undefined ? {} : { maxItems: rule.maxItems }),
+        ...(rule.pattern ? { items: { type: 'string', pattern: rule.pattern.source } } : {}),
+      };
+      return [
+        {
+          if: { required: ['operator'], properties: { operator: { const: operator } } },
+          then: { ...(rule.minItems ? { required: ['values'] } : {}), properties: { values } },
+        },
+      ];
+    }),
+  };
 }
 
 const RESERVED_MODEL_NAME = 'vllm';
@@ -244,15 +287,19 @@ export const secretRef = (example: string) =>
 export const quantity = (example: string) =>
   z
     // A number is read as its string, which always fits the pattern: only its value counts.
-    .union([z.string().meta(jsonRule(QUANTITY)), z.number().meta({ exclusiveMinimum: 0, maximum: MAX_QUANTITY })], {
-      error: (issue) => `must be a positive quantity like ${example}, got ${describeValue(issue.input)}`,
-    })
+    .union(
+      [z.string().meta(jsonRule(POSITIVE_QUANTITY)), z.number().meta({ exclusiveMinimum: 0, maximum: MAX_QUANTITY })],
+      {
+        error: (issue) => `must be a positive quantity like ${example}, got ${describeValue(issue.input)}`,
+      },
+    )
     .transform((v) => String(v))
     .pipe(
       rules(z.string(), (v) => {
         const value = parseQuantity(v);
         const positive = `must be a positive quantity like ${example}, got ${quote(v)}`;
-        if (value === undefined) return positive;
+        if (value === undefined || !POSITIVE_QUANTITY.test(v)) return positive;
+        // Above 0 as written, yet too small for a JavaScript number (1e-400): it rounds to 0.
         if (!(value > 0)) return { message: positive, rule: 'quantity-range' };
         return value <= MAX_QUANTITY || acceptedBefore('bounds')
           ? undefined
@@ -271,15 +318,17 @@ export const duration = (example: string) =>
     } catch {
       return `must be a duration like 90s, 40m, 2h or 1h30m, got ${quote(v)}`;
     }
-    if (!(ms > 0))
-      return { message: `must be a positive duration like ${example}, got ${quote(v)}`, rule: 'duration-range' };
+    const positive = `must be a positive duration like ${example}, got ${quote(v)}`;
+    if (!NONZERO_DURATION.test(v)) return positive;
+    // Above 0 as written, yet shorter than half a millisecond (0.1ms): it rounds to 0.
+    if (!(ms > 0)) return { message: positive, rule: 'duration-range' };
     return ms <= MAX_DURATION_MS || acceptedBefore('bounds')
       ? undefined
       : {
           message: `must be at most ${MAX_DURATION_DAYS}d, got ${quote(v)}: Kubernetes keeps deadlines as 32-bit seconds, and nothing Ferry waits for takes longer`,
           rule: 'duration-range',
         };
-  }).meta(jsonRule(DURATION));
+  }).meta(jsonRule(NONZERO_DURATION));
 
 export const int = (what: string) =>
   rules(z.number({ error: `must be ${what}` }).int(`must be ${what}`), (v) =>

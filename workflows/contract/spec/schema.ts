@@ -19,6 +19,36 @@ export { type HuggingFaceSource, type PvcSource, type SourceSpec } from './sourc
 export const API_VERSION = 'ferry.dev/v1alpha1';
 export const KIND = 'ServedModel';
 
+const DEFAULT_REPLICAS = 1;
+
+// Only one pod can mount a ReadWriteOncePod volume: at most one replica, and no adapters, as nothing could put an
+// adapter's files on it while the engine serves. The parser's check (crossFieldIssues) and this if/then, which the
+// generator copies into the JSON Schema, read the same constants; the JSON Schema sees a field left out, which the
+// parser fills with its default.
+const ONE_POD: z.output<typeof storageSchema>['accessMode'] = 'ReadWriteOncePod';
+const ONE_POD_MAX_REPLICAS = 1;
+const ONE_POD_MAX_ADAPTERS = 0;
+const onePodVolumeJson = {
+  if: {
+    required: ['storage'],
+    properties: {
+      storage: { type: 'object', required: ['accessMode'], properties: { accessMode: { const: ONE_POD } } },
+    },
+  },
+  then: {
+    ...(DEFAULT_REPLICAS > ONE_POD_MAX_REPLICAS ? { required: ['replicas'] } : {}),
+    properties: {
+      replicas: { type: 'integer', maximum: ONE_POD_MAX_REPLICAS },
+      engine: {
+        type: 'object',
+        properties: {
+          lora: { type: 'object', properties: { adapters: { type: 'array', maxItems: ONE_POD_MAX_ADAPTERS } } },
+        },
+      },
+    },
+  },
+};
+
 const specSchema = strict({
   cluster: dnsLabel('cluster name (it picks the worker and task queue)', 'default')
     .default(DEFAULT_CLUSTER)
@@ -34,7 +64,7 @@ const specSchema = strict({
     .describe('Where the engine and the puller may run (both get the same, so the volume binds where they run).'),
   replicas: int('a whole number of replicas, 0 or more')
     .min(0, 'must be 0 or more')
-    .default(1)
+    .default(DEFAULT_REPLICAS)
     .describe('Engine pods; 0 keeps the volume, the weights and the Service but stops the engine.'),
   puller: pullerSchema.prefault({}).describe('The Job that downloads or copies the weights into the volume.'),
   slo: sloSchema
@@ -47,7 +77,7 @@ const specSchema = strict({
     .describe(
       "Also register the engine pods as an InferencePool <name> (inference.networking.k8s.io/v1, the Gateway API Inference Extension), so an inference gateway routes to them; its endpoints are each pod's admission port when slo.admission is on. The cluster must have the extension's CRDs. Unset: no pool.",
     ),
-});
+}).meta(onePodVolumeJson);
 
 const documentSchema = strict({
   apiVersion: z.literal(API_VERSION, { error: mustBe(API_VERSION) }).describe('The version of the document format.'),
@@ -91,18 +121,9 @@ function crossFieldIssues(doc: Document, ctx: z.core.$RefinementCtx<Document>): 
     });
   }
   const { lora } = spec.engine;
-  if (lora.adapters !== undefined && !lora.enabled) {
+  if ((lora.adapters?.length ?? 0) > ONE_POD_MAX_ADAPTERS && spec.storage.accessMode === ONE_POD) {
     ctx.addIssue({
       code: 'custom',
-      params: parserOnly('lora-enabled'),
-      path: ['spec', 'engine', 'lora', 'adapters'],
-      message: 'needs engine.lora.enabled: true (the engine serves adapters only with LoRA enabled)',
-    });
-  }
-  if (lora.adapters?.length && spec.storage.accessMode === 'ReadWriteOncePod') {
-    ctx.addIssue({
-      code: 'custom',
-      params: parserOnly('one-pod-volume'),
       path: ['spec', 'engine', 'lora', 'adapters'],
       message:
         "cannot be used with storage.accessMode ReadWriteOncePod: only the engine's pod can mount the volume, so nothing can put an adapter's files on it while the engine serves; use ReadWriteOnce or ReadWriteMany",
@@ -127,10 +148,9 @@ function crossFieldIssues(doc: Document, ctx: z.core.$RefinementCtx<Document>): 
       });
     }
   });
-  if (spec.storage.accessMode === 'ReadWriteOncePod' && spec.replicas > 1) {
+  if (spec.storage.accessMode === ONE_POD && spec.replicas > ONE_POD_MAX_REPLICAS) {
     ctx.addIssue({
       code: 'custom',
-      params: parserOnly('one-pod-volume'),
       path: ['spec', 'replicas'],
       message: 'must be 0 or 1 with storage.accessMode ReadWriteOncePod: only one pod can mount the volume',
     });
