@@ -3,9 +3,10 @@
 # turns run by run so that the machine's noise falls on all of them alike. Builds dist/ first if it is missing.
 #   - `node -e 0` (Node's own start), `ferry --version`, `ferry --help`;
 #   - when Temporal answers (the local stack, or TEMPORAL_ADDRESS): `ferry delete --cluster` and `ferry update -f` of a
-#     model that does not run (exit 3), which load everything those commands load and send their update (answered:
-#     not found), then describe. With Node's compile cache as people run it (warm), and the delete also with an empty
-#     cache each run (cold: the first run of a build).
+#     model that does not run (exit 3), which load everything those commands load: the prelude sends the update
+#     (answered: not found), then the commands load and the SDK asks again and describes. With Node's compile cache
+#     as people run it (warm), the same with an empty cache each run (cold: the first run of a build), and with the
+#     update sent by the SDK alone (FERRY_CLI_EARLY=0).
 # Results: docs/performance.md.
 #   bash bench/cli-start.sh [N]
 set -euo pipefail
@@ -48,9 +49,11 @@ update=(node bin/ferry.js update -f "$scratch/absent.yaml")
 labels=('node -e 0' 'ferry --version' 'ferry --help')
 commands=('node -e 0' 'node bin/ferry.js --version' 'node bin/ferry.js --help')
 if node bin/ferry.js list -n ferry-bench >/dev/null 2>&1; then
-  labels+=('ferry delete (warm cache)' 'ferry delete (cold cache)' 'ferry update (warm cache)')
+  labels+=('ferry delete (warm cache)' 'ferry delete (cold cache)' 'ferry delete (sent by the SDK)'
+    'ferry update (warm cache)' 'ferry update (sent by the SDK)')
   commands+=("env XDG_CACHE_HOME=$scratch/warm ${absent[*]}" "COLD ${absent[*]}"
-    "env XDG_CACHE_HOME=$scratch/warm ${update[*]}")
+    "env XDG_CACHE_HOME=$scratch/warm FERRY_CLI_EARLY=0 ${absent[*]}"
+    "env XDG_CACHE_HOME=$scratch/warm ${update[*]}" "env XDG_CACHE_HOME=$scratch/warm FERRY_CLI_EARLY=0 ${update[*]}")
   server=yes
 else
   server=no

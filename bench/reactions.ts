@@ -2,9 +2,10 @@
 // reaction here comes from the watch): a Ready model's engine pod deleted → status Degraded; its engine reported
 // crash-looping → Degraded; its Service or Deployment deleted → back; its weights PVC deleted → Degraded → Ready
 // again; an update → Deployment patched; a delete → the Deployment going. Update and delete are timed twice: from
-// the library call, and from starting a `ferry` process (the compiled CLI, its modules from Node's compile cache:
-// Node's start, reading the settings and the document, sending the update; `ferry update -f` and `ferry delete
-// --cluster`, without --wait). Times are from the
+// the library call, and from starting a `ferry` process (the compiled CLI from the build's bundles: Node's start,
+// reading the settings and the document, sending the update; `ferry update -f` and `ferry delete --cluster`, without
+// --wait), which in turn sends its update before the Temporal SDK loads and prints the answer without it (as people
+// run it), and leaves it to the SDK (`FERRY_CLI_EARLY=0`), side by side. Times are from the
 // benchmark's call to the moment it sees the effect (a status query every 25 ms, or a watch event), so each
 // includes up to ~25 ms of observation delay.
 //
@@ -107,11 +108,20 @@ async function deletedUntilBack(kind: string, name: string, remove: () => Promis
   record(`${kind} deleted → re-created`, back.at - t0);
 }
 
-/** How a `ferry` process runs: as people run it (a label kept for the rows' names). */
-const LOADS = [{ label: 'cli', env: {} }] as const;
+/**
+ * Who sends a `ferry` process's update, taking turns: the CLI's prelude before the Temporal SDK has loaded (as people
+ * run it, client/early-update.ts), or the SDK once it has (`FERRY_CLI_EARLY=0`, as before), side by side in one run.
+ */
+const LOADS = [
+  { label: 'bundle', env: {} },
+  { label: 'bundle, sent by the SDK', env: { FERRY_CLI_EARLY: '0' } },
+] as const;
 
-/** Who deletes, taking turns: a `ferry delete` process (first, so that a one-trial run, the suite's slice, times it), the library. */
-const DELETES = [LOADS[0], 'library'] as const;
+/**
+ * Who deletes, taking turns: a `ferry delete` process as people run it, the library, a `ferry delete` process whose
+ * update the SDK sends (the CLI's path first, so that a one-trial run, the suite's slice, times it).
+ */
+const DELETES = [LOADS[0], 'library', LOADS[1]] as const;
 
 /** Runs `ferry <args>` (the compiled CLI) against the local stack's Temporal; resolves with its exit code. */
 function ferry(args: string[], env: Record<string, string> = {}): Promise<number | null> {
@@ -186,8 +196,8 @@ try {
     record('serve → Ready (instant simulated stages)', performance.now() - t0);
   }
 
-  // One command first, so Node's compile cache is written (the first run of a build writes it; bench:cli times it):
-  // a delete of a model that does not exist loads everything a command loads (exit 3).
+  // One command first, so the bundles' code caches are written (the first run of a build writes them; bench:cli
+  // times it): a delete of a model that does not exist loads the prelude and the commands (exit 3).
   if ((await ferry(['delete', 'absent', '-n', namespace, '--cluster', cluster])) !== 3) {
     throw new Error('ferry delete of an absent model did not exit 3');
   }

@@ -3,7 +3,7 @@
 // fraction of a second (docs/performance.md#cli-start); zod, YAML and the Temporal client load when a command runs
 // (compiled once into Node's compile cache: bin/ferry.js).
 import { readFileSync } from 'node:fs';
-import { parseCommand, UsageError, type Command } from './cli/args.js';
+import { parseCommand, sendsEarly, UsageError, type Command } from './cli/args.js';
 import { EXIT } from './cli/exit-codes.js';
 import { COMMAND_HELP, MAIN_HELP } from './cli/help.js';
 import { processIO, terminalSafe, type CliIO } from './cli/io.js';
@@ -42,8 +42,38 @@ export async function runCli(argv: readonly string[], given: CliIO): Promise<num
       return EXIT.usage;
     }
   }
+  // `ferry update` and `ferry delete --cluster` send their update from the small prelude, before the commands and
+  // the Temporal SDK load (client/early-update.ts). FERRY_CLI_EARLY=0 leaves it to the SDK (for comparison).
+  const early = sendsEarly(command) && io.env.FERRY_CLI_EARLY !== '0';
+  const prelude = early ? await import('./cli/prepare.js') : undefined;
+  const prepared = prelude ? await prelude.prepareCommand(command, io) : undefined;
+  // The SDK is needed only once the workflow has answered, and only to follow the update (a wait, an error);
+  // loading it meanwhile would take the CPU from a server and worker on the same machine while they act on it (the
+  // local stack on a laptop). So it loads after the answer, or after LOAD_SDK_AFTER_MS when the answer is slow (no
+  // worker yet, a busy server), and not at all when the answer is all the command prints.
+  if (prelude && prepared?.early) {
+    const accepted = await within(prepared.early.answer, LOAD_SDK_AFTER_MS);
+    const code = accepted && prelude.finishEarly(command, io, prepared, accepted);
+    if (code !== undefined) return code;
+  }
   const { runCommand } = await import('./cli/run.js');
-  return runCommand(command, io);
+  return runCommand(command, io, prepared);
+}
+
+/** How long the update sent early may keep the SDK from loading. */
+const LOAD_SDK_AFTER_MS = 1_000;
+
+/** What `promise` resolves with, or `undefined` when that takes longer than `ms`. */
+async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms))),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**

@@ -7,6 +7,7 @@ import {
   type ModelRef,
   type ModelStatus,
 } from '../workflows/contract/index.js';
+import type { EarlyUpdate } from './early-update.js';
 import { ModelNotFoundError, ModelWorkflowClosedError, WaitTimeoutError } from './errors.js';
 import { describeModel, modelHandle } from './model-status.js';
 import { isTimeout, sendUpdate, updateOutcome } from './send-update.js';
@@ -48,17 +49,34 @@ export async function deleteModel(
   ref: ModelRef,
   options: DeleteOptions = {},
 ): Promise<DeleteModelResult> {
+  return deleteModelAfter(undefined, client, ref, options);
+}
+
+/** `deleteModel`, going on under the update the CLI already sent, if it is this one (`ferry delete`). */
+export async function deleteModelAfter(
+  early: EarlyUpdate | undefined,
+  client: Client,
+  ref: ModelRef,
+  options: DeleteOptions = {},
+): Promise<DeleteModelResult> {
   // The update first: a running model is the usual case, and one call less is a teardown that starts sooner. Only
   // when no workflow runs does a describe tell a model never served from one already deleted (or, in a race, one
   // served again since: then the update goes once more).
   let update: WorkflowUpdateHandle<DeleteResult> | undefined;
   for (let attempt = 0; !update; attempt++) {
     try {
-      update = await sendUpdate(client, ref, deleteModelUpdate, {
-        ...(options.reason ? { reason: options.reason } : {}),
-        ...(options.tenant !== undefined ? { tenant: options.tenant } : {}),
-        requestedBy: options.requestedBy ?? client.options.identity,
-      });
+      update = await sendUpdate(
+        client,
+        ref,
+        deleteModelUpdate,
+        {
+          ...(options.reason ? { reason: options.reason } : {}),
+          ...(options.tenant !== undefined ? { tenant: options.tenant } : {}),
+          requestedBy: options.requestedBy ?? client.options.identity,
+        },
+        undefined,
+        attempt === 0 ? early : undefined,
+      );
     } catch (err) {
       if (!(err instanceof ModelNotFoundError)) throw err;
       const execution = await describeModel(client, ref);

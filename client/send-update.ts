@@ -18,12 +18,13 @@ import {
   type ModelRef,
   type SpecIssue,
   taskQueueFor,
+  workflowIdFor,
 } from '../workflows/contract/index.js';
+import { ACCEPT_TIMEOUT_MS, type EarlyUpdate } from './early-update.js';
 import { InvalidSpecError, ModelDeletedError, ModelNotFoundError, NoWorkerError, WaitTimeoutError } from './errors.js';
 import { hasWorker, modelHandle } from './model-status.js';
 
-/** How long the workflow may take to accept an update: it needs a worker to run the validator. */
-export const ACCEPT_TIMEOUT_MS = 30_000;
+export { ACCEPT_TIMEOUT_MS } from './early-update.js';
 
 /**
  * Sends `update` and waits until the workflow accepted (or rejected) it; the outcome is read with `result()`. One
@@ -36,9 +37,16 @@ export async function sendUpdate<Ret, Arg>(
   update: UpdateDefinition<Ret, [Arg]>,
   arg: Arg,
   acceptTimeoutMs = ACCEPT_TIMEOUT_MS,
+  early?: EarlyUpdate,
 ): Promise<WorkflowUpdateHandle<Ret>> {
-  return accepted(client, ref, update.name, acceptTimeoutMs, (updateId) =>
-    modelHandle(client, ref).startUpdate(update, { args: [arg], waitForStage: 'ACCEPTED', updateId }),
+  const sent = early && early.workflowId === workflowIdFor(ref) && early.updateName === update.name ? early : undefined;
+  return accepted(
+    client,
+    ref,
+    update.name,
+    acceptTimeoutMs,
+    (updateId) => modelHandle(client, ref).startUpdate(update, { args: [arg], waitForStage: 'ACCEPTED', updateId }),
+    sent,
   );
 }
 
@@ -84,15 +92,19 @@ export async function accepted<Ret>(
   updateName: string,
   acceptTimeoutMs: number,
   send: (updateId: string) => Promise<WorkflowUpdateHandle<Ret>>,
+  early?: EarlyUpdate,
 ): Promise<WorkflowUpdateHandle<Ret>> {
-  const deadline = Date.now() + acceptTimeoutMs;
-  let updateId = randomUUID();
+  const deadline = (early?.sentAt ?? Date.now()) + acceptTimeoutMs;
+  let updateId = early?.updateId ?? randomUUID();
   for (let attempt = 0; ; attempt++) {
     const pause = ABORTED_RETRY_MS[Math.min(attempt, ABORTED_RETRY_MS.length - 1)]!;
     try {
-      const handle = await client.withAbortSignal(AbortSignal.timeout(Math.max(1, deadline - Date.now())), () =>
-        send(updateId),
-      );
+      // The update the CLI already sent (early-update.ts), when the workflow accepted it; otherwise the SDK sends it
+      // (again, under the same ID: the server answers with the update it already has, if it has it).
+      const runId = attempt === 0 && early ? await answerWithin(early, deadline - Date.now()) : undefined;
+      const handle = runId
+        ? modelHandle(client, ref).getUpdateHandle<Ret>(updateId, { workflowRunId: runId })
+        : await client.withAbortSignal(AbortSignal.timeout(Math.max(1, deadline - Date.now())), () => send(updateId));
       if (!(await rejectedUnseen(client, handle))) return handle;
       if (Date.now() + pause >= deadline) {
         throw new WaitTimeoutError(ref, acceptTimeoutMs, `accept the ${updateName} request`);
@@ -112,6 +124,21 @@ export async function accepted<Ret>(
       }
       throw updateError(err, ref);
     }
+  }
+}
+
+/** The run that accepted the early update, or `undefined` (the request ended) when no acceptance came within `ms`. */
+async function answerWithin(early: EarlyUpdate, ms: number): Promise<string | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), Math.max(0, ms));
+  });
+  try {
+    const accepted = await Promise.race([early.answer, late]);
+    if (accepted === undefined) early.close();
+    return accepted?.runId;
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -8,6 +8,7 @@ import {
   type UpdateResult,
 } from '../workflows/contract/index.js';
 import { parseModelDocument } from './document.js';
+import type { EarlyUpdate } from './early-update.js';
 import { defaultReadyTimeoutMs } from './serve-model.js';
 import { sendUpdate, updateOutcome } from './send-update.js';
 import { waitForPhase } from './wait-for-phase.js';
@@ -36,10 +37,20 @@ export async function updateModel(
   doc: unknown,
   options: UpdateOptions = {},
 ): Promise<UpdateModelResult> {
+  return updateModelAfter(undefined, client, doc, options);
+}
+
+/** `updateModel`, going on under the update the CLI already sent, if it is this one (`ferry update`). */
+export async function updateModelAfter(
+  early: EarlyUpdate | undefined,
+  client: Client,
+  doc: unknown,
+  options: UpdateOptions = {},
+): Promise<UpdateModelResult> {
   const spec = parseModelDocument(doc);
   const ref = modelRefOf(spec);
   const request = { spec: doc, requestedBy: client.options.identity };
-  const handle = await sendUpdate(client, ref, updateModelUpdate, request);
+  const handle = await sendUpdate(client, ref, updateModelUpdate, request, undefined, early);
   const result: UpdateModelResult = { ...(await updateOutcome(handle, ref)), ref };
   if (!options.wait) return result;
   const status = await waitForPhase(client, ref, ['Ready'], {

@@ -421,3 +421,17 @@ function phaseList(value: string | undefined, command: CommandName): Phase[] {
     return phase;
   });
 }
+
+/**
+ * Whether the command's update is sent before the Temporal SDK loads (cli/prepare.ts): `ferry update`, and `ferry
+ * delete` when `--cluster` names the model whole (without it, Temporal is first asked which cluster serves it).
+ */
+export function sendsEarly(command: Command): boolean {
+  return (
+    // The early update is one request the CLI sends itself; with --request-timeout every request goes through the SDK,
+    // which bounds each one.
+    ((command.kind === 'update' && command.dryRun === undefined) ||
+      (command.kind === 'delete' && 'ref' in command && command.ref.cluster !== undefined)) &&
+    command.requestTimeoutMs === undefined
+  );
+}

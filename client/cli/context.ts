@@ -1,5 +1,6 @@
-// What every command has: the connected client, the I/O, and a helper to name a model.
+// What every command has: the connected client, the I/O, the update already sent if any, and a helper to name a model.
 import type { Client } from '@temporalio/client';
+import type { EarlyUpdate } from '../early-update.js';
 import { DEFAULT_CLUSTER, type ModelRef, webUiLinkFor, workflowIdFor } from '../../workflows/contract/index.js';
 import { listModels } from '../list-models.js';
 import { type RefArgs, UsageError } from './args.js';
@@ -10,6 +11,8 @@ export interface CliContext {
   io: CliIO;
   /** The Temporal Web UI's base URL (TEMPORAL_UI_URL, or the local stack's), for links to a model's workflow. */
   webUiUrl?: string;
+  /** The command's update, sent before the SDK loaded (`cli/prepare.ts`): the command goes on under its ID. */
+  early?: EarlyUpdate;
   /** With --request-timeout: the first request that ran out of it (`request-timeout.ts`), if one did. */
   requestTimedOut?: () => string | undefined;
 }

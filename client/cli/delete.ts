@@ -1,5 +1,5 @@
 // `ferry delete NAME`, and `ferry delete -f FILE…`: the models the documents name.
-import { type DeleteModelResult, deleteModel } from '../delete-model.js';
+import { type DeleteModelResult, deleteModelAfter } from '../delete-model.js';
 import { ConnectError, describeRef, FerryClientError } from '../errors.js';
 import { modelRefOf, type ModelRef } from '../../workflows/contract/index.js';
 import type { Command } from './args.js';
@@ -53,7 +53,7 @@ async function deleteDocuments(ctx: CliContext, cmd: DeleteCommand, docs: ModelD
 }
 
 function deleteOne(ctx: CliContext, cmd: DeleteCommand, ref: ModelRef): Promise<DeleteModelResult> {
-  return deleteModel(ctx.client, ref, {
+  return deleteModelAfter(ctx.early, ctx.client, ref, {
     wait: cmd.wait,
     ...(cmd.timeoutMs !== undefined ? { timeoutMs: cmd.timeoutMs } : {}),
     ...(cmd.reason ? { reason: cmd.reason } : {}),

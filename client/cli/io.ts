@@ -19,6 +19,11 @@ export interface CliIO {
   signal: AbortSignal;
 }
 
+/** A command's result for programs (`--output json`). */
+export function printJson(ctx: { io: CliIO }, value: unknown): void {
+  ctx.io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
 export function processIO(signal: AbortSignal): CliIO {
   return {
     stdout: process.stdout,

@@ -1,4 +1,6 @@
-// What `ferry update` and `ferry delete` print once the workflow has answered (serve.ts, delete.ts).
+// What `ferry update` and `ferry delete` print once the workflow has answered. The commands print them (serve.ts,
+// delete.ts), and so does the prelude when that answer is all a command waits for (prepare.ts `finishEarly`): free of
+// the Temporal SDK and of zod, like everything the prelude loads before it needs them.
 import { describeRef, type ModelRef } from '../../workflows/contract/identity.js';
 import type { UpdateResult } from '../../workflows/contract/messages.js';
 

@@ -10,26 +10,30 @@ import { EXIT } from './exit-codes.js';
 import { exitCodeOf } from './exit-of.js';
 import { errorLines, inputErrorLines } from './format.js';
 import type { CliIO } from './io.js';
-import { inputOf, type ServerCommand, targetOf } from './prepare.js';
+import { inputOf, type Prepared, type ServerCommand, targetOf } from './prepare.js';
 import type { ModelDocument } from './read-document.js';
 import { boundRequests, type RequestBound, RequestTimeoutError, withoutRequestTimeout } from './request-timeout.js';
 
 /** How long to wait for Temporal to answer before exit code 5 (a refused connection ends at once). */
 const CONNECT_TIMEOUT_MS = 2_000;
 
-/** Runs a parsed command; resolves with the exit code. The documents are read while the connection opens. */
-export async function runCommand(command: ServerCommand, io: CliIO): Promise<number> {
+/**
+ * Runs a parsed command; resolves with the exit code. `prepared` is what `prepareCommand` read (and sent) before
+ * this module loaded; without it, the settings are read here, and the document while the connection opens.
+ */
+export async function runCommand(command: ServerCommand, io: CliIO, prepared?: Prepared): Promise<number> {
   // A client-side dry run connects to nothing.
   if ('dryRun' in command && command.dryRun === 'client') {
     return (await import('./dry-run.js')).dryRunCommand(command, io);
   }
   // Everything that needs no server is checked before anything waits on one: a bad document or Temporal profile is
   // reported (exit 2) whatever the server does.
-  const target = targetOf(command, io);
+  const target = prepared?.target ?? targetOf(command, io);
   const bound = command.requestTimeoutMs ? boundRequests(command.requestTimeoutMs) : undefined;
   const connection = 'settings' in target ? open(target.settings, command.requestTimeoutMs, bound) : undefined;
-  const input = await inputOf(command, io);
+  const input = prepared?.input ?? (await inputOf(command, io));
   const badInput = (err: unknown) => {
+    prepared?.early?.close();
     if (connection && 'client' in connection) void connection.client.connection.close().catch(() => undefined);
     // Unreadable or invalid documents, or a broken Temporal profile: all bad input.
     io.stderr.write(`${inputErrorLines(err)}\n`);
@@ -38,15 +42,18 @@ export async function runCommand(command: ServerCommand, io: CliIO): Promise<num
   if ('error' in input) return badInput(input.error);
   if ('error' in target) return badInput(target.error);
   if (!connection || 'connectError' in connection) {
+    prepared?.early?.close();
     io.stderr.write(`${errorLines(connection?.connectError)}\n`);
     return exitCodeOf(connection?.connectError);
   }
   const { settings, webUiUrl } = target;
   const { client, verified } = connection;
+  const early = prepared?.early;
   const ctx: CliContext = {
     client,
     io,
     ...(webUiUrl ? { webUiUrl } : {}),
+    ...(early ? { early } : {}),
     ...(bound ? { requestTimedOut: bound.timedOut } : {}),
   };
   try {
@@ -93,6 +100,7 @@ export async function runCommand(command: ServerCommand, io: CliIO): Promise<num
     // diff exits 1 for "there are differences": an error exits above it, as kubectl diff's.
     return command.kind === 'diff' && code === EXIT.failed ? EXIT.usage : code;
   } finally {
+    early?.close();
     await client.connection.close();
   }
 }

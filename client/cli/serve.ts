@@ -2,7 +2,7 @@
 import { applyModel } from '../apply-model.js';
 import { ConnectError, FerryClientError } from '../errors.js';
 import { defaultReadyTimeoutMs, serveModel } from '../serve-model.js';
-import { updateModel } from '../update-model.js';
+import { updateModelAfter } from '../update-model.js';
 import { waitForPhase } from '../wait-for-phase.js';
 import type { ModelRef, ModelStatus, ServedModel } from '../../workflows/contract/index.js';
 import type { Command } from './args.js';
@@ -92,7 +92,7 @@ async function send(ctx: CliContext, cmd: DocumentCommand, { doc, spec }: ModelD
     return { ref, spec, line: serveLine(result), data: { workflowId, runId, started } };
   }
   if (cmd.kind === 'update') {
-    const { ref, ...change } = await updateModel(ctx.client, doc);
+    const { ref, ...change } = await updateModelAfter(ctx.early, ctx.client, doc);
     return { ref, spec, line: updatedLine(ref, change), data: change, generation: change.generation };
   }
   const { ref, ...change } = await applyModel(ctx.client, doc);

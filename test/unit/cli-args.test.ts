@@ -6,7 +6,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { buildAll, objectList } from '../../activities/builders/index.js';
 import { parseServedModel } from '../../workflows/contract/index.js';
-import { parseCommand, UsageError } from '../../client/cli/args.js';
+import { parseCommand, sendsEarly, UsageError } from '../../client/cli/args.js';
 import { repoRoot } from '../support/local-env.js';
 import { runCli } from '../../client/cli.js';
 import { CLEAR_LINE, safeText, terminalSafe, type CliIO } from '../../client/cli/io.js';
@@ -55,13 +55,15 @@ describe('parseCommand', () => {
     expect(() => parseCommand(['apply'])).toThrow(/-f FILE is required/);
   });
 
-  it('takes --dry-run=client and --dry-run=server on serve, update and apply', () => {
+  it('takes --dry-run=client and --dry-run=server on serve, update and apply, and sends no update early with them', () => {
     for (const kind of ['serve', 'update', 'apply'] as const) {
       for (const dryRun of ['client', 'server'] as const) {
         const command = parseCommand([kind, '-f', 'm.yaml', `--dry-run=${dryRun}`]);
         expect(command).toMatchObject({ kind, files: ['m.yaml'], dryRun, wait: false });
+        expect(sendsEarly(command)).toBe(false);
       }
     }
+    expect(sendsEarly(parseCommand(['update', '-f', 'm.yaml']))).toBe(true);
     expect(parseCommand(['serve', '-f', 'm.yaml'])).not.toHaveProperty('dryRun');
     expect(parseError(['serve', '-f', 'm.yaml', '--dry-run=none']).message).toMatch(
       /^--dry-run must be client \(.*\) or server \(.*worker of the model's cluster.*\), got "none"$/,

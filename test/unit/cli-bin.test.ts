@@ -62,6 +62,10 @@ describe.skipIf(!built)('bin/ferry.js (compiled)', () => {
     const { status, stderr } = ferry('status', 'qwen', '--temporal-address', '127.0.0.1:9');
     expect(status).not.toBe(0);
     expect(stderr).toMatch(/ferry loaded file:\/\/.*\/node_modules\//);
+    // `ferry delete --cluster` loads the prelude first, to send its update before the SDK loads; YAML is the first
+    // package it needs.
+    const prelude = ferry('delete', 'qwen', '--cluster', 'c', '--temporal-address', '127.0.0.1:9');
+    expect(prelude.stderr).toMatch(/ferry loaded file:\/\/.*\/node_modules\//);
   });
 
   it("compiles a command's modules into Node's compile cache in the user's cache directory, theirs alone", () => {

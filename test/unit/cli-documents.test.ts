@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { runCli } from '../../client/cli.js';
-import { parseCommand, UsageError } from '../../client/cli/args.js';
+import { parseCommand, sendsEarly, UsageError } from '../../client/cli/args.js';
 import { modelDiff } from '../../client/cli/diff.js';
 import type { CliIO } from '../../client/cli/io.js';
 import { splitYamlStream } from '../../client/cli/read-document.js';
@@ -88,12 +88,16 @@ describe('parsing -f, -n and --request-timeout', () => {
     expect(usage(['delete', '-f', 'a.yaml', '--cluster', 'c'])).toMatch(/documents name their cluster/);
   });
 
-  it('takes --request-timeout on every command that talks to Temporal; 0 is no bound', () => {
+  it('takes --request-timeout on every command that talks to Temporal; 0 is no bound; it sends nothing early', () => {
     expect(parseCommand(['list', '--request-timeout', '10s'])).toMatchObject({ requestTimeoutMs: 10_000 });
     expect(parseCommand(['status', 'qwen', '--request-timeout', '1m30s'])).toMatchObject({ requestTimeoutMs: 90_000 });
     expect(parseCommand(['list', '--request-timeout', '0'])).not.toHaveProperty('requestTimeoutMs');
     expect(parseCommand(['list', '--request-timeout', '0s'])).not.toHaveProperty('requestTimeoutMs');
     expect(usage(['list', '--request-timeout', 'soon'])).toMatch(/^--request-timeout must be a duration like 10s/);
+    expect(sendsEarly(parseCommand(['update', '-f', 'm.yaml']))).toBe(true);
+    expect(sendsEarly(parseCommand(['update', '-f', 'm.yaml', '--request-timeout', '5s']))).toBe(false);
+    expect(sendsEarly(parseCommand(['delete', 'q', '--cluster', 'c', '--request-timeout', '5s']))).toBe(false);
+    expect(sendsEarly(parseCommand(['delete', '-f', 'm.yaml']))).toBe(false);
   });
 });
 

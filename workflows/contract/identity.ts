@@ -1,5 +1,5 @@
 // What names a served model in Temporal: its workflow ID, its cluster's task queue, the names of its updates. Pure,
-// and free of the Temporal SDK and zod.
+// and free of the Temporal SDK: the CLI's first request (client/early-update.ts) is built from it before the SDK loads.
 import type { ServedModel } from './spec/index.js';
 
 /** The cluster a model is served by when its spec names none. */

@@ -121,7 +121,7 @@ describe('ferry CLI', () => {
     expect(json<ModelStatus>(gone.stdout).phase).toBe('Deleted');
   }, 180_000);
 
-  it('update and delete --cluster send their update once, and follow it under its ID', async () => {
+  it('update and delete --cluster send their update first and once; the SDK goes on under its ID only to follow it', async () => {
     const doc = ferry.doc();
     const name = doc.metadata.name as string;
     const ref = { cluster: ferry.cluster, namespace: 'models', name };
@@ -139,7 +139,8 @@ describe('ferry CLI', () => {
     const updatesSince = (mark: number) => since(mark).filter((c) => c.method === 'UpdateWorkflowExecution');
     const replicas = (n: number) => writeDoc(ferry.doc((d) => (d.spec.replicas = n), name));
     try {
-      // One update, with the SDK's headers; its answer (accepted, with the result) is all `ferry update` prints.
+      // The update is the process's first call (client/early-update.ts), with the headers the SDK sends. Its answer
+      // (accepted, with the result) is all `ferry update` prints: the SDK never loads and makes no call.
       let mark = relay.calls.length;
       const updated = await runFerry(['update', '-f', replicas(2), '-o', 'json'], env);
       expect(updated.code, updated.stderr).toBe(0);
@@ -150,8 +151,8 @@ describe('ferry CLI', () => {
         sourceChanged: false,
         changes: ['spec.replicas'],
       });
-      expect(updatesSince(mark)).toHaveLength(1);
-      expect(updatesSince(mark)[0]).toMatchObject({
+      expect(since(mark)).toHaveLength(1);
+      expect(relay.calls[mark]).toMatchObject({
         method: 'UpdateWorkflowExecution',
         headers: {
           'content-type': 'application/grpc',
@@ -159,27 +160,31 @@ describe('ferry CLI', () => {
           'client-name': 'temporal-typescript',
         },
       });
-      // In words, on the process's one connection.
-      for (const [replicaCount, generation] of [
-        [3, 3],
-        [4, 4],
-      ]) {
-        mark = relay.calls.length;
-        const updatedAgain = await runFerry(['update', '-f', replicas(replicaCount!)], env);
-        expect(updatedAgain.code, updatedAgain.stderr).toBe(0);
-        expect(updatedAgain.stdout).toBe(`updated models/${name}: generation ${generation}: spec.replicas changed\n`);
-        expect(updatesSince(mark)).toHaveLength(1);
-        expect(new Set(since(mark).map((c) => c.connection)).size).toBe(1);
-      }
+      // The same words as when the SDK sends it (FERRY_CLI_EARLY=0), which it does on its one connection.
+      mark = relay.calls.length;
+      const early = await runFerry(['update', '-f', replicas(3)], env);
+      expect(early.code, early.stderr).toBe(0);
+      expect(early.stdout).toBe(`updated models/${name}: generation 3: spec.replicas changed\n`);
+      mark = relay.calls.length;
+      const bySdk = await runFerry(['update', '-f', replicas(4)], { ...env, FERRY_CLI_EARLY: '0' });
+      expect(bySdk.code, bySdk.stderr).toBe(0);
+      expect(bySdk.stdout).toBe(`updated models/${name}: generation 4: spec.replicas changed\n`);
+      expect(updatesSince(mark)).toHaveLength(1);
+      expect(new Set(since(mark).map((c) => c.connection)).size).toBe(1);
 
-      // With --wait, the CLI sends the update once, then waits for the phase with the workflow's `awaitPhase` update.
+      // With --wait, the SDK takes the acceptance over and follows the model on its own connection, without sending
+      // the update again.
       mark = relay.calls.length;
       const waited = await runFerry(['update', '-f', replicas(1), '--wait', '--timeout', '1m'], env);
       expect(waited.code, waited.stderr).toBe(0);
       expect(waited.stdout).toMatch(new RegExp(`^updated models/${name}: generation 5: spec.replicas changed\n`));
-      expect(updatesSince(mark)).toHaveLength(2);
+      expect(updatesSince(mark)).toHaveLength(1);
+      const sdkCalls = since(mark + 1);
+      expect(sdkCalls.map((c) => c.method)).toContain('PollWorkflowExecutionUpdate');
+      expect(sdkCalls.every((c) => c.connection !== relay.calls[mark]!.connection)).toBe(true);
 
-      // A rejection comes back in the workflow validator's words, and nothing changed.
+      // A rejection comes back in the SDK's words: it sends the update again under the same ID (a rejected update
+      // leaves no trace, so the workflow's validator answers again), and nothing changed.
       mark = relay.calls.length;
       const rwx = writeDoc(ferry.doc((d) => (d.spec.storage = { accessMode: 'ReadWriteMany' }), name));
       const rejected = await runFerry(['update', '-f', rwx], env);
@@ -187,9 +192,11 @@ describe('ferry CLI', () => {
       expect(rejected.stderr).toMatch(
         /spec\.storage\.accessMode: cannot change from "ReadWriteOnce" to "ReadWriteMany"/,
       );
-      expect(updatesSince(mark)).toHaveLength(1);
+      const twice = updatesSince(mark);
+      expect(twice).toHaveLength(2);
 
-      // `ferry delete` prints once the workflow has taken the request: one update. With --wait it follows the teardown.
+      // `ferry delete` prints once the workflow has taken the request: one call. With --wait it follows the teardown
+      // through the SDK.
       mark = relay.calls.length;
       const deleting = await runFerry(
         ['delete', otherName, '-n', 'models', '--cluster', ferry.cluster, '-o', 'json'],
@@ -200,7 +207,7 @@ describe('ferry CLI', () => {
         ref: { name: otherName, namespace: 'models', cluster: ferry.cluster },
         alreadyDeleted: false,
       });
-      expect(updatesSince(mark)).toHaveLength(1);
+      expect(since(mark).map((c) => c.method)).toEqual(['UpdateWorkflowExecution']);
       const otherRef = { ...ref, name: otherName };
       expect((await deleteModel(harness.client, otherRef, { wait: true, timeoutMs: 60_000 })).status?.phase).toBe(
         'Deleted',
@@ -209,6 +216,7 @@ describe('ferry CLI', () => {
       const deleted = await runFerry(['delete', name, '-n', 'models', '--cluster', ferry.cluster, '--wait'], env);
       expect(deleted.code, deleted.stderr).toBe(0);
       expect(deleted.stdout).toMatch(new RegExp(`^deleted ${name} `));
+      expect(relay.calls[mark]!.method).toBe('UpdateWorkflowExecution');
       expect(updatesSince(mark)).toHaveLength(1);
     } finally {
       await relay.close();

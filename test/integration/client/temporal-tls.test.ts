@@ -177,15 +177,16 @@ describe('Temporal over mutual TLS', () => {
     expect(accepted.slice(before)).toContain('ferry-worker-client');
   });
 
-  it('`ferry delete --cluster` sends its update with the same certificate', async () => {
+  it('`ferry delete --cluster` sends its update, before the SDK loads, with the same certificate', async () => {
     const before = { accepted: accepted.length, refused: refused.length };
     const run = await runFerry(
       ['delete', 'absent', '-n', 'models', '--cluster', 'tls-nobody'],
       tlsEnv('ferry-worker-client'),
     );
     expect(run.code, run.stderr).toBe(3);
-    // One connection, with the client certificate and the server's name checked. None refused.
-    expect(accepted.slice(before.accepted)).toEqual(['ferry-worker-client']);
+    // Two connections, both with the client certificate and the server's name checked: the update's own
+    // (client/early-update.ts) and the SDK's. None refused.
+    expect(accepted.slice(before.accepted)).toEqual(['ferry-worker-client', 'ferry-worker-client']);
     expect(refused.length).toBe(before.refused);
   });
 
@@ -242,16 +243,18 @@ describe('Temporal with an API key over TLS', () => {
     expect(calls.refused).toBeGreaterThan(before.refused);
   });
 
-  it('`ferry delete --cluster` sends its update with the key', async () => {
+  it('`ferry delete --cluster` sends its update first, with the key, on a connection of its own', async () => {
     const mark = keyGate.calls.length;
     const run = await runFerry(['delete', 'absent', '-n', 'models', '--cluster', 'key-nobody'], keyEnv(apiKey));
     expect(run.code, run.stderr).toBe(3);
-    const calls = keyGate.calls.slice(mark);
-    expect(calls.find((c) => c.method === 'UpdateWorkflowExecution')).toMatchObject({
+    const [first, ...sdk] = keyGate.calls.slice(mark);
+    expect(first).toMatchObject({
+      method: 'UpdateWorkflowExecution',
       admitted: true,
       headers: { ':authority': 'temporal.ferry.test', 'temporal-namespace': 'default' },
     });
-    expect(calls.every((c) => c.admitted)).toBe(true);
+    expect(sdk.length).toBeGreaterThan(0);
+    expect(sdk.every((c) => c.admitted && c.connection !== first!.connection)).toBe(true);
 
     // A wrong key: the update is refused, and the SDK, asking again, reports it as for any command.
     const wrong = await runFerry(
