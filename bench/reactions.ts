@@ -2,7 +2,7 @@
 // reaction here comes from the watch): a Ready model's engine pod deleted → status Degraded; its engine reported
 // crash-looping → Degraded; its Service or Deployment deleted → back; its weights PVC deleted → Degraded → Ready
 // again; an update → Deployment patched; a delete → the Deployment going. Update and delete are timed twice: from
-// the library call, and from starting a `ferry` process (the compiled CLI from the build's bundles: Node's start,
+// the library call, and from starting a `ferry` process (the compiled CLI, its modules from Node's compile cache: Node's start,
 // reading the settings and the document, sending the update; `ferry update -f` and `ferry delete --cluster`, without
 // --wait), which in turn sends its update before the Temporal SDK loads and prints the answer without it (as people
 // run it), and leaves it to the SDK (`FERRY_CLI_EARLY=0`), side by side. Times are from the
@@ -113,8 +113,8 @@ async function deletedUntilBack(kind: string, name: string, remove: () => Promis
  * run it, client/early-update.ts), or the SDK once it has (`FERRY_CLI_EARLY=0`, as before), side by side in one run.
  */
 const LOADS = [
-  { label: 'bundle', env: {} },
-  { label: 'bundle, sent by the SDK', env: { FERRY_CLI_EARLY: '0' } },
+  { label: 'cli', env: {} },
+  { label: 'cli, sent by the SDK', env: { FERRY_CLI_EARLY: '0' } },
 ] as const;
 
 /**
@@ -196,8 +196,7 @@ try {
     record('serve → Ready (instant simulated stages)', performance.now() - t0);
   }
 
-  // One command first, so the bundles' code caches are written (the first run of a build writes them; bench:cli
-  // times it): a delete of a model that does not exist loads the prelude and the commands (exit 3).
+  // One command first, so Node's compile cache is written (the first run of a build writes it; bench:cli times it): a delete of a model that does not exist loads the prelude and the commands (exit 3).
   if ((await ferry(['delete', 'absent', '-n', namespace, '--cluster', cluster])) !== 3) {
     throw new Error('ferry delete of an absent model did not exit 3');
   }

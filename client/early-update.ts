@@ -5,7 +5,10 @@
 // then takes over under the same update ID: Temporal answers a second request for an update ID it knows with that
 // update, so whatever happened to this request (not accepted yet, rejected, lost), the SDK's path decides as before.
 //
-// Nothing here imports the SDK: the CLI's prelude (client/cli/prepare.ts) loads it before the SDK.
+// Nothing here loads the SDK (its types only) or reaches into its internal modules: the request is Temporal's public
+// gRPC API (`UpdateWorkflowExecution`), encoded here, and test/unit/early-update.test.ts checks it, the reading of the
+// answer and of the address against the SDK's own, so an SDK release that differs fails there, not in people's hands.
+// The CLI's prelude (client/cli/prepare.ts) loads this before the SDK.
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import {
@@ -17,8 +20,7 @@ import {
 } from 'node:http2';
 import { createRequire } from 'node:module';
 import { hostname } from 'node:os';
-import { splitProtoHostPort } from '@temporalio/common/lib/internal-non-workflow/parse-host-uri.js';
-import { normalizeTlsConfig } from '@temporalio/common/lib/internal-non-workflow/tls-config.js';
+import type { TLSConfig } from '@temporalio/client';
 import { connectOptionsOf, type Env, type TemporalSettings } from './temporal-env.js';
 
 /** The Temporal identity a client of the SDK has by default: the CLI's early update says the same. */
@@ -163,11 +165,11 @@ function targetOf(settings: TemporalSettings): {
   headers: OutgoingHttpHeaders;
 } {
   const options = connectOptionsOf(settings);
-  const split = splitProtoHostPort(options.address);
-  if (!split || split.scheme !== undefined) throw new TypeError(`not a host:port: ${options.address}`);
+  const split = hostPortOf(options.address);
+  if (!split) throw new TypeError(`not a host:port: ${options.address}`);
   const host = split.hostname.includes(':') ? `[${split.hostname}]` : split.hostname;
   const address = `${host}:${split.port ?? DEFAULT_PORT}`;
-  const tls = normalizeTlsConfig(options.tls, options.apiKey);
+  const tls = tlsOf(options.tls, options.apiKey);
   const headers: OutgoingHttpHeaders = {};
   if (options.apiKey) headers.authorization = `Bearer ${options.apiKey}`;
   for (const [key, value] of Object.entries(options.metadata ?? {})) headers[key.toLowerCase()] = value;
@@ -190,6 +192,24 @@ function targetOf(settings: TemporalSettings): {
     },
     headers,
   };
+}
+
+/**
+ * `host`, `host:port`, `[ipv6]` or `[ipv6]:port`, as the SDK's connection reads an address (no scheme, no path); the
+ * SDK's own parser is internal to it, so this is Ferry's, checked against the SDK's in test/unit/early-update.test.ts.
+ */
+export function hostPortOf(address: string): { hostname: string; port?: number } | undefined {
+  const match = /^(?:\[(?<ipv6>[0-9a-fA-F.:]+)\]|(?<host>[^:/[\]]+))(?::(?<port>\d+))?$/.exec(address);
+  if (!match?.groups) return undefined;
+  const { ipv6, host, port } = match.groups;
+  return { hostname: (ipv6 ?? host)!, ...(port !== undefined ? { port: Number(port) } : {}) };
+}
+
+/** TLS as the SDK's connection turns it on: a TLS setting, or an API key (TLS with the system's CAs). */
+function tlsOf(tls: TLSConfig | boolean | null | undefined, apiKey: unknown): TLSConfig | undefined {
+  const on = tls ?? (apiKey !== undefined ? true : undefined);
+  if (typeof on === 'object') return on ?? undefined;
+  return on ? {} : undefined;
 }
 
 /** The answer as `EarlyUpdate.answer` tells it: accepted (with a result, if complete), or `undefined`. */

@@ -6,7 +6,9 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { encodeUpdateRequest, readUpdateResponse, STAGE_ACCEPTED } from '../../client/early-update.js';
+// The SDK's own address parser, internal to it: the reference Ferry's is checked against (a test may reach in).
+import { splitProtoHostPort } from '@temporalio/common/lib/internal-non-workflow/parse-host-uri.js';
+import { encodeUpdateRequest, hostPortOf, readUpdateResponse, STAGE_ACCEPTED } from '../../client/early-update.js';
 
 const { UpdateWorkflowExecutionRequest, UpdateWorkflowExecutionResponse } = temporal.api.workflowservice.v1;
 const { UpdateWorkflowExecutionLifecycleStage: Stage } = temporal.api.enums.v1;
@@ -180,5 +182,31 @@ describe('reading the answer', () => {
         },
       ),
     );
+  });
+});
+
+describe('the address', () => {
+  it('reads host, port and bracketed IPv6 as the SDK does, and refuses what the SDK would not connect to', () => {
+    const addresses = [
+      '127.0.0.1:7233',
+      'localhost',
+      'temporal.example.com:443',
+      'my-ns.a1b2c.tmprl.cloud:7233',
+      '[::1]:7233',
+      '[2001:db8::1]',
+      '[::ffff:192.0.2.128]:8080',
+      '10.0.0.1',
+    ];
+    for (const address of addresses) {
+      const sdk = splitProtoHostPort(address)!;
+      expect(hostPortOf(address), address).toEqual({
+        hostname: sdk.hostname,
+        ...(sdk.port !== undefined ? { port: sdk.port } : {}),
+      });
+    }
+    // A scheme or a path is not an address the SDK's connection takes.
+    for (const address of ['http://127.0.0.1:7233', 'dns:///host:7233', 'host:7233/path', 'host:port', '']) {
+      expect(hostPortOf(address), address).toBeUndefined();
+    }
   });
 });
