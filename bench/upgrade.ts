@@ -205,29 +205,36 @@ async function run(): Promise<Record<string, unknown>> {
   const podsAfter = await engineUids();
   const replaced = [...podsBefore].filter((uid) => !podsAfter.has(uid)).length;
   // History events of each model's move: the first run's from the switch on, and every run after it.
-  const perModel: number[] = [];
+  // The busiest model's events by type, so that a count over the usual says what the extra events were.
+  const perModel: { events: number; types: Record<string, number> }[] = [];
   await inParallel(handles, 10, async (handle) => {
+    const types: Record<string, number> = {};
     let events = 0;
     for await (const run of client.workflow.list({ query: `WorkflowId = '${handle.workflowId}'` })) {
       const history = await client.workflow.getHandle(run.workflowId, run.runId).fetchHistory();
       for (const e of history.events ?? []) {
         const at = Number(e.eventTime?.seconds ?? 0) * 1000 + Math.floor((e.eventTime?.nanos ?? 0) / 1e6);
-        if (run.runId !== firstRuns.get(handle.workflowId) || at >= switchedAt) events++;
+        if (run.runId !== firstRuns.get(handle.workflowId) || at >= switchedAt) {
+          events++;
+          const type = proto.temporal.api.enums.v1.EventType[e.eventType ?? 0] ?? String(e.eventType);
+          types[type] = (types[type] ?? 0) + 1;
+        }
       }
     }
-    perModel.push(events);
+    perModel.push({ events, types });
   });
-  perModel.sort((a, b) => a - b);
+  perModel.sort((a, b) => a.events - b.events);
   return {
     machine: machine(),
     config: { models },
     enginePodsBefore: podsBefore.size,
     enginePodsReplaced: replaced,
     historyEventsPerModel: {
-      min: perModel[0],
-      median: perModel[Math.floor(perModel.length / 2)],
-      max: perModel.at(-1),
+      min: perModel[0]?.events,
+      median: perModel[Math.floor(perModel.length / 2)]?.events,
+      max: perModel.at(-1)?.events,
     },
+    busiestModelEvents: perModel.at(-1)?.types,
     secondsUntilEveryRunMoved: movedInSeconds,
     note: 'a run moves at its next workflow task: the new version wakes runs pinned to older ones every 30 s, once the server reports the switch propagated and 10 s have passed',
   };

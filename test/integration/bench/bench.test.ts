@@ -12,13 +12,21 @@ describe('benchmarks, small slice', { timeout: 300_000 }, () => {
     expect(result.workerRssMiB).toBeGreaterThan(0);
   });
 
-  it('upgrade: three Ready models move to a new worker version with no engine pod replaced, 10 events each', async ({
+  it('upgrade: three Ready models move to a new worker version with no engine pod replaced, 10 events each (a late wake: 14)', async ({
     signal,
   }) => {
     // Its own deadline, before the test's: a run that stops there says what it was waiting for, in this test's error.
     const result = await bench('upgrade.ts', ['--models', '3', '--deadline', '240'], signal);
     expect(result).toMatchObject({ config: { models: 3 }, enginePodsBefore: 3, enginePodsReplaced: 0 });
-    expect((result.historyEventsPerModel as { max: number }).max).toBeLessThanOrEqual(10);
+    // One move is 10 events: the wake (a signal and its workflow task), the continue-as-new, and the new run's start,
+    // first workflow task and look timer. Under the suite's load a wake can come before the switch reaches the run,
+    // which then moves at the next one, 30 s later: 4 events more (a signal and its workflow task), and nothing else.
+    const busiest = result.busiestModelEvents as Record<string, number>;
+    const wakes = busiest.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED ?? 0;
+    expect(wakes).toBeGreaterThanOrEqual(1);
+    expect(wakes).toBeLessThanOrEqual(2);
+    expect((result.historyEventsPerModel as { max: number }).max).toBe(10 + 4 * (wakes - 1));
+    expect(Object.keys(busiest).filter((type) => /FAILED|TIMED_OUT|TERMINATED/.test(type))).toEqual([]);
   });
 
   it("gate: three rounds through the network policy's gate, every admin route refused, every completion whole", async () => {
