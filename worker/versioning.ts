@@ -157,7 +157,8 @@ export function keepVersion(
     // A run woken before the new routing reaches its task queue's partitions does not see the change: it looks, on
     // the old version. The server says when it has propagated, and a little time more is given (seen on the dev
     // server: a run woken 3 s after the change, propagation reported complete, still did not see it).
-    const changedAt = Number(routing?.currentVersionChangedTime?.seconds ?? 0) * 1000;
+    const changedTime = routing?.currentVersionChangedTime;
+    const changedAt = Number(changedTime?.seconds ?? 0) * 1000 + Math.floor((changedTime?.nanos ?? 0) / 1e6);
     const state = described.workerDeploymentInfo?.routingConfigUpdateState;
     const since = Date.now() - changedAt;
     const completed =

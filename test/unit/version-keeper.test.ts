@@ -18,7 +18,7 @@ function fakeTemporal(state: number, changedAt: number) {
         workerDeploymentInfo: {
           routingConfig: {
             currentDeploymentVersion: { buildId: 'v2' },
-            currentVersionChangedTime: { seconds: Math.floor(changedAt / 1000) },
+            currentVersionChangedTime: { seconds: Math.floor(changedAt / 1000), nanos: (changedAt % 1000) * 1e6 },
           },
           routingConfigUpdateState: state,
         },
