@@ -21,11 +21,17 @@ export interface EnginePod {
   ip?: string;
 }
 
+/** What finding a model's engine needs of it: its name, namespace and vLLM's port (a ServedModel is one). */
+export interface EngineAddress {
+  metadata: { name: string; namespace: string };
+  spec: { engine: { port: number } };
+}
+
 /**
  * Where Ferry sends HTTP requests to a model's engine: through its Service (health checks, the CLI's completion), or,
  * given `pod`, to that pod's engine alone.
  */
-export type EndpointResolver = (model: ServedModel, pod?: EnginePod) => Promise<string>;
+export type EndpointResolver = (model: EngineAddress, pod?: EnginePod) => Promise<string>;
 
 export interface ActivityDeps {
   cluster: Cluster;

@@ -13,6 +13,7 @@ import { Cluster } from '../activities/cluster/api.js';
 import { EventRecorder } from '../activities/cluster/events.js';
 import { endpointResolverFromEnv } from '../activities/cluster/endpoints.js';
 import { ModelWatcher } from '../activities/cluster/model-watcher.js';
+import { Autoscaler } from '../activities/scaling/autoscaler.js';
 import type { ProgressSink } from '../activities/cluster/progress.js';
 import { reportRetriedAttempt, retryProgress } from '../activities/cluster/retry-progress.js';
 import { apiKeyFromSecret } from '../activities/steps/health.js';
@@ -21,7 +22,9 @@ import {
   ferryClusterKey,
   ferryNamespaceKey,
   modelChangedSignal,
+  parseDuration,
   progressSignal,
+  scaleSignal,
   specQuery,
   workflowIdFor,
   type ServedModel,
@@ -71,6 +74,7 @@ export function realActivities(
   // A request being retried shows at once as the running step's waiting reason.
   const cluster = new Cluster(kc, { onRetry: retryProgress(progress) });
   const watcher = config.watch ? startWatcher(config, client, kc, cluster, logger, wakes) : undefined;
+  const autoscaler = watcher ? startAutoscaler(config, client, watcher, endpoints, logger, wakes) : undefined;
   const activities = createActivities(
     {
       cluster,
@@ -106,6 +110,7 @@ export function realActivities(
     events,
     stop: () => {
       stopGauges?.();
+      autoscaler?.stop();
       watcher?.stop();
     },
     onAttemptStart: (ctx) => reportRetriedAttempt(progress, ctx),
@@ -161,6 +166,48 @@ function startWatcher(
     }
   })();
   return watcher;
+}
+
+/** The default interval between two readings of every scaling model's load (FERRY_SCALING_INTERVAL). */
+const DEFAULT_SCALING_INTERVAL = '5s';
+
+/**
+ * The autoscaler over the watch's models (docs/design/scaling.md): each decision is one `ferry.scale` signal.
+ * FERRY_SCALING_INTERVAL (a duration, default 5s; `off`: no autoscaler, the counts stay where they are).
+ */
+function startAutoscaler(
+  config: WorkerConfig,
+  client: Client,
+  watcher: ModelWatcher,
+  endpoints: ReturnType<typeof endpointResolverFromEnv>,
+  logger: Logger,
+  wakes?: () => Promise<boolean>,
+): Autoscaler | undefined {
+  const setting = (config.env.FERRY_SCALING_INTERVAL ?? DEFAULT_SCALING_INTERVAL).trim();
+  if (setting === 'off') return undefined;
+  let intervalMs: number;
+  try {
+    intervalMs = parseDuration(setting);
+  } catch {
+    throw new Error(`FERRY_SCALING_INTERVAL must be a duration like 5s, or off; got ${JSON.stringify(setting)}`);
+  }
+  const autoscaler = new Autoscaler({
+    watcher,
+    endpoints: endpoints.endpoints,
+    ...(endpoints.http ? { http: endpoints.http } : {}),
+    intervalMs,
+    send: async ({ namespace, name }, decision) => {
+      // Only the current version's worker decides (Worker Versioning), as only it wakes models.
+      if (wakes && !(await wakes())) return;
+      const workflowId = workflowIdFor({ cluster: config.cluster, namespace, name });
+      await client.workflow.getHandle(workflowId).signal(scaleSignal, decision);
+    },
+    log: (level, message, meta) => {
+      logger[level](message, meta);
+    },
+  });
+  autoscaler.start();
+  return autoscaler;
 }
 
 /** A model's spec from its workflow's `spec` query, asked once per generation (the answer is kept). */

@@ -117,7 +117,8 @@ Options (each overrides its environment variable):
 
 Also read: TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH,
 TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME, TEMPORAL_GRPC_META_*; FERRY_ENDPOINT_MODE
-(in-cluster | service-proxy | override) and FERRY_ENDPOINT_OVERRIDES.
+(in-cluster | service-proxy | override) and FERRY_ENDPOINT_OVERRIDES; FERRY_SCALING_INTERVAL (how often the
+autoscaler reads the load of models with spec.scaling, default 5s; off: never).
 `;
 
 /** A configuration that cannot run; the message lists every problem. */

@@ -1,9 +1,9 @@
 // The state of one served model and the sequence of its steps: reconcile, idle (watch.ts), tear down. Each step's
 // row, orchestration and patches live in steps/<step>.ts; this file runs them in order and is their StepContext.
 // The workflow function in serve-model.ts owns one of these, wires its handlers to it, and runs its main loop.
-import { ApplicationFailure, condition, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, condition, log, workflowInfo } from '@temporalio/workflow';
 import { patchedUnlessPinned } from './pinned.js';
-import { ActivityIds, activitiesFor, type Naming, type ResolvedOptions } from './activity-options.js';
+import { ActivityIds, activitiesFor, type Activities, type Naming, type ResolvedOptions } from './activity-options.js';
 import {
   describeRef,
   describeSource,
@@ -20,6 +20,7 @@ import {
   type LookResult,
   type ModelChanged,
   type ModelStatus,
+  type ScaleDecision,
   type ServedModel,
   type ServeModelInput,
   type StepProgress,
@@ -45,11 +46,12 @@ import {
 import { adaptersStep } from './steps/adapters.js';
 import { admissionLimit, baselineStep } from './steps/baseline.js';
 import { claim } from './steps/claim.js';
-import { now } from './steps/context.js';
+import { now, type ModelObjects } from './steps/context.js';
 import { pullWeights } from './steps/download.js';
 import { awaitHealth } from './steps/health.js';
 import { look, readStatus } from './steps/look.js';
 import { readyWithoutEngine, rollOut } from './steps/rollout.js';
+import { applyDecision, decisionRefusal, engineReplicas, engineScale, scalingStatus } from './steps/scale.js';
 import { stopEngine } from './steps/stop.js';
 import { applyStorage } from './steps/storage.js';
 import { tearDown } from './steps/teardown.js';
@@ -77,6 +79,8 @@ export class ModelLifecycle extends ModelState {
   /** A look found the root object or the weights volume gone: the whole sequence runs again. */
   private lost: LookResult['lost'];
   private readonly watch: Watch;
+  /** The autoscaler's latest decision not yet applied (a newer one replaces it). */
+  private pendingScale: ScaleDecision | undefined;
   private readonly waits = new PhaseWaits();
   /** How this run names its activities (the SDK's numbers in runs from before `SPLIT_SAFE`). */
   private readonly ids: ActivityIds;
@@ -98,6 +102,16 @@ export class ModelLifecycle extends ModelState {
   /** The worker's watch saw one of the model's objects change: look at it (when idle). */
   wake(change: ModelChanged): void {
     this.watch.wake(change);
+  }
+
+  /** The worker's autoscaler wants another replica count: applied when idle, unless stale or out of bounds. */
+  scale(decision: ScaleDecision): void {
+    const refusal = decisionRefusal(this.desired, this.world, decision);
+    if (refusal || this.deletion) {
+      log.info('scale decision dropped', { refusal: refusal ?? 'the model is being deleted', decision });
+      return;
+    }
+    this.pendingScale = decision;
   }
 
   progress(progress: StepProgress): void {
@@ -203,7 +217,17 @@ export class ModelLifecycle extends ModelState {
   async idle(): Promise<void> {
     const due = () => this.deletion !== undefined || this.attempted < this.status.generation || this.versionChanged;
     const acts = () => activitiesFor(this.desired, this.options, this.naming(this.status.generation));
-    await this.watch.idle(this.status.phase, due, {
+    const decision = this.pendingScale;
+    if (decision && !due()) {
+      this.pendingScale = undefined;
+      // Decided against the count then in force; an update since may have moved it.
+      if (decisionRefusal(this.desired, this.world, decision) === undefined) {
+        await this.work.run(() => applyDecision(this, acts(), decision));
+      }
+      return;
+    }
+    const scaling = () => due() || this.pendingScale !== undefined;
+    await this.watch.idle(this.status.phase, scaling, {
       look: async (delayMs) => {
         await this.work.run(async () => {
           const lost = await look(this, acts(), delayMs);
@@ -292,21 +316,47 @@ export class ModelLifecycle extends ModelState {
       world.volumeSource = spec.spec.source;
       world.sourceHash = sourceHash;
     }
-    const rollout = await rollOut(this, acts, objects, admissionLimit(this.status, spec), generation);
-    if (spec.spec.replicas === 0) return readyWithoutEngine(this, generation);
+    if (!spec.spec.scaling) world.scaledReplicas = undefined;
+    this.set(scalingStatus(this.status, spec, world));
+    const scale = engineScale(this.status, spec, world);
+    const rollout = await rollOut(this, acts, objects, { ...admissionLimit(this.status, spec), ...scale }, generation);
+    if (engineReplicas(spec, world) === 0) return readyWithoutEngine(this, generation);
     const health = await awaitHealth(this, acts, spec, generation);
     const ready = { generation, endpoint: health.endpoint, readyReplicas: rollout.readyReplicas };
     const managed = spec.spec.engine.lora.adapters !== undefined;
     if (!managed && this.status.adapters) this.set({ ...this.status, adapters: undefined });
     if (managed) await adaptersStep(this, acts, objects, generation);
     await baselineStep(this, acts, objects, generation);
+    await this.applyMeasuredTarget(acts, objects, scale);
     this.set(markReady(this.status, ready, now()));
     // The base serves; an adapter that is not on every ready replica keeps the model from Ready.
     const problem = adapterProblem(this.status.adapters);
     if (problem)
       this.set(
-        observe(this.status, { replicas: spec.spec.replicas, readyReplicas: rollout.readyReplicas, problem }, now()),
+        observe(
+          this.status,
+          { replicas: engineReplicas(spec, world), readyReplicas: rollout.readyReplicas, problem },
+          now(),
+        ),
       );
+  }
+
+  /**
+   * A model that scales on its measured capacity gets its target once the baseline step measured it: the Deployment
+   * is applied again with the policy (its pods unchanged, no rollout).
+   */
+  private async applyMeasuredTarget(
+    acts: Activities,
+    objects: ModelObjects,
+    applied: ReturnType<typeof engineScale>,
+  ): Promise<void> {
+    const spec = objects.model;
+    this.set(scalingStatus(this.status, spec, this.world));
+    const scale = engineScale(this.status, spec, this.world);
+    if (JSON.stringify(scale) === JSON.stringify(applied)) return;
+    await this.step('rollout', this.status.generation, () =>
+      acts.short.applyEngine({ ...objects, ...admissionLimit(this.status, spec), ...scale }),
+    );
   }
 
   // --- plumbing ----------------------------------------------------------------------------------------------

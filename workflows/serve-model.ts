@@ -24,6 +24,7 @@ import {
   modelChangedSignal,
   progressSignal,
   safeParseServedModel,
+  scaleSignal,
   specQuery,
   statusQuery,
   UNSUPPORTED_INPUT,
@@ -58,6 +59,10 @@ export async function ServeModelWorkflow(started: ServeModelInput): Promise<Fina
   });
   setHandler(modelChangedSignal, (change) => model.wake(change), {
     description: "From the worker's watch: one of the model's objects changed; the workflow looks at it",
+  });
+  setHandler(scaleSignal, (decision) => model.scale(decision), {
+    description:
+      "From the worker's autoscaler (spec.scaling): a new replica count, applied unless made against another count",
   });
   setHandler(updateModelUpdate, (update) => model.update(update), {
     validator: (update: UpdateModelInput) => model.validateUpdate(update),

@@ -7,7 +7,7 @@ import type {
   V1PersistentVolumeClaim,
   V1Service,
 } from '@kubernetes/client-node';
-import type { ServedModel } from '../../workflows/contract/index.js';
+import { scalingPolicy, startingReplicas, type ServedModel } from '../../workflows/contract/index.js';
 import { admissionConfigMap, hasSidecar } from './admission.js';
 import { buildDeployment } from './deployment.js';
 import { buildInferencePool, type InferencePool } from './inference-pool.js';
@@ -33,12 +33,20 @@ export interface ModelObjects {
   inferencePool?: InferencePool;
 }
 
+/** A model with spec.scaling starts at its starting count, with the policy when the spec gives the target. */
+function firstScale(model: ServedModel): { replicas?: number; scaling?: ReturnType<typeof scalingPolicy> } {
+  const { scaling, replicas } = model.spec;
+  if (!scaling) return {};
+  const policy = scalingPolicy(scaling);
+  return { replicas: startingReplicas(replicas, scaling), ...(policy ? { scaling: policy } : {}) };
+}
+
 export function buildAll(model: ServedModel, options: ChildOptions): ModelObjects {
   return {
     root: buildRoot(model),
     pvc: buildPvc(model, options),
     pullerJob: buildPullerJob(model, options),
-    deployment: buildDeployment(model, options),
+    deployment: buildDeployment(model, { ...options, ...firstScale(model) }),
     service: buildService(model, options),
     ...(hasSidecar(model, options) ? { admission: admissionConfigMap(model, undefined, options) } : {}),
     ...(options.networkPolicy ? { networkPolicy: buildNetworkPolicy(model, options) } : {}),

@@ -1,8 +1,8 @@
 import type { V1Deployment, V1EnvVar, V1PodTemplateSpec, V1Probe } from '@kubernetes/client-node';
-import { durationSeconds, type ServedModel } from '../../workflows/contract/index.js';
+import { durationSeconds, type ScalingPolicy, type ServedModel } from '../../workflows/contract/index.js';
 import { admissionContainer, admissionVolume, hasSidecar } from './admission.js';
 import { canonicalJson, sha256Hex } from './hash.js';
-import { ANNOTATION_SPEC_HASH, labelsFor, selectorLabels } from './labels.js';
+import { ANNOTATION_SCALING, ANNOTATION_SPEC_HASH, labelsFor, selectorLabels } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
 import { deploymentName, pvcName } from './names.js';
 import {
@@ -26,6 +26,8 @@ const PROGRESS_DEADLINE_MARGIN_SECONDS = 600;
 export interface DeploymentOptions extends ChildOptions {
   /** Overrides spec.replicas, e.g. 0 to release a ReadWriteOnce volume before a new pull. */
   replicas?: number;
+  /** The autoscaler's policy, for a model with spec.scaling whose target is known: the `ferry.dev/scaling` annotation. */
+  scaling?: ScalingPolicy;
 }
 
 /** The engine's startup budget in seconds (`engine.startupTimeout`, 40 minutes by default). */
@@ -162,7 +164,10 @@ export function buildDeployment(model: ServedModel, options: DeploymentOptions):
     kind: 'Deployment',
     metadata: objectMeta(model, 'engine', deploymentName(model.metadata.name), {
       rootUid: options.rootUid,
-      annotations: sourceAnnotations(model.spec.source),
+      annotations: {
+        ...sourceAnnotations(model.spec.source),
+        ...(options.scaling ? { [ANNOTATION_SCALING]: JSON.stringify(options.scaling) } : {}),
+      },
     }),
     spec: {
       replicas: options.replicas ?? model.spec.replicas,

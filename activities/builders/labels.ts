@@ -21,6 +21,8 @@ export const ANNOTATION_WEIGHTS_SOURCE_HASH = 'ferry.dev/weights-source-hash';
 export const ANNOTATION_WEIGHTS_SOURCE = 'ferry.dev/weights-source';
 /** On every object: the ID of the model's workflow, so someone starting from kubectl finds it. */
 export const ANNOTATION_WORKFLOW_ID = 'ferry.dev/workflow-id';
+/** On the Deployment of a model with spec.scaling: the autoscaler's policy, JSON (docs/design/scaling.md). */
+export const ANNOTATION_SCALING = 'ferry.dev/scaling';
 /** On the root ConfigMap, when the worker knows the Temporal Web UI's URL: the workflow's page. */
 export const ANNOTATION_WEB_UI = 'ferry.dev/web-ui';
 

@@ -3,9 +3,9 @@
 // engine is a stand-in on 127.0.0.1 because simulated pods have no process behind their addresses).
 import { existsSync, readFileSync } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { FAILURE, failure, type ServedModel } from '../../workflows/contract/index.js';
+import { FAILURE, failure } from '../../workflows/contract/index.js';
 import { authenticatedFetch } from './authenticated-fetch.js';
-import type { EndpointResolver, EnginePod } from '../deps.js';
+import type { EndpointResolver, EngineAddress, EnginePod } from '../deps.js';
 import { HTTP_PORT_NAME, serviceName } from '../builders/index.js';
 
 const ENDPOINT_MODES = ['in-cluster', 'service-proxy', 'override'] as const;
@@ -20,14 +20,14 @@ export interface EndpointSetup {
 }
 
 /** `<namespace>/<name>`, the key of a per-model override; `<namespace>/<name>/<pod>` for one of its pods. */
-const modelKey = (model: ServedModel, pod?: EnginePod): string =>
+const modelKey = (model: EngineAddress, pod?: EnginePod): string =>
   `${model.metadata.namespace}/${model.metadata.name}${pod ? `/${pod.name}` : ''}`;
 
 /**
  * The Service's cluster DNS name, `http://<service>.<namespace>.svc:<port>`; given `pod`, that pod's IP and the
  * engine's port (a pod without an IP yet is a retryable `EndpointUnknown`).
  */
-export function inClusterEndpoint(model: ServedModel, pod?: EnginePod): string {
+export function inClusterEndpoint(model: EngineAddress, pod?: EnginePod): string {
   const { port } = model.spec.engine;
   if (!pod) return `http://${serviceName(model.metadata.name)}.${model.metadata.namespace}.svc:${port}`;
   if (!pod.ip) throw failure(FAILURE.EndpointUnknown, `pod ${modelKey(model, pod)} has no IP address yet`);
@@ -39,7 +39,7 @@ export function inClusterEndpoint(model: ServedModel, pod?: EnginePod): string {
  * `pod`, that pod's port instead, `…/pods/<pod>:<port>/proxy`. Requests need the kubeconfig's credentials
  * (`authenticatedFetch`) and RBAC on `services/proxy` (get) or `pods/proxy` (get, create: a POST is a create).
  */
-export function serviceProxyEndpoint(kc: KubeConfig, model: ServedModel, pod?: EnginePod): string {
+export function serviceProxyEndpoint(kc: KubeConfig, model: EngineAddress, pod?: EnginePod): string {
   const server = kc.getCurrentCluster()?.server;
   if (!server) throw new Error('the kubeconfig has no current cluster');
   const ns = encodeURIComponent(model.metadata.namespace);

@@ -53,9 +53,9 @@ export type RolloutState =
 /**
  * kubectl's rule: the controller has observed `generation` (and the Deployment's own, newer, generation), the
  * Progressing condition has not timed out, all wanted replicas are updated, no old replica is left, and every updated
- * replica is available. Pure.
+ * replica is available (`enough` of them, when given: a model that scales). Pure.
  */
-export function rolloutState(deployment: V1Deployment, generation: number): RolloutState {
+export function rolloutState(deployment: V1Deployment, generation: number, enough?: number): RolloutState {
   const name = deployment.metadata?.name ?? '?';
   const current = deployment.metadata?.generation ?? 0;
   const observed = deployment.status?.observedGeneration ?? 0;
@@ -98,7 +98,8 @@ export function rolloutState(deployment: V1Deployment, generation: number): Roll
       message: `${replicas - updated} old replicas are pending termination`,
     };
   }
-  if (available < updated) {
+  // A model that scales has rolled out once its fewest replicas are available: the others may wait for a GPU.
+  if (available < Math.min(updated, enough ?? updated)) {
     return {
       done: false,
       reason: 'WaitingForAvailable',

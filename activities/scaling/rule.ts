@@ -1,15 +1,7 @@
 // The autoscaler's decision for one model: how many replicas its load calls for, and whether to move to that count
 // now. Kubernetes' HPA rule: a count per target concurrency, acted on only once the load has called for it for a
 // stabilisation window, in bounded steps. Pure: times come in as milliseconds, and the caller keeps the memory.
-
-/** What the autoscaler works with for one model; durations in ms. */
-export interface ScalingPolicy {
-  readonly minReplicas: number; // >= 0
-  readonly maxReplicas: number; // >= minReplicas, >= 1
-  readonly targetConcurrency: number; // > 0, requests in flight (running + waiting) per replica
-  readonly scaleUpAfterMs: number; // the load must call for more replicas this long before a scale-up
-  readonly scaleDownAfterMs: number; // ... for fewer replicas this long before a scale-down
-}
+import type { ScalingPolicy } from '../../workflows/contract/index.js';
 
 /**
  * One reading of the model's load: the sum over its ready replicas of vllm:num_requests_running +

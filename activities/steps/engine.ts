@@ -8,6 +8,7 @@ import {
   failure,
   type ModelInput,
   type ObjectsInput,
+  type ScalingPolicy,
   type ServedModel,
 } from '../../workflows/contract/index.js';
 import type { Cluster } from '../cluster/api.js';
@@ -72,7 +73,13 @@ const serviceRef = (model: ServedModel) => ({
  */
 export async function applyEngine(
   deps: ActivityDeps,
-  { model, rootUid, replicas, admissionLimit }: ObjectsInput & { replicas?: number; admissionLimit?: number },
+  {
+    model,
+    rootUid,
+    replicas,
+    admissionLimit,
+    scaling,
+  }: ObjectsInput & { replicas?: number; admissionLimit?: number; scaling?: ScalingPolicy },
 ): Promise<{ generation: number }> {
   const { cluster } = deps;
   const options = childOptions(deps, rootUid);
@@ -94,7 +101,10 @@ export async function applyEngine(
   // Before the Deployment: its pods mount the sidecar's configuration, and would not start without it.
   if (hasSidecar(model, options)) await applyAdmission(deps, { model, rootUid, maxConcurrency: admissionLimit });
   await cluster.apply(buildService(model, options), FIELD_MANAGER);
-  const applied = await cluster.apply(buildDeployment(model, { ...options, replicas }), FIELD_MANAGER);
+  const applied = await cluster.apply(
+    buildDeployment(model, { ...options, replicas, ...(scaling ? { scaling } : {}) }),
+    FIELD_MANAGER,
+  );
   if (poolServed) await syncInferencePool(deps, model, pool);
   const generation = applied.metadata?.generation;
   if (generation === undefined) {

@@ -55,7 +55,9 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
   // A look woken right after another keeps its distance here, in the activity, so the workflow needs no timer for it
   // (a cancellation ends the wait: the look is not needed any more).
   if (input.delayMs && input.delayMs > 0) await Context.current().sleep(Math.min(input.delayMs, MAX_DELAY_MS));
-  const model = await deps.specs(input.ref, input.generation);
+  // A model with spec.scaling runs the count its autoscaler set: that is what a look puts back.
+  const spec = await deps.specs(input.ref, input.generation);
+  const model = input.replicas === undefined ? spec : { ...spec, spec: { ...spec.spec, replicas: input.replicas } };
   const ns = model.metadata.namespace;
   deps.watcher?.watchNamespace(ns);
   const reads = cachedReads(deps.cluster, deps.watcher);
@@ -97,7 +99,7 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
     read<V1Deployment>(ref('apps/v1', 'Deployment', deploymentName(model.metadata.name))).then(ours),
     read<V1Service>(ref('v1', 'Service', serviceName(model.metadata.name))).then(ours),
   ]);
-  const options = childOptions(deps, input.rootUid);
+  const options = { ...childOptions(deps, input.rootUid), ...(input.scaling ? { scaling: input.scaling } : {}) };
   const desiredService = buildService(model, options);
   const serviceMeta = service ? metadataDrift(service, desiredService) : [];
   const serviceDrift = service

@@ -44,7 +44,10 @@ export async function observeEngine(
   const problems = await currentPodProblems(reads, snapshot);
   const failing = problems.find((p) => FATAL_POD_REASONS.has(p.reason));
   if (failing) return at({ replicas, readyReplicas, problem: { reason: failing.reason, message: failing.message } });
-  if (readyReplicas < replicas) {
+  // A model that scales serves while its fewest replicas are ready: more on their way (starting, or waiting for a GPU)
+  // are the autoscaler's business, and never make it Degraded.
+  const needed = model.spec.scaling ? Math.min(replicas, model.spec.scaling.minReplicas) : replicas;
+  if (readyReplicas < needed) {
     const why = problems[0] ? `; ${problems[0].message}` : '';
     return at({
       replicas,

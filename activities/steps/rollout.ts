@@ -31,7 +31,7 @@ function engineMissing(model: ServedModel, what = 'does not exist'): Application
 
 /**
  * Waits until the Deployment has rolled out `generation`: observed, all replicas updated, no old replica left,
- * every updated replica available; with 0 replicas, until no engine pod remains. Unschedulable, Multi-Attach and
+ * every updated replica available (a model with spec.scaling: `minReplicas` of them); with 0 replicas, until no engine pod remains. Unschedulable, Multi-Attach and
  * mount problems are reported as progress and waited out; ImagePullBackOff, CrashLoopBackOff and OOMKilled of a
  * current-revision pod fail the step once they have held for a poll interval; so does ProgressDeadlineExceeded.
  */
@@ -52,7 +52,7 @@ export async function awaitRollout(
       const snapshot = await readEngine(deps.cluster, model);
       const deployment = assertOurs(model, snapshot.deployment);
       if (!deployment) throw engineMissing(model);
-      const state = rolloutState(deployment, generation);
+      const state = rolloutState(deployment, generation, model.spec.scaling?.minReplicas);
       const readyReplicas = deployment.status?.readyReplicas ?? 0;
       if (state.done) {
         if (state.replicas > 0 || snapshot.pods.length === 0) {

@@ -11,6 +11,7 @@ import {
   deleteModelUpdate,
   FAILURE,
   modelChangedSignal,
+  scaleSignal,
   updateModelUpdate,
   workflowIdFor,
 } from '../../workflows/contract/index.js';
@@ -266,6 +267,32 @@ const scenarios: Scenario[] = [
       if (stub.callsOf('measureBaseline').length !== 1 || stub.callsOf('applyAdmission').length !== 3) {
         throw new Error('expected one measurement and three writes of the limit');
       }
+      await handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'recorded' }] });
+      await handle.result();
+      return handle;
+    },
+  },
+  {
+    // A model with spec.scaling: a decision applied, a stale one dropped, an update at the count in force, a decision
+    // down, then delete.
+    name: 'scaled-out-updated-in',
+    model: 'replay-scaling',
+    stub: () => new StubActivities(),
+    async run({ start }, stub) {
+      const doc = modelDoc((d) => {
+        d.spec.scaling = { minReplicas: 1, maxReplicas: 4, targetConcurrency: 2 };
+      }, this.model);
+      const handle = await start(doc, { ...FAST, safetyNetIntervalMs: 3_600_000 });
+      await waitForStatus(handle, readyAt(1));
+      await handle.signal(scaleSignal, { replicas: 3, from: 1, reason: 'load 5 over target 2 held 15s' });
+      await waitForStatus(handle, (s) => s.scaling?.replicas === 3);
+      await handle.signal(scaleSignal, { replicas: 3, from: 1, reason: 'a duplicate' });
+      doc.metadata.labels = { team: 'search' };
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, readyAt(2));
+      await handle.signal(scaleSignal, { replicas: 2, from: 3, reason: 'load 2 over target 2 for 5m' });
+      await waitForStatus(handle, (s) => s.scaling?.replicas === 2);
+      if (stub.callsOf('scaleEngine').length !== 2) throw new Error('expected two decisions applied');
       await handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'recorded' }] });
       await handle.result();
       return handle;

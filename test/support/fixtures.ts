@@ -101,14 +101,15 @@ export function useWorkerProcesses(): (
   cluster: string,
   temporalAddress?: string,
   launch?: WorkerLaunch,
+  extraEnv?: Record<string, string>,
 ) => Promise<WorkerProcess> {
   const workers: WorkerProcess[] = [];
   afterAll(async () => {
     for (const w of workers) await terminateModelsOf(w.cluster).catch(() => undefined);
     for (const w of workers) await w.stop();
   });
-  return async (cluster, temporalAddress, launch) => {
-    const worker = await startWorkerProcess(cluster, temporalAddress, {}, launch);
+  return async (cluster, temporalAddress, launch, extraEnv = {}) => {
+    const worker = await startWorkerProcess(cluster, temporalAddress, extraEnv, launch);
     workers.push(worker);
     return worker;
   };

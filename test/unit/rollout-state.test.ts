@@ -52,6 +52,13 @@ describe('rolloutState', () => {
     expect(rolloutState(deployment(1, { observedGeneration: 1 }, 0), 1)).toMatchObject({ done: true, replicas: 0 });
   });
 
+  it('is done, for a model that scales, once `enough` updated replicas are available', () => {
+    const d = deployment(2, { observedGeneration: 2, replicas: 3, updatedReplicas: 3, availableReplicas: 1 }, 3);
+    expect(rolloutState(d, 2, 1)).toMatchObject({ done: true, replicas: 3, updatedReplicas: 3 });
+    expect(rolloutState(d, 2, 2)).toMatchObject({ done: false, reason: 'WaitingForAvailable' });
+    expect(rolloutState(d, 2)).toMatchObject({ done: false, reason: 'WaitingForAvailable' });
+  });
+
   it('reports ProgressDeadlineExceeded once the controller gave up', () => {
     const d = deployment(2, {
       observedGeneration: 2,

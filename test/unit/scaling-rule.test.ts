@@ -3,14 +3,8 @@
 // so far (no memory, no thinning), the memory's size, and convergence under a constant load.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  decide,
-  EMPTY_MEMORY,
-  recommend,
-  type Decision,
-  type ScalerMemory,
-  type ScalingPolicy,
-} from '../../activities/scaling/rule.js';
+import { decide, EMPTY_MEMORY, recommend, type Decision, type ScalerMemory } from '../../activities/scaling/rule.js';
+import type { ScalingPolicy } from '../../workflows/contract/index.js';
 
 const POLICY: ScalingPolicy = {
   minReplicas: 1,
@@ -264,10 +258,11 @@ describe('decide, over generated policies and loads', () => {
           }
         },
       ),
-      { numRuns: 300 },
+      { numRuns: 150 },
     );
-    expect(scalings).toBeGreaterThan(100);
-  });
+    expect(scalings).toBeGreaterThan(50);
+    // Each reading is checked against the rule recomputed from every reading before it: seconds on a busy machine.
+  }, 30_000);
 
   it('keeps the memory bounded: 5,000 readings 10 ms apart with a 5-minute window', () => {
     fc.assert(

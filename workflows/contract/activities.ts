@@ -1,6 +1,6 @@
 // The activities a ServeModelWorkflow calls, with their inputs and results. Workflows import them as types only.
 import type { ModelRef } from './identity.js';
-import type { ServedModel, SpecIssue } from './spec/index.js';
+import type { ScalingPolicy, ServedModel, SpecIssue } from './spec/index.js';
 import type { Step } from './status.js';
 
 /** What a long-running activity reports while it waits; sent to the workflow as the `progress` signal. */
@@ -82,6 +82,9 @@ export interface LookInput {
   engineGeneration?: number;
   /** The admission limit in force (from the baseline kept); unset: none. What a drifted admission ConfigMap gets back. */
   admissionLimit?: number;
+  /** A model with `spec.scaling`: the replica count in force, and the policy its Deployment carries for the autoscaler. */
+  replicas?: number;
+  scaling?: ScalingPolicy;
   /** Wait this long before looking: a look woken right after another keeps its distance (set by the workflow). */
   delayMs?: number;
   /** The owning tenant (`status.tenant`): the look checks the model against its grant as it is now. */
@@ -185,8 +188,13 @@ export interface FerryActivities {
   /** `abandon`: the download was cancelled or failed; delete the Job and wait for its pods, but do not record
    * `sourceHash` on the PVC as the weights it holds. */
   releaseVolume(input: ModelInput & { jobName: string; sourceHash: string; abandon?: boolean }): Promise<void>;
-  /** `admissionLimit`: with `spec.slo.admission`, the limit the sidecar's configuration starts with (unset: none). */
-  applyEngine(input: ObjectsInput & { replicas?: number; admissionLimit?: number }): Promise<{ generation: number }>;
+  /**
+   * `admissionLimit`: with `spec.slo.admission`, the limit the sidecar's configuration starts with (unset: none);
+   * `scaling`: the policy the Deployment carries for the worker's autoscaler.
+   */
+  applyEngine(
+    input: ObjectsInput & { replicas?: number; admissionLimit?: number; scaling?: ScalingPolicy },
+  ): Promise<{ generation: number }>;
   awaitRollout(input: ModelInput & { generation: number }): Promise<RolloutResult>;
   awaitHealth(input: ModelInput): Promise<HealthResult>;
   scaleEngine(input: ModelInput & { replicas: number }): Promise<void>;

@@ -69,6 +69,8 @@ export interface CarriedState {
    * (a new replica, a replacement pod, a restarted engine) loads them again.
    */
   adapterIncarnations?: string[];
+  /** A model with `spec.scaling`: the replica count the last decision set (unset: it starts at the spec's). */
+  scaledReplicas?: number;
 }
 
 /** The workflow's argument. Versioned: a run started by an older client or carried over still parses. */
@@ -192,6 +194,19 @@ export interface ModelChanged {
 
 /** Sent by the worker's watch when one of a Ready or Degraded model's objects changes: the workflow looks. */
 export const modelChangedSignal = defineSignal<[ModelChanged]>('ferry.modelChanged');
+
+/**
+ * A decision of the worker's autoscaler (docs/design/scaling.md): the replica count it wants, the count it saw in
+ * force (`from`: a decision made against another count is stale and dropped), and why, in one line.
+ */
+export interface ScaleDecision {
+  replicas: number;
+  from: number;
+  reason: string;
+}
+
+/** Sent by the worker's autoscaler when the load of a model with `spec.scaling` calls for another replica count. */
+export const scaleSignal = defineSignal<[ScaleDecision]>('ferry.scale');
 
 /** Failure type of a rejected update (or start): the document is invalid or changes an immutable field. */
 export const INVALID_SPEC = FAILURE.InvalidSpec;

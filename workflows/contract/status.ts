@@ -36,7 +36,8 @@ export interface Condition {
 /**
  * A step of the lifecycle as the timeline records it. `stop` scales the engine to 0 before a new source is pulled;
  * `update` and `degraded` are spans over other steps (an update until Ready, a Ready model's trouble); `repair` is a
- * look that put back what drifted (recorded closed, its detail says what).
+ * look that put back what drifted (recorded closed, its detail says what); `scale` a decision of the autoscaler applied
+ * (recorded closed: `1 → 2 replicas: …`).
  */
 export type Step =
   | 'claim'
@@ -51,6 +52,7 @@ export type Step =
   | 'update'
   | 'degraded'
   | 'repair'
+  | 'scale'
   | 'teardown';
 
 /** One step of the lifecycle with its timing; `endedAt` is unset while it runs. */
@@ -126,6 +128,21 @@ export interface Baseline {
   pod?: string;
 }
 
+/** A model with `spec.scaling`: the count the autoscaler set and why (docs/design/scaling.md). */
+export interface ScalingStatus {
+  /** The replica count in force: `spec.replicas` within the bounds at first, then each decision's. */
+  replicas: number;
+  minReplicas: number;
+  maxReplicas: number;
+  /** Requests in flight per replica the decisions aim at; unset while unknown (no targetConcurrency, no baseline yet). */
+  targetConcurrency?: number;
+  /** Why the autoscaler cannot decide, when it cannot (no target yet). */
+  message?: string;
+  /** The last decision applied. */
+  lastDecision?: { at: string; from: number; to: number; reason: string };
+  decisions: number;
+}
+
 export interface ModelStatus {
   name: string;
   namespace: string;
@@ -156,6 +173,8 @@ export interface ModelStatus {
   adapters?: AdapterStatus[];
   /** The measured load baseline of a model with `spec.slo`, once measured. */
   baseline?: Baseline;
+  /** A model with `spec.scaling`: the count in force and the last decision. */
+  scaling?: ScalingStatus;
   /** A waiting state that needs no person, such as Unschedulable until a GPU node appears. */
   waiting?: { reason: string; message: string; since: string };
   startedAt: string;

@@ -8,6 +8,7 @@ import { observe, recordRepair } from '../status/transitions.js';
 import { keepAdapters } from './adapters.js';
 import { admissionLimit } from './baseline.js';
 import { now, type StepContext } from './context.js';
+import { engineScale } from './scale.js';
 import type { StepRow } from './table.js';
 
 /** A look put back what drifted (a deleted Service, a Deployment scaled by hand); recorded closed, with the detail. */
@@ -24,6 +25,7 @@ export async function look(ctx: StepContext, acts: Activities, delayMs: number):
       sourceHash: sourceHash!,
       ...(engineGeneration !== undefined ? { engineGeneration } : {}),
       ...admissionLimit(ctx.status, ctx.desired),
+      ...engineScale(ctx.status, ctx.desired, ctx.world),
       ...(delayMs > 0 ? { delayMs } : {}),
       ...(ctx.status.tenant !== undefined ? { tenant: ctx.status.tenant } : {}),
     });

@@ -1,6 +1,6 @@
 // The rollout: the engine's Deployment (and Service) applied for the spec, then its rollout awaited to the end.
 import type { Activities } from '../activity-options.js';
-import type { RolloutResult } from '../contract/index.js';
+import type { RolloutResult, ScalingPolicy } from '../contract/index.js';
 import { skipStep } from '../status/timeline.js';
 import { markReady } from '../status/transitions.js';
 import { now, type ModelObjects, type StepContext } from './context.js';
@@ -13,12 +13,12 @@ export const rolloutRow: StepRow = {
   budget: 'startup',
 };
 
-/** Applies the engine (starting at `admission`'s limit) and waits for its rollout. */
+/** Applies the engine (starting at `engine`'s admission limit, replica count and scaling policy) and waits for its rollout. */
 export async function rollOut(
   ctx: StepContext,
   acts: Activities,
   objects: ModelObjects,
-  admission: { admissionLimit?: number },
+  engine: { admissionLimit?: number; replicas?: number; scaling?: ScalingPolicy },
   generation: number,
 ): Promise<RolloutResult> {
   const spec = objects.model;
@@ -28,7 +28,7 @@ export async function rollOut(
     'rollout',
     generation,
     async () => {
-      const applied = await acts.short.applyEngine({ ...objects, ...admission });
+      const applied = await acts.short.applyEngine({ ...objects, ...engine });
       return await acts.startup.awaitRollout({ model: spec, generation: applied.generation });
     },
     (r) => `revision ${r.generation}: ${r.readyReplicas} ready`,

@@ -10,6 +10,7 @@ import { startupRow } from './health.js';
 import { repairRow } from './look.js';
 import { releaseRow } from './release.js';
 import { rolloutRow } from './rollout.js';
+import { scaleRow } from './scale.js';
 import { stopRow } from './stop.js';
 import { storageRow } from './storage.js';
 import { teardownRow } from './teardown.js';
@@ -47,6 +48,7 @@ function table(): Readonly<Record<Step, StepRow>> {
     /** A Degraded spell: from the look that found a problem to the one that found it gone. */
     degraded: { phase: 'Degraded', progress: [], span: true },
     repair: repairRow,
+    scale: scaleRow,
   };
   return rows;
 }

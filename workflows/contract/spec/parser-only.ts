@@ -13,6 +13,8 @@ export const PARSER_ONLY_RULES = {
   'own-volume': "no source (the model's or an adapter's) is the model's own volume, <metadata.name>-weights",
   'adapter-not-base': 'no adapter has the name the base model is served as',
   'listed-once': 'each variable of engine.env and puller.env, and each adapter, is listed once',
+  'scaling-bounds': 'scaling.minReplicas is at most scaling.maxReplicas, and replicas at most scaling.maxReplicas',
+  'scaling-target': 'scaling without targetConcurrency needs slo (the target is a share of the measured capacity)',
   'args-in-order': 'each item of engine.args that is not a flag is a value its flag takes',
 } as const;
 

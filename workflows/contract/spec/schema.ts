@@ -7,6 +7,7 @@ import { pullerSchema, resourcesSchema, schedulingSchema, storageSchema } from '
 import { parserOnly } from './parser-only.js';
 import { parseQuantity } from './quantities.js';
 import { dnsLabel, int, labelMap, modelName, mustBe, quote, strict } from './rules.js';
+import { scalingSchema } from './scaling-schema.js';
 import { inferencePoolSchema, sloSchema } from './slo-schema.js';
 import { sourceSchema } from './source-schema.js';
 
@@ -14,6 +15,7 @@ export { asAcceptedBefore, asAcceptedBeforeBounds } from './accepted-before.js';
 export { DEFAULT_ENGINE_IMAGE, type AdapterSpec, type EnvVar } from './engine-schema.js';
 export { type Affinity, type Toleration } from './placement-schema.js';
 export { type InferencePoolSpec, type SloSpec } from './slo-schema.js';
+export { scalingPolicy, startingReplicas, type ScalingPolicy, type ScalingSpec } from './scaling-schema.js';
 export { type HuggingFaceSource, type PvcSource, type SourceSpec } from './source-schema.js';
 
 export const API_VERSION = 'ferry.dev/v1alpha1';
@@ -39,6 +41,7 @@ const onePodVolumeJson = {
     ...(DEFAULT_REPLICAS > ONE_POD_MAX_REPLICAS ? { required: ['replicas'] } : {}),
     properties: {
       replicas: { type: 'integer', maximum: ONE_POD_MAX_REPLICAS },
+      scaling: { type: 'object', properties: { maxReplicas: { type: 'integer', maximum: ONE_POD_MAX_REPLICAS } } },
       engine: {
         type: 'object',
         properties: {
@@ -65,7 +68,14 @@ const specSchema = strict({
   replicas: int('a whole number of replicas, 0 or more')
     .min(0, 'must be 0 or more')
     .default(DEFAULT_REPLICAS)
-    .describe('Engine pods; 0 keeps the volume, the weights and the Service but stops the engine.'),
+    .describe(
+      'Engine pods; 0 keeps the volume, the weights and the Service but stops the engine. With scaling: the count the engine starts at, raised to scaling.minReplicas (leave it out).',
+    ),
+  scaling: scalingSchema
+    .optional()
+    .describe(
+      "Follow the load: the worker reads each replica's requests in flight from vLLM's metrics and sets the replica count between minReplicas and maxReplicas (docs/design/scaling.md). Unset: replicas is the count.",
+    ),
   puller: pullerSchema.prefault({}).describe('The Job that downloads or copies the weights into the volume.'),
   slo: sloSchema
     .optional()
@@ -148,11 +158,50 @@ function crossFieldIssues(doc: Document, ctx: z.core.$RefinementCtx<Document>): 
       });
     }
   });
+  scalingIssues(spec, ctx);
   if (spec.storage.accessMode === ONE_POD && spec.replicas > ONE_POD_MAX_REPLICAS) {
     ctx.addIssue({
       code: 'custom',
       path: ['spec', 'replicas'],
       message: 'must be 0 or 1 with storage.accessMode ReadWriteOncePod: only one pod can mount the volume',
+    });
+  }
+}
+
+/** What `scaling` asks of the rest of the spec: bounds in order, a target it can find, a volume more pods can mount. */
+function scalingIssues(spec: Document['spec'], ctx: z.core.$RefinementCtx<Document>): void {
+  const { scaling } = spec;
+  if (!scaling) return;
+  if (scaling.minReplicas > scaling.maxReplicas) {
+    ctx.addIssue({
+      code: 'custom',
+      params: parserOnly('scaling-bounds'),
+      path: ['spec', 'scaling', 'minReplicas'],
+      message: `must be at most maxReplicas (${scaling.maxReplicas})`,
+    });
+  }
+  if (spec.replicas > scaling.maxReplicas) {
+    ctx.addIssue({
+      code: 'custom',
+      params: parserOnly('scaling-bounds'),
+      path: ['spec', 'replicas'],
+      message: `must be at most scaling.maxReplicas (${scaling.maxReplicas}); with scaling, leave it out: the engine starts at minReplicas`,
+    });
+  }
+  if (scaling.targetConcurrency === undefined && !spec.slo) {
+    ctx.addIssue({
+      code: 'custom',
+      params: parserOnly('scaling-target'),
+      path: ['spec', 'scaling', 'targetConcurrency'],
+      message:
+        'is required without slo: the default is a share of the capacity Ferry measures against slo (status.baseline.maxConcurrency)',
+    });
+  }
+  if (spec.storage.accessMode === ONE_POD && scaling.maxReplicas > ONE_POD_MAX_REPLICAS) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['spec', 'scaling', 'maxReplicas'],
+      message: 'must be 1 with storage.accessMode ReadWriteOncePod: only one pod can mount the volume',
     });
   }
 }

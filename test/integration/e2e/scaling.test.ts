@@ -1,0 +1,142 @@
+// Autoscaling end to end (docs/design/scaling.md): a real worker process reads each ready replica's /metrics (the
+// supervisor's stand-in for each simulated pod), decides on the requests in flight, and signals the model's workflow,
+// which sets the Deployment's count. What is simulated: the pods (KWOK) and the engine (the stand-in, whose
+// vllm:num_requests_running / _waiting the conformance suite checks against the real vLLM); the requests, the
+// readings, the decisions and the Kubernetes objects are real.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { streamOnce } from '../../../bench/lib.js';
+import type { ModelStatus } from '../../../workflows/contract/index.js';
+import { runFerry, writeDoc } from '../../support/ferry-worker.js';
+import type { Doc } from '../../support/workflow-harness.js';
+import { expectOk, ferryJson, uniqueCluster } from '../../support/e2e.js';
+import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
+import { waitFor } from '../../support/kube.js';
+import { repoRoot } from '../../support/local-env.js';
+
+const kube = useNamespace('e2e-scaling', RESTRICTED);
+const startWorkerProcess = useWorkerProcesses();
+const cluster = uniqueCluster('scaling');
+
+beforeAll(async () => {
+  // A reading a second: the windows below are seconds long.
+  await startWorkerProcess(cluster, undefined, undefined, { FERRY_SCALING_INTERVAL: '1s' });
+}, 180_000);
+
+const NAME = 'busy';
+const status = () => ferryJson<ModelStatus>(['status', NAME, '-n', kube.ns, '--cluster', cluster]);
+const deployment = () => kube.apps.readNamespacedDeployment({ name: NAME, namespace: kube.ns });
+
+/**
+ * Two GPUs a replica, each simulated node has four, and a ReadWriteOnce volume keeps every replica on the first one's
+ * node: a third replica cannot be scheduled. 50 ms a token.
+ */
+const doc = (): Doc => ({
+  apiVersion: 'ferry.dev/v1alpha1',
+  kind: 'ServedModel',
+  metadata: {
+    name: NAME,
+    namespace: kube.ns,
+    labels: { 'sim.ferry.dev/load-delay-seconds': '0', 'sim.ferry.dev/complete-delay': '1s' },
+  },
+  spec: {
+    cluster,
+    source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision: 'main' } },
+    resources: { gpus: 2 },
+    engine: { startupTimeout: '3m', env: [{ name: 'FERRY_SIM_TOKEN_DELAY_MS', value: '50' }] },
+    puller: { deadline: '5m' },
+    scaling: { minReplicas: 1, maxReplicas: 3, targetConcurrency: 2, scaleUpAfter: '3s', scaleDownAfter: '8s' },
+  },
+});
+
+/** The URL of one pod's own stand-in, as the supervisor publishes it. */
+function podUrl(pod: string): string | undefined {
+  const urls = JSON.parse(readFileSync(join(repoRoot, '.ferry/run/endpoints.json'), 'utf8')) as Record<string, string>;
+  return urls[`${kube.ns}/${NAME}/${pod}`];
+}
+
+/** Keeps `inFlight` streamed completions running against `url` (each about 2 s) until `stop()`; counts failures. */
+function steadyLoad(url: string, inFlight: number) {
+  let stopped = false;
+  let failed = 0;
+  let answered = 0;
+  const lanes = Array.from({ length: inFlight }, async () => {
+    while (!stopped) {
+      const r = await streamOnce(url, 40).catch(() => undefined);
+      if (r?.status === 200 && r.done) answered++;
+      else failed++;
+    }
+  });
+  return {
+    stop: async () => {
+      stopped = true;
+      await Promise.all(lanes);
+      return { answered, failed };
+    },
+  };
+}
+
+describe('autoscaling on the requests in flight, end to end', { timeout: 420_000 }, () => {
+  it('scales out under load, stays Ready while a replica waits for a GPU, and scales back to minReplicas', async () => {
+    expectOk(await runFerry(['serve', '-f', writeDoc(doc()), '--wait', '--timeout', '4m']), 'serve');
+    const served = await status();
+    expect(served).toMatchObject({ phase: 'Ready', replicas: 1 });
+    expect(served.scaling).toMatchObject({ replicas: 1, minReplicas: 1, maxReplicas: 3, targetConcurrency: 2 });
+    const policy = JSON.parse((await deployment()).metadata!.annotations!['ferry.dev/scaling']!) as unknown;
+    expect(policy).toEqual({
+      minReplicas: 1,
+      maxReplicas: 3,
+      targetConcurrency: 2,
+      scaleUpAfterMs: 3_000,
+      scaleDownAfterMs: 8_000,
+    });
+
+    // Eight requests in flight on the one replica, target two each: four, within the bound of three.
+    const [pod] = (await kube.core.listNamespacedPod({ namespace: kube.ns, labelSelector: `ferry.dev/model=${NAME}` }))
+      .items;
+    const url = await waitFor("the pod's stand-in", 30_000, async () => podUrl(pod!.metadata!.name!));
+    const load = steadyLoad(url, 8);
+    const started = Date.now();
+    const out = await waitFor('the Deployment at 3 replicas', 60_000, async () => {
+      const d = await deployment();
+      return d.spec?.replicas === 3 ? d : undefined;
+    });
+    const scaledOutMs = Date.now() - started;
+    // Held for scaleUpAfter first: not sooner than 3 s.
+    expect(scaledOutMs).toBeGreaterThanOrEqual(3_000);
+    expect(out.spec?.template).toEqual((await deployment()).spec?.template);
+    const scaled = await waitFor('the decision in status', 20_000, async () => {
+      const s = await status();
+      return s.scaling?.replicas === 3 ? s : undefined;
+    });
+    expect(scaled.scaling?.lastDecision).toMatchObject({ from: 1, to: 3 });
+    expect(scaled.scaling?.lastDecision?.reason).toMatch(/load/);
+    expect(scaled.timeline.filter((e) => e.step === 'scale').at(-1)?.detail).toMatch(/^1 → 3 replicas: /);
+
+    // The third replica finds no GPU on its node: Unschedulable, and the model still Ready.
+    await waitFor('a replica Unschedulable', 60_000, async () => {
+      const pods = await kube.core.listNamespacedPod({ namespace: kube.ns, labelSelector: `ferry.dev/model=${NAME}` });
+      return pods.items.some((p) =>
+        p.status?.conditions?.some((c) => c.type === 'PodScheduled' && c.reason === 'Unschedulable'),
+      );
+    });
+    await waitFor('a second replica ready', 60_000, async () => ((await deployment()).status?.readyReplicas ?? 0) >= 2);
+    expect((await status()).phase).toBe('Ready');
+
+    // The load ends: after scaleDownAfter, down in steps of at most half, to minReplicas; the unschedulable replica
+    // does not hold it up.
+    const { answered, failed } = await load.stop();
+    expect(failed).toBe(0);
+    expect(answered).toBeGreaterThan(5);
+    await waitFor('the Deployment back at 1 replica', 90_000, async () => (await deployment()).spec?.replicas === 1);
+    const after = await waitFor('status at 1 replica', 20_000, async () => {
+      const s = await status();
+      return s.scaling?.replicas === 1 ? s : undefined;
+    });
+    expect(after.phase).toBe('Ready');
+    const decisions = after.timeline.filter((e) => e.step === 'scale').map((e) => e.detail?.split(':')[0]);
+    expect(decisions).toEqual(['1 → 3 replicas', '3 → 2 replicas', '2 → 1 replicas']);
+    expect(after.scaling?.decisions).toBe(3);
+  });
+});

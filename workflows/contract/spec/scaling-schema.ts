@@ -1,0 +1,67 @@
+// How many engine replicas serve: fixed (`replicas`), or following the load between bounds (`scaling`;
+// docs/design/scaling.md). Pure (no Node): it is bundled into workflow code.
+import { z } from 'zod';
+import { parseDuration } from './quantities.js';
+import { duration, int, strict } from './rules.js';
+
+/** The most replicas `scaling` may ask for: well beyond one model's GPUs on any cluster we know of. */
+const MAX_SCALED_REPLICAS = 1000;
+/** Without `targetConcurrency`, a replica is asked to hold this share of its measured capacity. */
+const BASELINE_TARGET_SHARE = 0.8;
+
+const replicaBound = (what: string) =>
+  int(`a whole number of replicas from 1 to ${MAX_SCALED_REPLICAS}`)
+    .min(1, `must be from 1 to ${MAX_SCALED_REPLICAS}: scaling to zero is not available yet`)
+    .max(MAX_SCALED_REPLICAS, `must be from 1 to ${MAX_SCALED_REPLICAS}`)
+    .describe(what);
+
+export const scalingSchema = strict({
+  minReplicas: replicaBound('The fewest engine pods, however quiet the model is.'),
+  maxReplicas: replicaBound('The most engine pods, however busy the model is.'),
+  targetConcurrency: z
+    .number({ error: 'must be a number of requests above 0, like 6' })
+    .gt(0, 'must be a number of requests above 0, like 6')
+    .max(100_000, 'must be at most 100000')
+    .optional()
+    .describe(
+      `The requests in flight (running and waiting, vLLM's vllm:num_requests_running + vllm:num_requests_waiting) each replica should hold; replicas = ⌈load ÷ this⌉. Unset: ${BASELINE_TARGET_SHARE} × the measured status.baseline.maxConcurrency, which needs slo.`,
+    ),
+  scaleUpAfter: duration('15s')
+    .default('15s')
+    .describe('The load must call for more replicas this long before they are added, like 15s.'),
+  scaleDownAfter: duration('5m')
+    .default('5m')
+    .describe('The load must call for fewer replicas this long before they are removed, like 5m.'),
+});
+
+export type ScalingSpec = z.output<typeof scalingSchema>;
+
+/** The count the engine starts at: `replicas`, within scaling's bounds. */
+export function startingReplicas(replicas: number, scaling: ScalingSpec | undefined): number {
+  if (!scaling) return replicas;
+  return Math.min(Math.max(replicas, scaling.minReplicas), scaling.maxReplicas);
+}
+
+/** The policy the worker's autoscaler applies, durations in milliseconds; no target until one is known. */
+export interface ScalingPolicy {
+  minReplicas: number;
+  maxReplicas: number;
+  targetConcurrency: number;
+  scaleUpAfterMs: number;
+  scaleDownAfterMs: number;
+}
+
+/** `scaling` with its target: the spec's, else a share of the measured capacity; undefined while neither is known. */
+export function scalingPolicy(scaling: ScalingSpec, measuredMaxConcurrency?: number): ScalingPolicy | undefined {
+  const target =
+    scaling.targetConcurrency ??
+    (measuredMaxConcurrency !== undefined ? Math.max(1, measuredMaxConcurrency * BASELINE_TARGET_SHARE) : undefined);
+  if (target === undefined) return undefined;
+  return {
+    minReplicas: scaling.minReplicas,
+    maxReplicas: scaling.maxReplicas,
+    targetConcurrency: target,
+    scaleUpAfterMs: parseDuration(scaling.scaleUpAfter),
+    scaleDownAfterMs: parseDuration(scaling.scaleDownAfter),
+  };
+}

@@ -1,0 +1,118 @@
+// A model with `spec.scaling` (docs/design/scaling.md): the replica count in force, the policy its Deployment carries
+// for the worker's autoscaler, and the autoscaler's decisions applied — one `scaleEngine` each, a closed `scale`
+// timeline entry, nothing in history while the load holds steady.
+import { ActivityFailure, isCancellation, log } from '@temporalio/workflow';
+import type { Activities } from '../activity-options.js';
+import {
+  scalingPolicy,
+  startingReplicas,
+  type ModelStatus,
+  type ScaleDecision,
+  type ScalingPolicy,
+  type ServedModel,
+} from '../contract/index.js';
+import { baselineKey } from '../status/baseline.js';
+import { endStep } from '../status/timeline.js';
+import { now, type StepContext, type World } from './context.js';
+import type { StepRow } from './table.js';
+
+/** A decision applied; recorded closed, with the counts and the autoscaler's reason. */
+export const scaleRow: StepRow = { phase: 'Ready', progress: [], span: true };
+
+/** The replica count in force for `spec`: the last decision's, within the spec's bounds; the spec's without scaling. */
+export function engineReplicas(spec: ServedModel, world: World): number {
+  const { scaling } = spec.spec;
+  if (!scaling) return spec.spec.replicas;
+  return startingReplicas(world.scaledReplicas ?? spec.spec.replicas, scaling);
+}
+
+/** The measured capacity of one replica, while the baseline holds for `spec` and found one. */
+function measuredCapacity(status: ModelStatus, spec: ServedModel): number | undefined {
+  const kept = status.baseline;
+  return kept && kept.key === baselineKey(spec) && kept.maxConcurrency > 0 ? kept.maxConcurrency : undefined;
+}
+
+/** What the engine's objects are applied with: the count in force and, with scaling, the autoscaler's policy. */
+export function engineScale(
+  status: ModelStatus,
+  spec: ServedModel,
+  world: World,
+): { replicas?: number; scaling?: ScalingPolicy } {
+  const { scaling } = spec.spec;
+  if (!scaling) return {};
+  const policy = scalingPolicy(scaling, measuredCapacity(status, spec));
+  return { replicas: engineReplicas(spec, world), ...(policy ? { scaling: policy } : {}) };
+}
+
+/** `status.scaling` for `spec` now (unset without scaling); the last decision is kept while scaling stays on. */
+export function scalingStatus(status: ModelStatus, spec: ServedModel, world: World): ModelStatus {
+  const { scaling } = spec.spec;
+  if (!scaling) return status.scaling ? { ...status, scaling: undefined } : status;
+  const { scaling: policy } = engineScale(status, spec, world);
+  const replicas = engineReplicas(spec, world);
+  const message = policy
+    ? undefined
+    : 'no targetConcurrency and no measured capacity yet (status.baseline): the count stays where it is';
+  return {
+    ...status,
+    replicas,
+    scaling: {
+      replicas,
+      minReplicas: scaling.minReplicas,
+      maxReplicas: scaling.maxReplicas,
+      ...(policy ? { targetConcurrency: policy.targetConcurrency } : {}),
+      ...(message ? { message } : {}),
+      ...(status.scaling?.lastDecision ? { lastDecision: status.scaling.lastDecision } : {}),
+      decisions: status.scaling?.decisions ?? 0,
+    },
+  };
+}
+
+/**
+ * Why a decision is not applied, or undefined when it is: the model has no scaling (any more), the count is outside
+ * the bounds, or it was made against another count than the one in force (stale, or already applied).
+ */
+export function decisionRefusal(spec: ServedModel, world: World, decision: ScaleDecision): string | undefined {
+  const { scaling } = spec.spec;
+  if (!scaling) return 'the model has no spec.scaling';
+  const { replicas, from } = decision ?? {};
+  if (!Number.isSafeInteger(replicas) || replicas < scaling.minReplicas || replicas > scaling.maxReplicas) {
+    return `${String(replicas)} is outside ${scaling.minReplicas}..${scaling.maxReplicas}`;
+  }
+  const current = engineReplicas(spec, world);
+  if (from !== current) return `made against ${String(from)} replicas, but ${current} are in force`;
+  if (replicas === current) return `${current} replicas are already in force`;
+  return undefined;
+}
+
+/**
+ * Applies a decision `decisionRefusal` accepted: the Deployment's replica count (nothing else of it changes, no
+ * rollout), then the count in force and a closed `scale` entry. A failed call changes nothing; the autoscaler decides
+ * again on its next reading.
+ */
+export async function applyDecision(ctx: StepContext, acts: Activities, decision: ScaleDecision): Promise<void> {
+  const spec = ctx.desired;
+  const from = engineReplicas(spec, ctx.world);
+  try {
+    await acts.short.scaleEngine({ model: spec, replicas: decision.replicas });
+  } catch (err) {
+    if (isCancellation(err) || !(err instanceof ActivityFailure)) throw err;
+    log.warn('scaleEngine failed', { error: String(err.cause ?? err), replicas: decision.replicas });
+    return;
+  }
+  ctx.world.scaledReplicas = decision.replicas;
+  const at = now();
+  const reason = String(decision.reason ?? '').slice(0, 300);
+  const detail = `${from} → ${decision.replicas} replicas: ${reason}`;
+  let next = endStep(ctx.status, 'scale', 'Succeeded', at, detail);
+  next = scalingStatus(next, spec, ctx.world);
+  next = {
+    ...next,
+    scaling: {
+      ...next.scaling!,
+      lastDecision: { at, from, to: decision.replicas, reason },
+      decisions: (next.scaling?.decisions ?? 0) + 1,
+    },
+  };
+  ctx.set(next);
+}
