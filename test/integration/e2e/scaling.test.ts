@@ -19,41 +19,49 @@ const kube = useNamespace('e2e-scaling', RESTRICTED);
 const startWorkerProcess = useWorkerProcesses();
 const cluster = uniqueCluster('scaling');
 
+/** A reading a second: the windows below are seconds long. */
+const startWorker = () => startWorkerProcess(cluster, undefined, undefined, { FERRY_SCALING_INTERVAL: '1s' });
+let worker: Awaited<ReturnType<typeof startWorker>>;
+
 beforeAll(async () => {
-  // A reading a second: the windows below are seconds long.
-  await startWorkerProcess(cluster, undefined, undefined, { FERRY_SCALING_INTERVAL: '1s' });
+  worker = await startWorker();
 }, 180_000);
 
 const NAME = 'busy';
-const status = () => ferryJson<ModelStatus>(['status', NAME, '-n', kube.ns, '--cluster', cluster]);
-const deployment = () => kube.apps.readNamespacedDeployment({ name: NAME, namespace: kube.ns });
+const status = (name = NAME) => ferryJson<ModelStatus>(['status', name, '-n', kube.ns, '--cluster', cluster]);
+const deployment = (name = NAME) => kube.apps.readNamespacedDeployment({ name, namespace: kube.ns });
 
 /**
  * Two GPUs a replica, each simulated node has four, and a ReadWriteOnce volume keeps every replica on the first one's
  * node: a third replica cannot be scheduled. 50 ms a token.
  */
-const doc = (): Doc => ({
+const doc = (name = NAME, gpus = 2): Doc => ({
   apiVersion: 'ferry.dev/v1alpha1',
   kind: 'ServedModel',
   metadata: {
-    name: NAME,
+    name,
     namespace: kube.ns,
     labels: { 'sim.ferry.dev/load-delay-seconds': '0', 'sim.ferry.dev/complete-delay': '1s' },
   },
   spec: {
     cluster,
     source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision: 'main' } },
-    resources: { gpus: 2 },
+    resources: { gpus },
     engine: { startupTimeout: '3m', env: [{ name: 'FERRY_SIM_TOKEN_DELAY_MS', value: '50' }] },
     puller: { deadline: '5m' },
     scaling: { minReplicas: 1, maxReplicas: 3, targetConcurrency: 2, scaleUpAfter: '3s', scaleDownAfter: '8s' },
   },
 });
 
-/** The URL of one pod's own stand-in, as the supervisor publishes it. */
-function podUrl(pod: string): string | undefined {
-  const urls = JSON.parse(readFileSync(join(repoRoot, '.ferry/run/endpoints.json'), 'utf8')) as Record<string, string>;
-  return urls[`${kube.ns}/${NAME}/${pod}`];
+/** The URL of the model's first pod's own stand-in, as the supervisor publishes it. */
+async function firstPodUrl(name: string): Promise<string> {
+  const [pod] = (await kube.core.listNamespacedPod({ namespace: kube.ns, labelSelector: `ferry.dev/model=${name}` }))
+    .items;
+  return await waitFor("the pod's stand-in", 30_000, async () => {
+    const file = join(repoRoot, '.ferry/run/endpoints.json');
+    const urls = JSON.parse(readFileSync(file, 'utf8')) as Record<string, string>;
+    return urls[`${kube.ns}/${name}/${pod!.metadata!.name!}`];
+  });
 }
 
 /** Keeps `inFlight` streamed completions running against `url` (each about 2 s) until `stop()`; counts failures. */
@@ -93,10 +101,7 @@ describe('autoscaling on the requests in flight, end to end', { timeout: 420_000
     });
 
     // Eight requests in flight on the one replica, target two each: four, within the bound of three.
-    const [pod] = (await kube.core.listNamespacedPod({ namespace: kube.ns, labelSelector: `ferry.dev/model=${NAME}` }))
-      .items;
-    const url = await waitFor("the pod's stand-in", 30_000, async () => podUrl(pod!.metadata!.name!));
-    const load = steadyLoad(url, 8);
+    const load = steadyLoad(await firstPodUrl(NAME), 8);
     const started = Date.now();
     const out = await waitFor('the Deployment at 3 replicas', 60_000, async () => {
       const d = await deployment();
@@ -138,5 +143,33 @@ describe('autoscaling on the requests in flight, end to end', { timeout: 420_000
     const decisions = after.timeline.filter((e) => e.step === 'scale').map((e) => e.detail?.split(':')[0]);
     expect(decisions).toEqual(['1 → 3 replicas', '3 → 2 replicas', '2 → 1 replicas']);
     expect(after.scaling?.decisions).toBe(3);
+  });
+
+  it('applies a decision sent just before its worker was killed, once, and the next worker goes on', async () => {
+    const name = 'restarted';
+    expectOk(await runFerry(['serve', '-f', writeDoc(doc(name, 1)), '--wait', '--timeout', '4m']), 'serve');
+    const load = steadyLoad(await firstPodUrl(name), 8);
+    // The decision is in the workflow's history once the signal is answered: the worker dies right after.
+    const sent = (line: string) => line.includes('scale decision sent') && line.includes(`"${kube.ns}/${name}"`);
+    await waitFor('a decision sent', 60_000, async () => worker.log().split('\n').some(sent));
+    await worker.kill();
+    worker = await startWorker();
+    await waitFor('the Deployment at 3 replicas', 60_000, async () => (await deployment(name)).spec?.replicas === 3);
+    const out = await waitFor('the decision in status', 30_000, async () => {
+      const s = await status(name);
+      return s.scaling?.replicas === 3 ? s : undefined;
+    });
+    // The new worker read the same load and decided again, against a count the first decision had changed, or in
+    // time to replace it: either way one decision applied.
+    await load.stop();
+    const back = await waitFor('back at 1 replica', 90_000, async () => {
+      const s = await status(name);
+      return s.scaling?.replicas === 1 ? s : undefined;
+    });
+    expect(out.timeline.filter((e) => e.step === 'scale').map((e) => e.detail?.split(':')[0])).toEqual([
+      '1 → 3 replicas',
+    ]);
+    expect(back.scaling?.decisions).toBe(3);
+    expect(back.phase).toBe('Ready');
   });
 });
