@@ -39,6 +39,9 @@ export class FerryMetrics {
   private readonly teardownRetries;
   private readonly phaseChanges;
   private readonly pulledBytes;
+  private readonly gpuSeconds;
+  /** Per model, the fraction of a GPU-second not yet counted (the SDK's counters take whole numbers). */
+  private readonly gpuSecondsCarry = new Map<string, number>();
   private readonly models;
   private readonly readyReplicas;
   /** Models whose ready-replicas series was set, so a model gone from the cluster is set to 0 once. */
@@ -90,6 +93,11 @@ export class FerryMetrics {
       'bytes',
       'Bytes of weights written by finished downloads',
     );
+    this.gpuSeconds = meter.createCounter(
+      'ferry_gpu_seconds_total',
+      's',
+      "GPU-seconds held by each model's ready replicas (ready replicas × resources.gpus × time; status.usage)",
+    );
     this.models = meter.createGauge(
       'ferry_models',
       'int',
@@ -105,9 +113,12 @@ export class FerryMetrics {
   }
 
   /** What a model's workflow reported (the `ferry` sink). */
-  record(events: readonly ModelEvent[]): void {
+  record(events: readonly ModelEvent[], model?: { namespace: string; name: string }): void {
     for (const event of events) {
       switch (event.kind) {
+        case 'usage':
+          if (model) this.countGpuSeconds(model, event.gpuSeconds);
+          break;
         case 'stepEnded':
           this.stepDuration.record(event.durationMs / 1000, { step: event.step, outcome: event.outcome });
           // The pull's seconds are the download step's: ferry_step_duration_seconds{step="download"}.
@@ -134,6 +145,14 @@ export class FerryMetrics {
           break;
       }
     }
+  }
+
+  private countGpuSeconds({ namespace, name }: { namespace: string; name: string }, seconds: number): void {
+    const key = `${namespace}/${name}`;
+    const total = (this.gpuSecondsCarry.get(key) ?? 0) + seconds;
+    const whole = Math.floor(total);
+    this.gpuSecondsCarry.set(key, total - whole);
+    if (whole > 0) this.gpuSeconds.add(whole, { namespace, model: name });
   }
 
   /** A tenant's Nexus request refused (`operation`: ensureModel, deleteModel, getModelStatus). */

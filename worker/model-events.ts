@@ -45,7 +45,7 @@ export function reportModelEvents(
     workflowId: info.workflowId || workflowIdFor(subject),
   };
   for (const [level, message, meta] of logLines(events)) logger[level](message, { ...fields, ...meta });
-  metrics?.record(events);
+  metrics?.record(events, subject);
   if (recorder && subject.rootUid) {
     const target = { namespace: subject.namespace, name: subject.name, rootUid: subject.rootUid };
     for (const note of events.flatMap(kubernetesEvent)) void recorder.record(target, note);
@@ -63,6 +63,7 @@ function logLines(events: readonly ModelEvent[]): [Level, string, Record<string,
   const reasonOf = events.find(final) as Extract<ModelEvent, { kind: 'stepFailed' }> | undefined;
   return events
     .filter((e) => !(final(e) && events.some((o) => o.kind === 'stepEnded' && o.outcome === 'Failed')))
+    .flatMap((e) => (e.kind === 'usage' ? [] : [e]))
     .map((e) => {
       const line = logLine(e);
       if (e.kind !== 'stepEnded' || e.outcome !== 'Failed' || reasonOf?.step !== e.step) return line;
@@ -70,7 +71,7 @@ function logLines(events: readonly ModelEvent[]): [Level, string, Record<string,
     });
 }
 
-function logLine(event: ModelEvent): [Level, string, Record<string, unknown>] {
+function logLine(event: Exclude<ModelEvent, { kind: 'usage' }>): [Level, string, Record<string, unknown>] {
   switch (event.kind) {
     case 'specAccepted':
       return ['info', 'spec accepted', { generation: event.generation, ...(event.by ? { by: event.by } : {}) }];
@@ -124,6 +125,8 @@ function logLine(event: ModelEvent): [Level, string, Record<string, unknown>] {
 /** The Kubernetes Events of one model event: phase changes that matter, accepted updates, repairs, teardown. */
 export function kubernetesEvent(event: ModelEvent): ModelEventNote[] {
   switch (event.kind) {
+    case 'usage':
+      return [];
     case 'specAccepted':
       return event.generation > 1
         ? [
@@ -140,6 +143,7 @@ export function kubernetesEvent(event: ModelEvent): ModelEventNote[] {
         : [];
     case 'stepEnded':
       if (event.step === 'repair') return [{ type: 'Normal', reason: 'Repaired', message: event.detail ?? 'repaired' }];
+      if (event.step === 'scale') return [{ type: 'Normal', reason: 'Scaled', message: event.detail ?? 'scaled' }];
       if (event.step === 'teardown' && event.outcome === 'Succeeded')
         return [{ type: 'Normal', reason: 'Deleted', message: event.detail ?? 'deleted' }];
       return [];

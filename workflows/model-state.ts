@@ -29,6 +29,7 @@ import {
 import { specAccepted, statusEvents } from './status/events.js';
 import { classifyFailure, type Budgets } from './status/failure.js';
 import { summarizeStatus } from './status/summary.js';
+import { withUsage } from './status/usage.js';
 import { beginStep, failStep, finishStep, retryingStep } from './status/transitions.js';
 import { now, type StepContext, type World } from './steps/context.js';
 
@@ -76,6 +77,7 @@ export class ModelState implements StepContext {
 
   set(next: ModelStatus): void {
     const previous = this.status;
+    next = withUsage(previous, next, this.desired.spec.resources.gpus, now());
     this.status = next;
     if (next.phase !== previous.phase) {
       upsertSearchAttributes([{ key: ferryPhaseKey, value: next.phase }]);

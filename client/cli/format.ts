@@ -5,6 +5,7 @@ import {
   formatDuration,
   type ModelStatus,
   type TimelineEntry,
+  usageAt,
   workflowIdFor,
 } from '../../workflows/contract/index.js';
 import { describeRef, InvalidSpecError, ModelFailedError } from '../errors.js';
@@ -122,6 +123,19 @@ export function formatStatus(status: ModelStatus, now: Date, webUi?: string, { w
     const { probes, pod, measuredAt } = status.baseline;
     field('baseline', describeBaseline(status.baseline));
     field('probes', `${probes}${pod ? ` on ${pod}` : ''}, ${age(measuredAt, now)} ago`);
+  }
+  if (status.scaling) {
+    const { replicas, minReplicas, maxReplicas, targetConcurrency, message, lastDecision } = status.scaling;
+    const target = targetConcurrency !== undefined ? `, ${targetConcurrency} requests in flight each` : '';
+    field('scaling', `${replicas} replicas (${minReplicas}–${maxReplicas}${target})${message ? `: ${message}` : ''}`);
+    if (lastDecision) {
+      const { from, to, reason, at } = lastDecision;
+      field('last scale', `${from} → ${to}, ${age(at, now)} ago: ${oneLine(reason)}`);
+    }
+  }
+  if (status.usage) {
+    const gpuHours = usageAt(status.usage, now.toISOString()) / 3600;
+    field('usage', `${gpuHours.toFixed(2)} GPU-hours by ready replicas (${status.usage.gpus} GPUs held now)`);
   }
   if (status.conditions.length > 0) {
     lines.push('  conditions:');

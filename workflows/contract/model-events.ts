@@ -44,6 +44,11 @@ export type ModelEvent =
       /** Who asked, as the caller said (`status.requestedBy`). */ by?: string;
     }
   | {
+      /** GPU-seconds the ready replicas held since the last such event (status.usage). */
+      kind: 'usage';
+      gpuSeconds: number;
+    }
+  | {
       /** A signalled change the workflow refused; the model stays at `generation`. */
       kind: 'changeRefused';
       change: 'update';

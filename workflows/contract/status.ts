@@ -143,6 +143,23 @@ export interface ScalingStatus {
   decisions: number;
 }
 
+/**
+ * The GPU-seconds the model's ready replicas held (ready replicas × `resources.gpus` × time), counted at each change
+ * of the GPUs held: at `asOf` it was `gpuSeconds`, and `gpus` are held since, so now it is gpuSeconds + gpus × (now −
+ * asOf). Replicas starting or waiting for a GPU are not counted.
+ */
+export interface Usage {
+  gpuSeconds: number;
+  gpus: number;
+  asOf: string;
+}
+
+/** The GPU-seconds of `usage` at `now` (ISO time), to the millisecond. */
+export function usageAt(usage: Usage, now: string): number {
+  const seconds = Math.max(0, (Date.parse(now) - Date.parse(usage.asOf)) / 1000);
+  return Math.round((usage.gpuSeconds + usage.gpus * seconds) * 1000) / 1000;
+}
+
 export interface ModelStatus {
   name: string;
   namespace: string;
@@ -173,6 +190,8 @@ export interface ModelStatus {
   adapters?: AdapterStatus[];
   /** The measured load baseline of a model with `spec.slo`, once measured. */
   baseline?: Baseline;
+  /** GPU-seconds held by the ready replicas; unset until a replica with GPUs was ready. */
+  usage?: Usage;
   /** A model with `spec.scaling`: the count in force and the last decision. */
   scaling?: ScalingStatus;
   /** A waiting state that needs no person, such as Unschedulable until a GPU node appears. */

@@ -65,6 +65,9 @@ export function statusEvents(previous: ModelStatus, next: ModelStatus): ModelEve
     });
   }
 
+  const used = (next.usage?.gpuSeconds ?? 0) - (previous.usage?.gpuSeconds ?? 0);
+  if (used > 0) events.push({ kind: 'usage', gpuSeconds: used });
+
   if (next.phase !== previous.phase) {
     const ready = next.conditions.find((c) => c.type === 'Ready');
     const readyAfterMs = next.phase === 'Ready' && previous.phase !== 'Degraded' ? sinceWorkBegan(next) : undefined;

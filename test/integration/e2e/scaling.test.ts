@@ -143,6 +143,9 @@ describe('autoscaling on the requests in flight, end to end', { timeout: 420_000
     const decisions = after.timeline.filter((e) => e.step === 'scale').map((e) => e.detail?.split(':')[0]);
     expect(decisions).toEqual(['1 → 3 replicas', '3 → 2 replicas', '2 → 1 replicas']);
     expect(after.scaling?.decisions).toBe(3);
+    // Two GPUs a ready replica: one, then two, then one again, all counted.
+    expect(after.usage?.gpus).toBe(2);
+    expect(after.usage?.gpuSeconds).toBeGreaterThan(0);
   });
 
   it('applies a decision sent just before its worker was killed, once, and the next worker goes on', async () => {
