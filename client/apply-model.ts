@@ -11,7 +11,7 @@ import {
   type UpdateResult,
 } from '../workflows/contract/index.js';
 import type { ServeModelWorkflow } from '../workflows/serve-model.js';
-import { parseModelDocument } from './document.js';
+import { parseServingDocument } from './document.js';
 import { modelHandle } from './model-status.js';
 import { accepted, ACCEPT_TIMEOUT_MS, updateOutcome } from './send-update.js';
 import { defaultReadyTimeoutMs, runningRunId, startOptionsFor, WORKFLOW_TYPE } from './serve-model.js';
@@ -51,7 +51,7 @@ export interface ApplyResult extends UpdateResult {
  * while the model is being deleted.
  */
 export async function applyModel(client: Client, doc: unknown, options: ApplyOptions = {}): Promise<ApplyResult> {
-  const spec = parseModelDocument(doc);
+  const spec = parseServingDocument(doc);
   const ref = modelRefOf(spec);
   const previousRunId = await runningRunId(client, ref);
   const requestedBy = options.requestedBy ?? client.options.identity;

@@ -15,6 +15,7 @@ import {
 import {
   boundSpecIssue,
   DOCUMENT_LIMITS,
+  expiredProblem,
   safeParseServedModel,
   type ServedModel,
   type SpecIssue,
@@ -26,6 +27,14 @@ export function parseModelDocument(doc: unknown): ServedModel {
   const result = safeParseServedModel(doc);
   if (!result.ok) throw new InvalidSpecError(result.issues);
   return result.model;
+}
+
+/** `parseModelDocument` for a model that is to serve: an `expiresAt` already past is refused too. */
+export function parseServingDocument(doc: unknown): ServedModel {
+  const model = parseModelDocument(doc);
+  const expired = expiredProblem(model.spec.expiresAt, Date.now());
+  if (expired) throw new InvalidSpecError([{ path: 'spec.expiresAt', message: expired }]);
+  return model;
 }
 
 // YAML 1.2's core schema and nothing else, whatever a %YAML directive says: the tags that make Sets, Maps, Dates or

@@ -17,7 +17,7 @@ import {
   TENANT_MEMO,
   workflowIdFor,
 } from '../workflows/contract/index.js';
-import { parseModelDocument } from './document.js';
+import { parseServingDocument } from './document.js';
 import { ModelDeletedError, SpecConflictError } from './errors.js';
 import { modelHandle, queryModel, queryStatus, type ModelHandle } from './model-status.js';
 import { waitForPhase } from './wait-for-phase.js';
@@ -53,7 +53,7 @@ export interface ServeResult {
  * Throws `InvalidSpecError` listing every problem before anything is started.
  */
 export async function serveModel(client: Client, doc: unknown, options: ServeOptions = {}): Promise<ServeResult> {
-  const spec = parseModelDocument(doc);
+  const spec = parseServingDocument(doc);
   const ref = modelRefOf(spec);
   const workflowId = workflowIdFor(ref);
   const previousRunId = await runningRunId(client, ref);

@@ -7,7 +7,7 @@ import {
   updateModelUpdate,
   type UpdateResult,
 } from '../workflows/contract/index.js';
-import { parseModelDocument } from './document.js';
+import { parseServingDocument } from './document.js';
 import type { EarlyUpdate } from './early-update.js';
 import { defaultReadyTimeoutMs } from './serve-model.js';
 import { sendUpdate, updateOutcome } from './send-update.js';
@@ -47,7 +47,7 @@ export async function updateModelAfter(
   doc: unknown,
   options: UpdateOptions = {},
 ): Promise<UpdateModelResult> {
-  const spec = parseModelDocument(doc);
+  const spec = parseServingDocument(doc);
   const ref = modelRefOf(spec);
   const request = { spec: doc, requestedBy: client.options.identity };
   const handle = await sendUpdate(client, ref, updateModelUpdate, request, undefined, early);

@@ -1,7 +1,7 @@
 // The state of one served model and the sequence of its steps: reconcile, idle (watch.ts), tear down. Each step's
 // row, orchestration and patches live in steps/<step>.ts; this file runs them in order and is their StepContext.
 // The workflow function in serve-model.ts owns one of these, wires its handlers to it, and runs its main loop.
-import { ApplicationFailure, condition, log, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, condition, isCancellation, log, workflowInfo } from '@temporalio/workflow';
 import { patchedUnlessPinned } from './pinned.js';
 import { ActivityIds, activitiesFor, type Activities, type Naming, type ResolvedOptions } from './activity-options.js';
 import {
@@ -165,6 +165,36 @@ export class ModelLifecycle extends ModelState {
   requestDelete(request: DeleteModelInput | undefined): void {
     this.deletion ??= { reason: request?.reason, requestedBy: askedBy(request?.requestedBy) };
     this.work.interrupt();
+  }
+
+  /**
+   * Deletes the model at `spec.expiresAt`: one durable timer, which an update that moves or removes the time replaces;
+   * status says when. Runs beside the main loop for the whole run (a run continued as new starts it again).
+   */
+  async expire(): Promise<void> {
+    try {
+      await this.expireLoop();
+    } catch (err) {
+      // A cancelled workflow tears down by itself: its waits end with it.
+      if (!isCancellation(err)) throw err;
+    }
+  }
+
+  private async expireLoop(): Promise<void> {
+    while (!this.deletion) {
+      const at = this.desired.spec.expiresAt;
+      if (this.status.expiresAt !== at) this.set({ ...this.status, expiresAt: at });
+      if (at === undefined) {
+        await condition(() => this.desired.spec.expiresAt !== undefined || !!this.deletion);
+        continue;
+      }
+      const ms = Date.parse(at) - Date.now();
+      if (ms <= 0) {
+        this.requestDelete({ reason: `expired (spec.expiresAt ${at})`, requestedBy: 'spec.expiresAt' });
+        return;
+      }
+      await condition(() => this.desired.spec.expiresAt !== at || !!this.deletion, ms);
+    }
   }
 
   /** Resolves with the status once the wait is decided, or when the run closes (phase-waits.ts). */

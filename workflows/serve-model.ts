@@ -84,6 +84,7 @@ export async function ServeModelWorkflow(started: ServeModelInput): Promise<Fina
     description: 'Wait for a phase at a generation; returns the status (early, still pending, before the run ends)',
   });
   model.publish(input.state !== undefined);
+  void model.expire();
 
   try {
     // Reconciles and watches until a delete arrives; continues as new when history grows long.

@@ -4,6 +4,7 @@ import { log } from '@temporalio/workflow';
 import { patchedUnlessPinned } from './pinned.js';
 import {
   asAcceptedBefore,
+  expiredProblem,
   failure,
   INVALID_SPEC,
   SpecError,
@@ -39,7 +40,10 @@ export function acceptedUpdateSpec(desired: ServedModel, doc: unknown): ServedMo
 /** Rejects an invalid update document before it reaches history, with the parser's field-level issues. */
 export function checkUpdateSpec(desired: ServedModel, doc: unknown): void {
   try {
-    specForUpdate(desired, doc);
+    const next = specForUpdate(desired, doc);
+    // A time that has passed would delete the model the moment the update lands (validators run on no replay).
+    const expired = expiredProblem(next.spec.expiresAt, Date.now());
+    if (expired) throw new SpecError([{ path: 'spec.expiresAt', message: expired }]);
   } catch (err) {
     if (err instanceof SpecError) throw failure(INVALID_SPEC, err.message, err.issues);
     throw err;

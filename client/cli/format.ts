@@ -133,6 +133,13 @@ export function formatStatus(status: ModelStatus, now: Date, webUi?: string, { w
       field('last scale', `${from} → ${to}, ${age(at, now)} ago: ${oneLine(reason)}`);
     }
   }
+  if (status.expiresAt) {
+    const left = new Date(status.expiresAt).getTime() - now.getTime();
+    field(
+      'expires',
+      `${status.expiresAt} (${left > 0 ? `in ${humanDuration(left)}` : 'now'}: the model deletes itself)`,
+    );
+  }
   if (status.usage) {
     const gpuHours = usageAt(status.usage, now.toISOString()) / 3600;
     field('usage', `${gpuHours.toFixed(2)} GPU-hours by ready replicas (${status.usage.gpus} GPUs held now)`);

@@ -298,6 +298,22 @@ const scenarios: Scenario[] = [
       return handle;
     },
   },
+  {
+    // spec.expiresAt: moved once by an update (its timer replaced), then the model deletes itself.
+    name: 'expired-after-moved',
+    model: 'replay-expiry',
+    stub: () => new StubActivities(),
+    async run({ start }) {
+      const soon = (s: number) => new Date(Date.now() + s * 1000).toISOString();
+      const doc = modelDoc((d) => (d.spec.expiresAt = soon(2)), this.model);
+      const handle = await start(doc, { ...FAST, safetyNetIntervalMs: 3_600_000 });
+      await waitForStatus(handle, readyAt(1));
+      doc.spec.expiresAt = soon(4);
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await handle.result();
+      return handle;
+    },
+  },
 ];
 
 async function record(harness: WorkflowHarness, scenario: Scenario): Promise<void> {

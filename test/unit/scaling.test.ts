@@ -6,6 +6,7 @@ import { ANNOTATION_SCALING } from '../../activities/builders/labels.js';
 import { replicaLoad } from '../../activities/scaling/load.js';
 import { EngineMetrics, type SchedulerLoad } from '../../deploy/engine-sim/metrics.js';
 import {
+  expiredProblem,
   parseServedModel,
   safeParseServedModel,
   scalingPolicy,
@@ -13,6 +14,7 @@ import {
   type ServedModelInput,
 } from '../../workflows/contract/index.js';
 import { decisionRefusal, engineReplicas } from '../../workflows/steps/scale.js';
+import { parseServingDocument } from '../../client/document.js';
 import { minimalHf } from './fixtures.js';
 
 const withSpec = (spec: Record<string, unknown>): ServedModelInput => ({
@@ -146,5 +148,35 @@ describe("a replica's load from /metrics", () => {
     expect(replicaLoad(text)).toBe(5);
     expect(replicaLoad('# HELP other\nother_metric 4\n')).toBeUndefined();
     expect(replicaLoad('<html>not metrics</html>')).toBeUndefined();
+  });
+});
+
+describe('spec.expiresAt', () => {
+  it.each(['2027-01-31T00:00:00Z', '2027-01-31T09:30:00.5+01:00', '2028-02-29T00:00:00Z'])('accepts %s', (at) => {
+    expect(parseServedModel(withSpec({ expiresAt: at })).spec.expiresAt).toBe(at);
+  });
+
+  it.each([
+    ['2027-01-31', 'RFC 3339'],
+    ['2027-01-31T00:00:00', 'RFC 3339'],
+    ['tomorrow', 'RFC 3339'],
+    ['2027-02-30T00:00:00Z', 'a day the month has'],
+    ['2027-13-01T00:00:00Z', 'RFC 3339'],
+  ])('refuses %s', (at, words) => {
+    const issues = issuesOf(withSpec({ expiresAt: at }));
+    expect(issues.map((i) => i.path)).toEqual(['spec.expiresAt']);
+    expect(issues[0]!.message).toContain(words);
+  });
+
+  it('is refused when it has passed, by the client before anything is sent', () => {
+    const now = Date.parse('2027-01-31T00:00:00Z');
+    expect(expiredProblem('2027-01-30T23:59:59Z', now)).toMatch(/^is in the past/);
+    expect(expiredProblem('2027-01-31T00:00:01Z', now)).toBeUndefined();
+    expect(expiredProblem(undefined, now)).toBeUndefined();
+    expect(() => parseServingDocument(withSpec({ expiresAt: '2001-01-01T00:00:00Z' }))).toThrow(
+      /spec\.expiresAt: is in the past/,
+    );
+    // A document being read for other ends (delete -f, diff) is not refused for it.
+    expect(() => parseServedModel(withSpec({ expiresAt: '2001-01-01T00:00:00Z' }))).not.toThrow();
   });
 });

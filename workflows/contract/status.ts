@@ -190,6 +190,8 @@ export interface ModelStatus {
   adapters?: AdapterStatus[];
   /** The measured load baseline of a model with `spec.slo`, once measured. */
   baseline?: Baseline;
+  /** `spec.expiresAt`: when the model deletes itself. */
+  expiresAt?: string;
   /** GPU-seconds held by the ready replicas; unset until a replica with GPUs was ready. */
   usage?: Usage;
   /** A model with `spec.scaling`: the count in force and the last decision. */

@@ -15,6 +15,7 @@ export const PARSER_ONLY_RULES = {
   'listed-once': 'each variable of engine.env and puller.env, and each adapter, is listed once',
   'scaling-bounds': 'scaling.minReplicas is at most scaling.maxReplicas, and replicas at most scaling.maxReplicas',
   'scaling-target': 'scaling without targetConcurrency needs slo (the target is a share of the measured capacity)',
+  'real-time': 'expiresAt names a day its month has (no February 30)',
   'args-in-order': 'each item of engine.args that is not a flag is a value its flag takes',
 } as const;
 

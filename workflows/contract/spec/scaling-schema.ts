@@ -2,7 +2,8 @@
 // docs/design/scaling.md). Pure (no Node): it is bundled into workflow code.
 import { z } from 'zod';
 import { parseDuration } from './quantities.js';
-import { duration, int, strict } from './rules.js';
+import { duration, int, jsonRule, rules, strict } from './rules.js';
+import { quote } from './text.js';
 
 /** The most replicas `scaling` may ask for: well beyond one model's GPUs on any cluster we know of. */
 const MAX_SCALED_REPLICAS = 1000;
@@ -35,6 +36,28 @@ export const scalingSchema = strict({
 });
 
 export type ScalingSpec = z.output<typeof scalingSchema>;
+
+/** An RFC 3339 time with a zone: `2027-01-31T00:00:00Z`, `2027-01-31T09:00:00+01:00`. */
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/u;
+
+export const expiresAtSchema = rules(z.string({ error: 'must be a time like 2027-01-31T00:00:00Z' }), (v) => {
+  const match = RFC3339.exec(v);
+  if (!match || Number.isNaN(Date.parse(v))) {
+    return `must be an RFC 3339 time with a zone, like 2027-01-31T00:00:00Z, got ${quote(v)}`;
+  }
+  const [year, month, day] = match.slice(1, 4).map(Number) as [number, number, number];
+  // Date.parse rolls 2027-02-30 over into March: a day the month does not have is refused.
+  const real = new Date(Date.UTC(year, month - 1, day));
+  return real.getUTCMonth() === month - 1 && real.getUTCDate() === day
+    ? undefined
+    : { message: `must name a day the month has, got ${quote(v)}`, rule: 'real-time' };
+}).meta(jsonRule(RFC3339));
+
+/** Why `expiresAt` cannot be accepted at `nowMs` (it has passed), or undefined. */
+export function expiredProblem(expiresAt: string | undefined, nowMs: number): string | undefined {
+  if (expiresAt === undefined || Date.parse(expiresAt) > nowMs) return undefined;
+  return `is in the past (${expiresAt}): the model would be deleted at once; delete it instead, or give a later time`;
+}
 
 /** The count the engine starts at: `replicas`, within scaling's bounds. */
 export function startingReplicas(replicas: number, scaling: ScalingSpec | undefined): number {

@@ -7,7 +7,7 @@ import { pullerSchema, resourcesSchema, schedulingSchema, storageSchema } from '
 import { parserOnly } from './parser-only.js';
 import { parseQuantity } from './quantities.js';
 import { dnsLabel, int, labelMap, modelName, mustBe, quote, strict } from './rules.js';
-import { scalingSchema } from './scaling-schema.js';
+import { expiresAtSchema, scalingSchema } from './scaling-schema.js';
 import { inferencePoolSchema, sloSchema } from './slo-schema.js';
 import { sourceSchema } from './source-schema.js';
 
@@ -15,7 +15,13 @@ export { asAcceptedBefore, asAcceptedBeforeBounds } from './accepted-before.js';
 export { DEFAULT_ENGINE_IMAGE, type AdapterSpec, type EnvVar } from './engine-schema.js';
 export { type Affinity, type Toleration } from './placement-schema.js';
 export { type InferencePoolSpec, type SloSpec } from './slo-schema.js';
-export { scalingPolicy, startingReplicas, type ScalingPolicy, type ScalingSpec } from './scaling-schema.js';
+export {
+  expiredProblem,
+  scalingPolicy,
+  startingReplicas,
+  type ScalingPolicy,
+  type ScalingSpec,
+} from './scaling-schema.js';
 export { type HuggingFaceSource, type PvcSource, type SourceSpec } from './source-schema.js';
 
 export const API_VERSION = 'ferry.dev/v1alpha1';
@@ -75,6 +81,11 @@ const specSchema = strict({
     .optional()
     .describe(
       "Follow the load: the worker reads each replica's requests in flight from vLLM's metrics and sets the replica count between minReplicas and maxReplicas (docs/design/scaling.md). Unset: replicas is the count.",
+    ),
+  expiresAt: expiresAtSchema
+    .optional()
+    .describe(
+      'When the model deletes itself, as an RFC 3339 time with a zone (2027-01-31T00:00:00Z): one durable timer in its workflow; an update moves or removes it. Unset: never.',
     ),
   puller: pullerSchema.prefault({}).describe('The Job that downloads or copies the weights into the volume.'),
   slo: sloSchema
