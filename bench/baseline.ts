@@ -29,6 +29,7 @@ import {
   streamOnce,
   temporalClient,
   uniqueName,
+  wholeOption,
 } from './lib.js';
 
 const { values } = parseArgs({
@@ -45,14 +46,7 @@ const { values } = parseArgs({
   },
 });
 
-const positive = (name: string, text: string, min = 1): number => {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < min) {
-    process.stderr.write(`--${name} must be a whole number of at least ${min}, got ${JSON.stringify(text)}\n`);
-    process.exit(2);
-  }
-  return n;
-};
+const positive = wholeOption;
 const seqs = values.seqs.split(',').map((s) => positive('seqs', s.trim()));
 const repeats = positive('repeats', values.repeats);
 const knobs = {

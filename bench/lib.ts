@@ -49,6 +49,16 @@ export function mulberry32(seed: number): () => number {
   };
 }
 
+/** A command-line option that must be a whole number of at least `min`: its value, or exit 2 saying so. */
+export function wholeOption(name: string, text: string, min = 1): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < min) {
+    process.stderr.write(`--${name} must be a whole number of at least ${min}, got ${JSON.stringify(text)}\n`);
+    process.exit(2);
+  }
+  return n;
+}
+
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The machine, for every result. */

@@ -29,6 +29,19 @@ describe('benchmarks, small slice', { timeout: 300_000 }, () => {
     expect(Object.keys(busiest).filter((type) => /FAILED|TIMED_OUT|TERMINATED/.test(type))).toEqual([]);
   });
 
+  it('scaling: out under load and back, no failed request, no history event while the load holds steady', async () => {
+    const result = await bench('scaling.ts', [
+      ...['--rounds', '1', '--steady', '20s', '--up', '2s', '--down', '5s', '--interval', '1s'],
+    ]);
+    const [round] = result.rounds as { decisions: string[]; steadyEvents: number; failed: number; answered: number }[];
+    // Up to 3 (in one step, or two if the first reading caught the load still arriving), then down by halves to 1.
+    expect(round!.decisions.at(0)).toMatch(/^1 → [23] replicas$/);
+    expect(round!.decisions.slice(-2)).toEqual(['3 → 2 replicas', '2 → 1 replicas']);
+    expect(round!.steadyEvents).toBe(0);
+    expect(round!.failed).toBe(0);
+    expect(round!.answered).toBeGreaterThan(0);
+  });
+
   it("gate: three rounds through the network policy's gate, every admin route refused, every completion whole", async () => {
     const result = await bench('gate.ts', ['--rounds', '3', '--concurrency', '1,4']);
     expect(result.refused).toEqual({ '/v1/load_lora_adapter': 403, '/scale_elastic_ep': 403, '/collective_rpc': 403 });

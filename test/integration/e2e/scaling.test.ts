@@ -85,6 +85,33 @@ function steadyLoad(url: string, inFlight: number) {
   };
 }
 
+/** The decisions of the timeline, `[from, to]` each. */
+const movesOf = (s: ModelStatus): [number, number][] =>
+  s.timeline
+    .filter((e) => e.step === 'scale')
+    .map(
+      (e) =>
+        /^(\d+) → (\d+) replicas/
+          .exec(e.detail ?? '')!
+          .slice(1, 3)
+          .map(Number) as [number, number],
+    );
+
+/**
+ * What a well-formed run of decisions is: from 1, each made against the count the one before it left, rising to
+ * `peak` and then only falling. Returns `moves` when it is one, else the moves it should have been (for the diff).
+ */
+function upThenDown(moves: [number, number][], peak: number): [number, number][] {
+  let at = 1;
+  let falling = false;
+  for (const [from, to] of moves) {
+    if (from !== at || to === from || (falling && to > from) || to > peak) return [[-1, -1]];
+    if (to < from) falling = true;
+    at = to;
+  }
+  return moves.some(([, to]) => to === peak) ? moves : [[-1, -1]];
+}
+
 describe('autoscaling on the requests in flight, end to end', { timeout: 420_000 }, () => {
   it('scales out under load, stays Ready while a replica waits for a GPU, and scales back to minReplicas', async () => {
     expectOk(await runFerry(['serve', '-f', writeDoc(doc()), '--wait', '--timeout', '4m']), 'serve');
@@ -115,9 +142,9 @@ describe('autoscaling on the requests in flight, end to end', { timeout: 420_000
       const s = await status();
       return s.scaling?.replicas === 3 ? s : undefined;
     });
-    expect(scaled.scaling?.lastDecision).toMatchObject({ from: 1, to: 3 });
+    expect(scaled.scaling?.lastDecision).toMatchObject({ to: 3 });
     expect(scaled.scaling?.lastDecision?.reason).toMatch(/load/);
-    expect(scaled.timeline.filter((e) => e.step === 'scale').at(-1)?.detail).toMatch(/^1 → 3 replicas: /);
+    expect(scaled.timeline.filter((e) => e.step === 'scale').at(-1)?.detail).toMatch(/^[12] → 3 replicas: /);
 
     // The third replica finds no GPU on its node: Unschedulable, and the model still Ready.
     await waitFor('a replica Unschedulable', 60_000, async () => {
@@ -135,14 +162,18 @@ describe('autoscaling on the requests in flight, end to end', { timeout: 420_000
     expect(failed).toBe(0);
     expect(answered).toBeGreaterThan(5);
     await waitFor('the Deployment back at 1 replica', 90_000, async () => (await deployment()).spec?.replicas === 1);
-    const after = await waitFor('status at 1 replica', 20_000, async () => {
+    const after = await waitFor('status at 1 replica, 1 ready', 30_000, async () => {
       const s = await status();
-      return s.scaling?.replicas === 1 ? s : undefined;
+      return s.scaling?.replicas === 1 && s.readyReplicas === 1 ? s : undefined;
     });
     expect(after.phase).toBe('Ready');
-    const decisions = after.timeline.filter((e) => e.step === 'scale').map((e) => e.detail?.split(':')[0]);
-    expect(decisions).toEqual(['1 → 3 replicas', '3 → 2 replicas', '2 → 1 replicas']);
-    expect(after.scaling?.decisions).toBe(3);
+    const decisions = movesOf(after);
+    expect(decisions).toEqual(upThenDown(decisions, 3));
+    expect(decisions.slice(-2)).toEqual([
+      [3, 2],
+      [2, 1],
+    ]);
+    expect(after.scaling?.decisions).toBe(decisions.length);
     // Two GPUs a ready replica: one, then two, then one again, all counted.
     expect(after.usage?.gpus).toBe(2);
     expect(after.usage?.gpuSeconds).toBeGreaterThan(0);
@@ -169,10 +200,11 @@ describe('autoscaling on the requests in flight, end to end', { timeout: 420_000
       const s = await status(name);
       return s.scaling?.replicas === 1 ? s : undefined;
     });
-    expect(out.timeline.filter((e) => e.step === 'scale').map((e) => e.detail?.split(':')[0])).toEqual([
-      '1 → 3 replicas',
-    ]);
-    expect(back.scaling?.decisions).toBe(3);
+    // Each decision made against the count the one before it left: none applied twice.
+    const ups = movesOf(out);
+    expect(ups).toEqual(upThenDown(ups, 3));
+    expect(ups.at(-1)).toEqual([ups.length === 1 ? 1 : 2, 3]);
+    expect(back.scaling?.decisions).toBe(movesOf(back).length);
     expect(back.phase).toBe('Ready');
   });
 });
