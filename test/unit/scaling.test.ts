@@ -13,7 +13,13 @@ import {
   startingReplicas,
   type ServedModelInput,
 } from '../../workflows/contract/index.js';
-import { decisionRefusal, engineReplicas } from '../../workflows/steps/scale.js';
+import { initialStatus } from '../../workflows/status/transitions.js';
+import {
+  decisionRefusal,
+  engineReplicas,
+  KEPT_SCALE_ENTRIES,
+  withRecentScaleEntries,
+} from '../../workflows/steps/scale.js';
 import { parseServingDocument } from '../../client/document.js';
 import { minimalHf } from './fixtures.js';
 
@@ -108,6 +114,29 @@ describe('the count in force and the decisions a workflow takes', () => {
     expect(decisionRefusal(parseServedModel(minimalHf), world(), { replicas: 2, from: 1, reason: 'x' })).toContain(
       'no spec.scaling',
     );
+  });
+});
+
+describe('the timeline of a busy model', () => {
+  it('keeps the last scale entries and every other entry', () => {
+    const model = parseServedModel(minimalHf);
+    const entry = (step: 'scale' | 'repair', n: number) => ({
+      step,
+      generation: 1,
+      startedAt: new Date(n * 1000).toISOString(),
+      endedAt: new Date(n * 1000).toISOString(),
+      outcome: 'Succeeded' as const,
+      detail: `${step} ${n}`,
+    });
+    const timeline = Array.from({ length: 50 }, (_, n) => entry(n % 5 === 0 ? 'repair' : 'scale', n));
+    const status = { ...initialStatus(model, new Date(0).toISOString()), timeline };
+    const kept = withRecentScaleEntries(status).timeline;
+    expect(kept.filter((e) => e.step === 'scale')).toEqual(
+      timeline.filter((e) => e.step === 'scale').slice(-KEPT_SCALE_ENTRIES),
+    );
+    expect(kept.filter((e) => e.step === 'repair')).toHaveLength(10);
+    const few = { ...status, timeline: timeline.slice(0, 10) };
+    expect(withRecentScaleEntries(few)).toBe(few);
   });
 });
 

@@ -19,6 +19,17 @@ import type { StepRow } from './table.js';
 /** A decision applied; recorded closed, with the counts and the autoscaler's reason. */
 export const scaleRow: StepRow = { phase: 'Ready', progress: [], span: true };
 
+/** The timeline keeps this many `scale` entries: a busy model's decisions would crowd out everything else. */
+export const KEPT_SCALE_ENTRIES = 20;
+
+/** `status` with only its last KEPT_SCALE_ENTRIES `scale` entries (status.scaling counts them all). */
+export function withRecentScaleEntries(status: ModelStatus): ModelStatus {
+  const scales = status.timeline.filter((e) => e.step === 'scale');
+  if (scales.length <= KEPT_SCALE_ENTRIES) return status;
+  const dropped = new Set(scales.slice(0, scales.length - KEPT_SCALE_ENTRIES));
+  return { ...status, timeline: status.timeline.filter((e) => !dropped.has(e)) };
+}
+
 /** The replica count in force for `spec`: the last decision's, within the spec's bounds; the spec's without scaling. */
 export function engineReplicas(spec: ServedModel, world: World): number {
   const { scaling } = spec.spec;
@@ -104,7 +115,7 @@ export async function applyDecision(ctx: StepContext, acts: Activities, decision
   const at = now();
   const reason = String(decision.reason ?? '').slice(0, 300);
   const detail = `${from} → ${decision.replicas} replicas: ${reason}`;
-  let next = endStep(ctx.status, 'scale', 'Succeeded', at, detail);
+  let next = withRecentScaleEntries(endStep(ctx.status, 'scale', 'Succeeded', at, detail));
   next = scalingStatus(next, spec, ctx.world);
   next = {
     ...next,
