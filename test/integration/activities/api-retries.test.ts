@@ -229,8 +229,10 @@ describe('a write whose outcome is unknown is re-read, not repeated blindly', ()
     const { value, ms } = await timed(() => cluster.get<V1ConfigMap>(cmRef('hedged')));
     expect(value?.data).toEqual({ v: '1' });
     expect(requestsFor('hedged').map((r) => r.fault ?? 'ok')).toEqual(['hang', 'ok']);
+    // The second is sent 500 ms after the first was; the proxy notes each when it arrives, and on a busy machine the
+    // first (a new connection) can arrive a moment late: not at once, and well before the 5 s bound.
     const [first, second] = requestsFor('hedged').map((r) => r.at);
-    expect(second! - first!).toBeGreaterThanOrEqual(490);
+    expect(second! - first!).toBeGreaterThanOrEqual(300);
     expect(second! - first!).toBeLessThan(900);
     expect(ms).toBeLessThan(1_500);
 
