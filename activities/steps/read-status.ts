@@ -9,6 +9,9 @@ import { isPodReady } from '../readers/revision.js';
 import { currentPodProblems, readEngine, type Reads } from '../cluster/model-reads.js';
 import type { ModelInput, ObservedStatus, ServedModel } from '../../workflows/contract/index.js';
 
+/** How long after an unreachable engine it is probed again (observeEngine). */
+const SECOND_PROBE_AFTER_MS = 1_000;
+
 export async function readStatus(
   deps: ActivityDeps,
   { model }: ModelInput,
@@ -57,7 +60,13 @@ export async function observeEngine(
   }
   if (replicas > 0) {
     const apiKey = model.spec.engine.apiKeySecret ? await apiKeys?.(model).catch(() => undefined) : undefined;
-    const probe = await probeEngine(deps, model, { apiKey });
+    let probe = await probeEngine(deps, model, { apiKey });
+    // A replica that has just gone (a scale-down, a pod deleted) may still be one of the Service's backends for a
+    // moment: a connection it refuses is asked once more, a second later, before the model is called Unhealthy.
+    if (!probe.ready && probe.state === 'Unreachable') {
+      await new Promise((resolve) => setTimeout(resolve, SECOND_PROBE_AFTER_MS));
+      probe = await probeEngine(deps, model, { apiKey });
+    }
     if (!probe.ready) {
       return at({
         replicas,

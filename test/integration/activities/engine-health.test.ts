@@ -145,6 +145,23 @@ describe('readStatus', () => {
     });
   });
 
+  it('a connection refused once (a backend that has just gone) is asked again: not Unhealthy', async () => {
+    const { model } = await rolledOut('blip');
+    await standIn('blip', { servedModelNames: ['blip'], loadDelaySeconds: 0 });
+    let refused = 0;
+    const flaky: typeof fetch = async (input, init) => {
+      if (refused++ === 0) throw new TypeError('fetch failed', { cause: new Error('connect ECONNREFUSED') });
+      return await fetch(input, init);
+    };
+    const acts = createActivities({ ...env.deps, http: flaky });
+    expect(await activity(acts.readStatus, { model })).toEqual({
+      replicas: 1,
+      readyReplicas: 1,
+      endpoint: overrides[`${env.ns}/blip`],
+    });
+    expect(refused).toBe(3);
+  });
+
   it('an engine that stops answering is Unhealthy', async () => {
     const { model } = await rolledOut('silent');
     const sim = await standIn('silent', { servedModelNames: ['silent'], loadDelaySeconds: 0 });

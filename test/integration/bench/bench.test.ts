@@ -12,7 +12,7 @@ describe('benchmarks, small slice', { timeout: 300_000 }, () => {
     expect(result.workerRssMiB).toBeGreaterThan(0);
   });
 
-  it('upgrade: three Ready models move to a new worker version with no engine pod replaced, 10 events each (a late wake: 14)', async ({
+  it('upgrade: three Ready models move to a new worker version with no engine pod replaced, no activity and one timer each', async ({
     signal,
   }) => {
     // Its own deadline, before the test's: a run that stops there says what it was waiting for, in this test's error.
@@ -20,13 +20,25 @@ describe('benchmarks, small slice', { timeout: 300_000 }, () => {
     expect(result).toMatchObject({ config: { models: 3 }, enginePodsBefore: 3, enginePodsReplaced: 0 });
     // One move is 10 events: the wake (a signal and its workflow task), the continue-as-new, and the new run's start,
     // first workflow task and look timer. Under the suite's load a wake can come before the switch reaches the run,
-    // which then moves at the next one, 30 s later: 4 events more (a signal and its workflow task), and nothing else.
+    // which then moves at the next one, 30 s later: a signal and its workflow task more. What Ferry does is checked
+    // exactly (no activity, no timer but the new run's one); workflow tasks only within bounds, as a loaded server
+    // may time one out and retry it — the whole breakdown is in the message.
     const busiest = result.busiestModelEvents as Record<string, number>;
+    const breakdown = JSON.stringify(result.busiestModelEvents);
     const wakes = busiest.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED ?? 0;
-    expect(wakes).toBeGreaterThanOrEqual(1);
-    expect(wakes).toBeLessThanOrEqual(2);
-    expect((result.historyEventsPerModel as { max: number }).max).toBe(10 + 4 * (wakes - 1));
-    expect(Object.keys(busiest).filter((type) => /FAILED|TIMED_OUT|TERMINATED/.test(type))).toEqual([]);
+    expect(wakes, breakdown).toBeGreaterThanOrEqual(1);
+    expect(wakes, breakdown).toBeLessThanOrEqual(2);
+    const ferrys = Object.fromEntries(Object.entries(busiest).filter(([type]) => !/WORKFLOW_TASK_/.test(type)));
+    expect(ferrys, breakdown).toEqual({
+      EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED: wakes,
+      EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW: 1,
+      EVENT_TYPE_WORKFLOW_EXECUTION_STARTED: 1,
+      EVENT_TYPE_TIMER_STARTED: 1,
+    });
+    // A workflow task for each wake and the new run's first (one more if a slow task heartbeat); none failed.
+    expect(busiest.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, breakdown).toBeGreaterThanOrEqual(wakes + 1);
+    expect(busiest.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, breakdown).toBeLessThanOrEqual(wakes + 2);
+    expect(busiest.EVENT_TYPE_WORKFLOW_TASK_FAILED ?? 0, breakdown).toBe(0);
   });
 
   it('scaling: out under load and back, no failed request, no history event while the load holds steady', async () => {

@@ -52,8 +52,12 @@ async function startVersion(deploymentName: string, taskQueue: string, buildId: 
     },
   });
   const running = worker.run();
+  // A switch the server still reports in progress after 15 s is taken as done (temporalio/temporal#11842), and a run
+  // woken before the switch reached it is woken again 10 s later: a loaded machine's slow paths, kept short.
   const keeper = keepVersion(harness.client, 'default', { deploymentName, buildId }, QUIET, {
     intervalMs: 500,
+    stuckPropagationMs: 15_000,
+    rewakeAfterMs: 10_000,
   });
   const stop = async () => {
     keeper.stop();
@@ -105,7 +109,7 @@ describe('Worker Versioning', () => {
     expect(made.code).toBe(0);
 
     // The new version's keeper wakes the run pinned to the old one; the run continues as new onto the new version.
-    await expect.poll(() => pinnedTo(handle), { timeout: 60_000, interval: 250 }).toBe('0.2.0-bbbb');
+    await expect.poll(() => pinnedTo(handle), { timeout: 90_000, interval: 250 }).toBe('0.2.0-bbbb');
     const moved = await handle.describe();
     expect(moved.runId).not.toBe(started.firstExecutionRunId);
     expect(await handle.query(statusQuery)).toMatchObject({
@@ -119,16 +123,25 @@ describe('Worker Versioning', () => {
     ).events!;
     const newEvents = (await handle.fetchHistory()).events!;
     const types = `old run ${oldEvents.map((e) => e.eventType).join(',')}; new run ${newEvents.map((e) => e.eventType).join(',')}`;
-    // No activity ran for the move: no engine touched, nothing looked at.
-    expect(stub.names(), types).toEqual(callsBefore);
+    // No activity ran for the move: no engine touched. A run woken before the switch reached its task queue (a loaded
+    // server propagates slowly) looks once, as any wake does, on the old version, and is woken again: a look a wake.
+    const wakes = oldEvents.filter((e) => e.workflowExecutionSignaledEventAttributes).length;
+    const extraCalls = stub.names().slice(callsBefore.length);
+    expect(stub.names().slice(0, callsBefore.length), types).toEqual(callsBefore);
+    expect(
+      extraCalls.filter((name) => name !== 'lookAtModel'),
+      types,
+    ).toEqual([]);
+    expect(extraCalls.length, types).toBeLessThanOrEqual(wakes - 1);
 
     // What the move cost in history: the old run's events from the wake on, and the new run's so far.
     const wake = oldEvents.findIndex((e) => e.workflowExecutionSignaledEventAttributes);
     expect(wake).toBeGreaterThan(0);
     expect(oldEvents.at(-1)?.workflowExecutionContinuedAsNewEventAttributes).toBeTruthy();
-    // The old run: the wake's task and the continue-as-new; the new run: its start, first task and safety-net timer.
-    // No patch marker and no search attribute written: the run is pinned, and continue-as-new copied them.
-    expect(oldEvents.length - wake + newEvents.length, types).toBeLessThanOrEqual(10);
+    // The old run: the wake's task and the continue-as-new (and, woken early, a wake and a look more: 10 events); the
+    // new run: its start, first task and safety-net timer. No patch marker and no search attribute written: the run is
+    // pinned, and continue-as-new copied them.
+    expect(oldEvents.length - wake + newEvents.length, types).toBeLessThanOrEqual(10 + 10 * (wakes - 1));
     expect(
       newEvents.filter((e) => e.markerRecordedEventAttributes ?? e.upsertWorkflowSearchAttributesEventAttributes),
     ).toEqual([]);
