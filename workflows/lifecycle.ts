@@ -21,6 +21,8 @@ import {
   type ModelChanged,
   type ModelStatus,
   type ScaleDecision,
+  type ScheduledFloor,
+  scheduledFloor,
   type ServedModel,
   type ServeModelInput,
   type StepProgress,
@@ -52,6 +54,7 @@ import { awaitHealth } from './steps/health.js';
 import { look, readStatus } from './steps/look.js';
 import { readyWithoutEngine, rollOut } from './steps/rollout.js';
 import { applyDecision, decisionRefusal, engineReplicas, engineScale, scalingStatus } from './steps/scale.js';
+import { applyFloor, withSchedule } from './steps/schedule.js';
 import { stopEngine } from './steps/stop.js';
 import { applyStorage } from './steps/storage.js';
 import { tearDown } from './steps/teardown.js';
@@ -67,6 +70,8 @@ import { Interruptible } from './interruptible.js';
  * in one activation or in two (docs/resilience.md, "A wake and an update split by a query").
  */
 const SPLIT_SAFE = 'split-activation-safe';
+/** A schedule's floor whose apply failed is applied again this much later. */
+const FLOOR_RETRY_MS = 60_000;
 
 export class ModelLifecycle extends ModelState {
   /** A delete (or the workflow's cancellation) was asked for; the main loop ends and tears down. */
@@ -81,6 +86,8 @@ export class ModelLifecycle extends ModelState {
   private readonly watch: Watch;
   /** The autoscaler's latest decision not yet applied (a newer one replaces it). */
   private pendingScale: ScaleDecision | undefined;
+  /** The schedule's floor, changed and not yet applied; `failed` once applying it did (tried again a minute later). */
+  private pendingFloor: { scheduledMin: number | undefined; floor: ScheduledFloor; failed?: boolean } | undefined;
   private readonly waits = new PhaseWaits();
   /** How this run names its activities (the SDK's numbers in runs from before `SPLIT_SAFE`). */
   private readonly ids: ActivityIds;
@@ -197,6 +204,31 @@ export class ModelLifecycle extends ModelState {
     }
   }
 
+  /** Keeps `spec.scaling.schedule`'s floor (steps/schedule.ts): one timer until its next change; detached. */
+  async keepSchedule(): Promise<void> {
+    try {
+      while (!this.deletion) {
+        const spec = this.desired;
+        const scaling = spec.spec.scaling;
+        const floor = scheduledFloor(scaling?.minReplicas ?? 0, scaling?.schedule, Date.now());
+        const wanted = scaling?.schedule ? floor.minReplicas : undefined;
+        // Before the engine's first apply its rollout takes the floor; after, the idle model applies it.
+        if (wanted !== this.world.scheduledMin && !this.world.engineApplied) this.world.scheduledMin = wanted;
+        if (wanted !== this.world.scheduledMin) this.pendingFloor = { scheduledMin: wanted, floor };
+        if (scaling) this.set(withSchedule(this.status, spec, this.world, floor));
+        const ms = floor.next ? Math.max(floor.next.at - Date.now(), 1) : undefined;
+        const changed = () => this.desired !== spec || !!this.deletion;
+        await condition(() => changed() || !!this.pendingFloor?.failed, ms);
+        if (this.pendingFloor?.failed) {
+          this.pendingFloor = undefined;
+          await condition(changed, FLOOR_RETRY_MS);
+        }
+      }
+    } catch (err) {
+      if (!isCancellation(err)) throw err;
+    }
+  }
+
   /** Resolves with the status once the wait is decided, or when the run closes (phase-waits.ts). */
   awaitPhase(input: AwaitPhaseInput): Promise<ModelStatus> {
     return this.waits.wait(() => this.status, input);
@@ -247,6 +279,15 @@ export class ModelLifecycle extends ModelState {
   async idle(): Promise<void> {
     const due = () => this.deletion !== undefined || this.attempted < this.status.generation || this.versionChanged;
     const acts = () => activitiesFor(this.desired, this.options, this.naming(this.status.generation));
+    const floor = this.pendingFloor;
+    if (floor && !floor.failed && !due()) {
+      let applied = false;
+      await this.work.run(async () => {
+        applied = await applyFloor(this, acts(), floor.scheduledMin, floor.floor);
+      });
+      if (this.pendingFloor === floor) this.pendingFloor = applied ? undefined : { ...floor, failed: true };
+      return;
+    }
     const decision = this.pendingScale;
     if (decision && !due()) {
       this.pendingScale = undefined;
@@ -256,7 +297,8 @@ export class ModelLifecycle extends ModelState {
       }
       return;
     }
-    const scaling = () => due() || this.pendingScale !== undefined;
+    const scaling = () =>
+      due() || this.pendingScale !== undefined || (!!this.pendingFloor && !this.pendingFloor.failed);
     await this.watch.idle(this.status.phase, scaling, {
       look: async (delayMs) => {
         await this.work.run(async () => {
@@ -346,7 +388,7 @@ export class ModelLifecycle extends ModelState {
       world.volumeSource = spec.spec.source;
       world.sourceHash = sourceHash;
     }
-    if (!spec.spec.scaling) world.scaledReplicas = undefined;
+    if (!spec.spec.scaling) world.scaledReplicas = world.scheduledMin = undefined;
     this.set(scalingStatus(this.status, spec, world));
     const scale = engineScale(this.status, spec, world);
     const rollout = await rollOut(this, acts, objects, { ...admissionLimit(this.status, spec), ...scale }, generation);

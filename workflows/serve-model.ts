@@ -85,6 +85,7 @@ export async function ServeModelWorkflow(started: ServeModelInput): Promise<Fina
   });
   model.publish(input.state !== undefined);
   void model.expire();
+  void model.keepSchedule();
 
   try {
     // Reconciles and watches until a delete arrives; continues as new when history grows long.

@@ -132,6 +132,15 @@ export function formatStatus(status: ModelStatus, now: Date, webUi?: string, { w
       const { from, to, reason, at } = lastDecision;
       field('last scale', `${from} → ${to}, ${age(at, now)} ago: ${oneLine(reason)}`);
     }
+    const { schedule } = status.scaling;
+    if (schedule) {
+      const { nextChangeAt, nextMinReplicas } = schedule;
+      const next =
+        nextChangeAt !== undefined
+          ? `; at least ${nextMinReplicas} from ${nextChangeAt} (in ${humanDuration(Math.max(0, Date.parse(nextChangeAt) - now.getTime()))})`
+          : '; no change ahead';
+      field('schedule', `at least ${schedule.minReplicas} now${next}`);
+    }
   }
   if (status.expiresAt) {
     const left = new Date(status.expiresAt).getTime() - now.getTime();

@@ -6,6 +6,7 @@
 // A history recorded before a change must keep replaying after it (or the change needs `patched`): commit new
 // histories next to the old ones rather than replacing them when the workflow changes shape.
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   awaitPhaseUpdate,
   deleteModelUpdate,
@@ -310,6 +311,29 @@ const scenarios: Scenario[] = [
       await waitForStatus(handle, readyAt(1));
       doc.spec.expiresAt = soon(4);
       await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await handle.result();
+      return handle;
+    },
+  },
+  {
+    // spec.scaling.schedule: a window every minute, open 20 s; started closed, raised when it opens (the engine
+    // applied again at 2), lowered when it closes, then deleted.
+    name: 'schedule-raised-lowered',
+    model: 'replay-schedule',
+    stub: () => new StubActivities(),
+    async run({ start }) {
+      while (new Date().getUTCSeconds() < 25 || new Date().getUTCSeconds() >= 40) await sleep(250);
+      const doc = modelDoc((d) => {
+        d.spec.scaling = {
+          ...{ minReplicas: 1, maxReplicas: 4, targetConcurrency: 2 },
+          schedule: [{ cron: '* * * * *', minReplicas: 2, for: '20s' }],
+        };
+      }, this.model);
+      const handle = await start(doc, { ...FAST, safetyNetIntervalMs: 3_600_000 });
+      await waitForStatus(handle, readyAt(1));
+      await waitForStatus(handle, (s) => s.scaling?.minReplicas === 2, 60_000);
+      await waitForStatus(handle, (s) => s.scaling?.minReplicas === 1, 30_000);
+      await handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'recorded' }] });
       await handle.result();
       return handle;
     },

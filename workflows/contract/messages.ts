@@ -71,6 +71,8 @@ export interface CarriedState {
   adapterIncarnations?: string[];
   /** A model with `spec.scaling`: the replica count the last decision set (unset: it starts at the spec's). */
   scaledReplicas?: number;
+  /** A model with `spec.scaling.schedule`: the fewest replicas its schedule last set (unset: `minReplicas`). */
+  scheduledMin?: number;
 }
 
 /** The workflow's argument. Versioned: a run started by an older client or carried over still parses. */

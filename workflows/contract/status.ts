@@ -132,8 +132,11 @@ export interface Baseline {
 export interface ScalingStatus {
   /** The replica count in force: `spec.replicas` within the bounds at first, then each decision's. */
   replicas: number;
+  /** The fewest replicas now: `spec.scaling.minReplicas`, or an open schedule window's when higher. */
   minReplicas: number;
   maxReplicas: number;
+  /** With `spec.scaling.schedule`: the fewest replicas it sets now, and when that next changes (none in sight: unset). */
+  schedule?: ScheduleStatus;
   /** Requests in flight per replica the decisions aim at; unset while unknown (no targetConcurrency, no baseline yet). */
   targetConcurrency?: number;
   /** Why the autoscaler cannot decide, when it cannot (no target yet). */
@@ -141,6 +144,12 @@ export interface ScalingStatus {
   /** The last decision applied. */
   lastDecision?: { at: string; from: number; to: number; reason: string };
   decisions: number;
+}
+
+export interface ScheduleStatus {
+  minReplicas: number;
+  nextChangeAt?: string;
+  nextMinReplicas?: number;
 }
 
 /**

@@ -9,6 +9,7 @@ import {
   type ModelStatus,
   type ScaleDecision,
   type ScalingPolicy,
+  type ScalingSpec,
   type ServedModel,
 } from '../contract/index.js';
 import { baselineKey } from '../status/baseline.js';
@@ -30,9 +31,17 @@ export function withRecentScaleEntries(status: ModelStatus): ModelStatus {
   return { ...status, timeline: status.timeline.filter((e) => !dropped.has(e)) };
 }
 
-/** The replica count in force for `spec`: the last decision's, within the spec's bounds; the spec's without scaling. */
-export function engineReplicas(spec: ServedModel, world: World): number {
+/** `spec.scaling` with the fewest replicas its schedule set last (World.scheduledMin): what every count keeps to. */
+function scalingInForce(spec: ServedModel, world: World): ScalingSpec | undefined {
   const { scaling } = spec.spec;
+  if (!scaling || world.scheduledMin === undefined) return scaling;
+  const minReplicas = Math.min(Math.max(scaling.minReplicas, world.scheduledMin), scaling.maxReplicas);
+  return { ...scaling, minReplicas };
+}
+
+/** The replica count in force for `spec`: the last decision's, within the bounds in force; the spec's without scaling. */
+export function engineReplicas(spec: ServedModel, world: World): number {
+  const scaling = scalingInForce(spec, world);
   if (!scaling) return spec.spec.replicas;
   return startingReplicas(world.scaledReplicas ?? spec.spec.replicas, scaling);
 }
@@ -49,7 +58,7 @@ export function engineScale(
   spec: ServedModel,
   world: World,
 ): { replicas?: number; scaling?: ScalingPolicy } {
-  const { scaling } = spec.spec;
+  const scaling = scalingInForce(spec, world);
   if (!scaling) return {};
   const policy = scalingPolicy(scaling, measuredCapacity(status, spec));
   return { replicas: engineReplicas(spec, world), ...(policy ? { scaling: policy } : {}) };
@@ -69,9 +78,10 @@ export function scalingStatus(status: ModelStatus, spec: ServedModel, world: Wor
     replicas,
     scaling: {
       replicas,
-      minReplicas: scaling.minReplicas,
+      minReplicas: scalingInForce(spec, world)!.minReplicas,
       maxReplicas: scaling.maxReplicas,
       ...(policy ? { targetConcurrency: policy.targetConcurrency } : {}),
+      ...(status.scaling?.schedule && scaling.schedule ? { schedule: status.scaling.schedule } : {}),
       ...(message ? { message } : {}),
       ...(status.scaling?.lastDecision ? { lastDecision: status.scaling.lastDecision } : {}),
       decisions: status.scaling?.decisions ?? 0,
@@ -84,7 +94,7 @@ export function scalingStatus(status: ModelStatus, spec: ServedModel, world: Wor
  * the bounds, or it was made against another count than the one in force (stale, or already applied).
  */
 export function decisionRefusal(spec: ServedModel, world: World, decision: ScaleDecision): string | undefined {
-  const { scaling } = spec.spec;
+  const scaling = scalingInForce(spec, world);
   if (!scaling) return 'the model has no spec.scaling';
   const { replicas, from } = decision ?? {};
   if (!Number.isSafeInteger(replicas) || replicas < scaling.minReplicas || replicas > scaling.maxReplicas) {

@@ -13,9 +13,12 @@ export const PARSER_ONLY_RULES = {
   'own-volume': "no source (the model's or an adapter's) is the model's own volume, <metadata.name>-weights",
   'adapter-not-base': 'no adapter has the name the base model is served as',
   'listed-once': 'each variable of engine.env and puller.env, and each adapter, is listed once',
-  'scaling-bounds': 'scaling.minReplicas is at most scaling.maxReplicas, and replicas at most scaling.maxReplicas',
+  'scaling-bounds':
+    "scaling.minReplicas is at most scaling.maxReplicas, replicas at most scaling.maxReplicas, and each schedule window's minReplicas between the two",
   'scaling-target': 'scaling without targetConcurrency needs slo (the target is a share of the measured capacity)',
   'real-time': 'expiresAt names a day its month has (no February 30)',
+  cron: "each schedule window's cron is one cron can run (fields in range, like minute 0-59)",
+  'time-zone': "each schedule window's timeZone is a zone the IANA database has",
   'args-in-order': 'each item of engine.args that is not a flag is a value its flag takes',
 } as const;
 

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { parseDuration } from './quantities.js';
 import { duration, int, jsonRule, rules, strict } from './rules.js';
+import { scheduleSchema } from './schedule.js';
 import { quote } from './text.js';
 
 /** The most replicas `scaling` may ask for: well beyond one model's GPUs on any cluster we know of. */
@@ -33,6 +34,7 @@ export const scalingSchema = strict({
   scaleDownAfter: duration('5m')
     .default('5m')
     .describe('The load must call for fewer replicas this long before they are removed, like 5m.'),
+  schedule: scheduleSchema.optional(),
 });
 
 export type ScalingSpec = z.output<typeof scalingSchema>;

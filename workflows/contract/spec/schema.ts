@@ -15,6 +15,7 @@ export { asAcceptedBefore, asAcceptedBeforeBounds } from './accepted-before.js';
 export { DEFAULT_ENGINE_IMAGE, type AdapterSpec, type EnvVar } from './engine-schema.js';
 export { type Affinity, type Toleration } from './placement-schema.js';
 export { type InferencePoolSpec, type SloSpec } from './slo-schema.js';
+export { scheduledFloor, type ScheduledFloor, type ScheduleWindow } from './schedule.js';
 export {
   expiredProblem,
   scalingPolicy,
@@ -198,6 +199,16 @@ function scalingIssues(spec: Document['spec'], ctx: z.core.$RefinementCtx<Docume
       path: ['spec', 'replicas'],
       message: `must be at most scaling.maxReplicas (${scaling.maxReplicas}); with scaling, leave it out: the engine starts at minReplicas`,
     });
+  }
+  for (const [i, window] of (scaling.schedule ?? []).entries()) {
+    if (window.minReplicas <= scaling.minReplicas || window.minReplicas > scaling.maxReplicas) {
+      ctx.addIssue({
+        code: 'custom',
+        params: parserOnly('scaling-bounds'),
+        path: ['spec', 'scaling', 'schedule', i, 'minReplicas'],
+        message: `must be above scaling.minReplicas (${scaling.minReplicas}) and at most maxReplicas (${scaling.maxReplicas}): a window raises the fewest replicas`,
+      });
+    }
   }
   if (scaling.targetConcurrency === undefined && !spec.slo) {
     ctx.addIssue({
