@@ -212,4 +212,40 @@ describe('autoscaling on the requests in flight, end to end', { timeout: 420_000
     expect(back.scaling?.decisions).toBe(movesOf(back).length);
     expect(back.phase).toBe('Ready');
   });
+
+  it('a schedule window raises the count, the autoscaler keeps above it while open, and brings it down after', async () => {
+    // A window every minute, open 20 s: it opens within the next minute whenever the model is Ready.
+    const name = 'scheduled';
+    const scheduled = doc(name, 1);
+    scheduled.spec.scaling = {
+      ...scheduled.spec.scaling,
+      schedule: [{ cron: '* * * * *', minReplicas: 2, for: '20s' }],
+    };
+    expectOk(await runFerry(['serve', '-f', writeDoc(scheduled), '--wait', '--timeout', '4m']), 'serve');
+    const policyOf = async () =>
+      JSON.parse((await deployment(name)).metadata!.annotations!['ferry.dev/scaling']!) as { minReplicas: number };
+    await waitFor('the window open: the Deployment at 2', 90_000, async () => {
+      const d = await deployment(name);
+      return d.spec?.replicas === 2 && (await policyOf()).minReplicas === 2;
+    });
+    const open = await status(name);
+    expect(open.scaling).toMatchObject({ minReplicas: 2, schedule: { minReplicas: 2, nextMinReplicas: 1 } });
+    // The window closes at second 20; quiet for scaleDownAfter (8 s), the autoscaler brings it down.
+    await waitFor('the window closed: the Deployment back at 1', 60_000, async () => {
+      const d = await deployment(name);
+      return d.spec?.replicas === 1 && (await policyOf()).minReplicas === 1;
+    });
+    const closed = await status(name);
+    expect(closed.scaling).toMatchObject({
+      replicas: 1,
+      minReplicas: 1,
+      schedule: { minReplicas: 1, nextMinReplicas: 2 },
+    });
+    expect(new Date(closed.scaling!.schedule!.nextChangeAt!).getUTCSeconds()).toBe(0);
+    // The autoscaler's step down came after the window closed, never while it was open.
+    const down = closed.timeline.filter((e) => e.step === 'scale' && /^2 → 1 replicas: /.test(e.detail ?? ''));
+    expect(down.length).toBeGreaterThanOrEqual(1);
+    for (const entry of down) expect(new Date(entry.endedAt!).getUTCSeconds()).toBeGreaterThanOrEqual(20);
+    expect(closed.phase).toBe('Ready');
+  });
 });
