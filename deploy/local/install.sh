@@ -54,36 +54,40 @@ install_browser() {
 }
 
 # nginx turns away requests above a model's measured concurrency with 429 (docs/design/baseline.md, section 5): the
-# engine stand-in's supervisor is to run it in front of each stand-in, as the sidecar does in each engine pod. Debian's
-# build, like chromium above; the local stack runs its own nginx processes, never the system service. The package's
-# maintainer script would start that service (`invoke-rc.d nginx start`, on port 80): a policy-rc.d that refuses
-# every start, there only while apt-get runs (unless one is there already, as in Debian's container images), keeps it
+# engine stand-in's supervisor is to run it in front of each stand-in, as the sidecar does in each engine pod. HAProxy
+# is the front a model at zero is to keep (docs/design/scaling.md, section 6; test/integration/front/). Debian's
+# builds, like chromium above; the local stack runs its own processes, never the system services. A package's
+# maintainer script would start its service (`invoke-rc.d nginx start`, on port 80): a policy-rc.d that refuses every
+# start, there only while apt-get runs (unless one is there already, as in Debian's container images), keeps it
 # stopped, and where systemd runs the unit is disabled too, so a reboot does not start it either.
-install_nginx() {
-  if [ -x /usr/sbin/nginx ]; then
-    log "nginx already installed"
+# install_service_package NAME BINARY PACKAGE [FALLBACK]: FALLBACK where the release has no PACKAGE.
+install_service_package() {
+  local name=$1 binary=$2 package=$3 fallback=${4:-} candidate
+  if [ -x "$binary" ]; then
+    log "$name already installed"
     return
   fi
   local as_root=()
   [ "$(id -u)" = 0 ] || as_root=(sudo -n)
   if ! command -v apt-get >/dev/null || ! "${as_root[@]}" true 2>/dev/null; then
-    log "warning: nginx is missing and cannot be installed here: install Debian's $NGINX_PACKAGE package yourself"
+    log "warning: $name is missing and cannot be installed here: install Debian's $package package yourself"
     return
   fi
   "${as_root[@]}" apt-get update -qq
-  local package=$NGINX_PACKAGE candidate
-  candidate=$(apt-cache policy "$package" 2>/dev/null | awk '$1 == "Candidate:" { print $2 }')
-  if [ -z "$candidate" ] || [ "$candidate" = "(none)" ]; then package=nginx; fi
+  if [ -n "$fallback" ]; then
+    candidate=$(apt-cache policy "$package" 2>/dev/null | awk '$1 == "Candidate:" { print $2 }')
+    if [ -z "$candidate" ] || [ "$candidate" = "(none)" ]; then package=$fallback; fi
+  fi
   local policy=/usr/sbin/policy-rc.d placed=0 status=0
   if [ ! -e "$policy" ]; then
-    printf '#!/bin/sh\n# From deploy/local/install.sh: no service starts while nginx installs.\nexit 101\n' |
+    printf '#!/bin/sh\n# From deploy/local/install.sh: no service starts while %s installs.\nexit 101\n' "$name" |
       "${as_root[@]}" tee "$policy" >/dev/null
     "${as_root[@]}" chmod 755 "$policy"
     placed=1
     # Removed even if the install is interrupted: left behind, it would stop every package from starting its service.
     trap '"${as_root[@]}" rm -f "$policy"' EXIT
   fi
-  log "installing nginx from Debian's $package package (its system service is not started)"
+  log "installing $name from Debian's $package package (its system service is not started)"
   "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -qq --no-install-recommends "$package" >/dev/null || status=$?
   if [ $placed = 1 ]; then
@@ -91,7 +95,15 @@ install_nginx() {
     trap - EXIT
   fi
   [ $status = 0 ] || die "installing Debian's $package package failed (apt-get exited $status)"
-  if [ -d /run/systemd/system ]; then "${as_root[@]}" systemctl disable --now nginx >/dev/null 2>&1 || true; fi
+  if [ -d /run/systemd/system ]; then "${as_root[@]}" systemctl disable --now "$name" >/dev/null 2>&1 || true; fi
+}
+
+install_nginx() {
+  install_service_package nginx /usr/sbin/nginx "$NGINX_PACKAGE" nginx
+}
+
+install_haproxy() {
+  install_service_package haproxy /usr/sbin/haproxy "$HAPROXY_PACKAGE"
 }
 
 # The Gateway API Inference Extension's CRDs, from a module zip on the Go module proxy (versions.env says which and
@@ -203,9 +215,10 @@ for c in "${want[@]}"; do
     browser) install_browser ;;
     helm) need_helm=1 ;;
     nginx) install_nginx ;;
-    engine-sim) install_nginx; need_kube=1 need_helm=1 ;;
+    haproxy) install_haproxy ;;
+    engine-sim) install_nginx; install_haproxy; need_kube=1 need_helm=1 ;;
     # The real engine: its runtime, the admission sidecar's nginx; the Hub needs the runtime to build its models.
-    node-agent) install_nginx; need_vllm=1 ;;
+    node-agent) install_nginx; install_haproxy; need_vllm=1 ;;
     hub) need_vllm=1 need_hub=1 ;;
     *) need_kube=1 need_helm=1 ;;
   esac

@@ -1,0 +1,68 @@
+// The front a model at zero is to keep (docs/design/scaling.md, section 6): HAProxy in front of the engine's Service,
+// which holds each request while no replica answers — it tries the connection again about once a second for
+// `holdSeconds` — and passes it on as soon as one does; past its bound or its hold it answers 503 with Retry-After,
+// never a reset connection. Pure: the configuration file's text. Checked against a real HAProxy in
+// test/integration/front/hold.test.ts; not yet deployed by Ferry.
+
+export interface FrontOptions {
+  /** Where the front listens: `:8000` in a pod, `127.0.0.1:<port>` in a test. */
+  bind: string;
+  /** The engine's Service, `<host>:<port>`. */
+  engine: string;
+  /** How long a request is held while no replica answers, in seconds (one connection attempt about each second). */
+  holdSeconds: number;
+  /** Requests passed to the engine at once; while none answers, these are the ones held. */
+  maxConnections: number;
+  /** Requests that wait beyond those; more are answered 503 at once. */
+  maxQueued: number;
+  /** What Retry-After says when a request is turned away, in seconds. */
+  retryAfterSeconds: number;
+}
+
+export const FRONT_DEFAULTS = {
+  holdSeconds: 600,
+  maxConnections: 1024,
+  maxQueued: 256,
+  retryAfterSeconds: 30,
+} as const satisfies Partial<FrontOptions>;
+
+/** An OpenAI-style error body for a 503, quoted for HAProxy's `string` argument (no quote or backslash inside). */
+const unavailable = (message: string) =>
+  `'${JSON.stringify({ error: { message, type: 'service_unavailable', code: 503 } })}'`;
+
+/** The front's haproxy.cfg. */
+export function frontConfig(options: FrontOptions): string {
+  const { bind, engine, holdSeconds, maxConnections, maxQueued, retryAfterSeconds } = options;
+  for (const [name, value] of Object.entries({ holdSeconds, maxConnections, maxQueued, retryAfterSeconds })) {
+    if (!Number.isSafeInteger(value) || value < 1) throw new Error(`front: ${name} must be a whole number above 0`);
+  }
+  if (!/^[A-Za-z0-9.:[\]-]*:\d+$/.test(bind) || !/^[A-Za-z0-9.:[\]-]+:\d+$/.test(engine)) {
+    throw new Error(`front: bind and engine must be <host>:<port>, got ${JSON.stringify({ bind, engine })}`);
+  }
+  const retryAfter = `hdr Retry-After ${retryAfterSeconds}`;
+  return [
+    '# Written by Ferry: the front of one model (docs/design/scaling.md, section 6).',
+    'global',
+    `  maxconn ${maxConnections + maxQueued + 64}`,
+    'defaults',
+    '  mode http',
+    // A completion may run for many minutes without a byte (not streamed), or pause between streamed ones.
+    '  timeout client 1h',
+    '  timeout server 1h',
+    '  timeout http-request 30s',
+    // One connection attempt a second while no replica answers (HAProxy waits min(connect, 1 s) between them).
+    '  timeout connect 1s',
+    `  timeout queue ${holdSeconds}s`,
+    'frontend model',
+    `  bind ${bind}`,
+    `  http-request return status 503 content-type application/json ${retryAfter} string ${unavailable('too many requests are waiting for this model; try again later')} if { queue(engine) ge ${maxQueued} }`,
+    '  default_backend engine',
+    'backend engine',
+    // Refused (no replica: kube-proxy rejects) or closed before an answer (a proxy with no endpoint): try again.
+    `  retries ${holdSeconds}`,
+    '  retry-on conn-failure empty-response',
+    `  http-error status 503 content-type application/json ${retryAfter} string ${unavailable('the model did not answer in time; try again later')}`,
+    `  server engine ${engine} maxconn ${maxConnections}`,
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,157 @@
+// The front a model at zero is to keep (activities/builders/front.ts; docs/design/scaling.md, section 6), checked
+// against a real HAProxy (Debian's, installed by deploy/local/install.sh) and the engine stand-in on loopback: a
+// request that comes while no replica answers is held and answered once one does — a streamed completion and a
+// 50 KB prompt too — and what is over the bound or outlasts the hold is answered 503 with Retry-After, never reset.
+// Nothing here runs in Kubernetes yet: the front is not deployed by Ferry.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createConnection } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { streamOnce } from '../../../bench/lib.js';
+import { createEngineSim, type EngineSim } from '../../../deploy/engine-sim/server.js';
+import { FRONT_DEFAULTS, frontConfig, type FrontOptions } from '../../../activities/builders/front.js';
+import { freePort } from '../../support/e2e.js';
+
+/** Debian's HAProxy, as deploy/local/install.sh installs it. */
+const HAPROXY = '/usr/sbin/haproxy';
+const stops: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const stop of stops.splice(0).reverse()) await stop();
+});
+
+/** A running HAProxy with the front's configuration for `options`, in front of `127.0.0.1:<enginePort>`. */
+async function startFront(enginePort: number, options: Partial<FrontOptions> = {}): Promise<string> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'ferry-front-'));
+  const file = join(dir, 'haproxy.cfg');
+  const config = frontConfig({
+    ...FRONT_DEFAULTS,
+    bind: `127.0.0.1:${port}`,
+    engine: `127.0.0.1:${enginePort}`,
+    ...options,
+  });
+  writeFileSync(file, config);
+  let log = '';
+  const proc: ChildProcess = spawn(HAPROXY, ['-db', '-f', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  proc.stdout!.on('data', (d) => (log += d));
+  proc.stderr!.on('data', (d) => (log += d));
+  const exited = new Promise((resolve) => proc.once('exit', resolve));
+  stops.push(async () => {
+    proc.kill('SIGTERM');
+    await exited;
+  });
+  for (let tries = 0; ; tries++) {
+    const up = await new Promise<boolean>((resolve) => {
+      const socket = createConnection(port, '127.0.0.1', () => {
+        socket.destroy();
+        resolve(true);
+      }).on('error', () => resolve(false));
+    });
+    if (up) return `http://127.0.0.1:${port}`;
+    if (proc.exitCode !== null || tries > 100) throw new Error(`haproxy did not start: ${log}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function startEngine(port: number): Promise<EngineSim> {
+  const sim = createEngineSim({ port, servedModelNames: ['m'], loadDelaySeconds: 0 });
+  await sim.start();
+  stops.push(() => sim.stop());
+  return sim;
+}
+
+interface Answer {
+  status: number;
+  retryAfter: string | null;
+  body: string;
+  ms: number;
+}
+
+async function ask(url: string, path: string, body?: unknown): Promise<Answer> {
+  const started = performance.now();
+  const res = await fetch(`${url}${path}`, {
+    method: body ? 'POST' : 'GET',
+    headers: body ? { 'content-type': 'application/json' } : {},
+    ...(body ? { body: JSON.stringify(body) } : {}),
+    signal: AbortSignal.timeout(60_000),
+  });
+  const text = await res.text();
+  return {
+    status: res.status,
+    retryAfter: res.headers.get('retry-after'),
+    body: text,
+    ms: performance.now() - started,
+  };
+}
+
+describe('the front (HAProxy) of a model at zero', () => {
+  it('holds requests while no replica answers, and answers each once one does', async () => {
+    const enginePort = await freePort();
+    const url = await startFront(enginePort, { holdSeconds: 30 });
+    const asked = performance.now();
+    const answers = Promise.all([
+      ask(url, '/v1/models'),
+      ask(url, '/v1/completions', { model: 'm', prompt: 'abcdefghij'.repeat(5000), max_tokens: 3 }),
+      ...Array.from({ length: 4 }, () => ask(url, '/v1/completions', { model: 'm', prompt: 'a b', max_tokens: 4 })),
+    ]);
+    const streamed = streamOnce(url, 8);
+    // The first replica answers 3 s later.
+    await new Promise((r) => setTimeout(r, 3_000));
+    const upAt = performance.now() - asked;
+    await startEngine(enginePort);
+    const all = await answers;
+    expect(all.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200]);
+    expect(JSON.parse(all[0].body)).toMatchObject({ data: [{ id: 'm' }] });
+    // Each waited for the replica, and was answered within about a second (one connection attempt a second) of it.
+    for (const answer of all) {
+      expect(answer.ms).toBeGreaterThanOrEqual(upAt - 100);
+      expect(answer.ms).toBeLessThan(upAt + 2_500);
+    }
+    const stream = await streamed;
+    expect(stream).toMatchObject({ status: 200, done: true });
+  });
+
+  it('turns away what is over its bound at once: 503, Retry-After, an OpenAI-style error', async () => {
+    const enginePort = await freePort();
+    const url = await startFront(enginePort, { holdSeconds: 30, maxConnections: 2, maxQueued: 1 });
+    const held = [0, 1, 2].map(async (i) => {
+      await new Promise((r) => setTimeout(r, i * 200));
+      return await ask(url, '/v1/models');
+    });
+    await new Promise((r) => setTimeout(r, 1_000));
+    // Two held on their connection, one waiting in the queue: the fourth and fifth are turned away.
+    const over = await Promise.all([ask(url, '/v1/models'), ask(url, '/v1/models')]);
+    for (const answer of over) {
+      expect(answer).toMatchObject({ status: 503, retryAfter: '30' });
+      expect(answer.ms).toBeLessThan(1_000);
+      expect(JSON.parse(answer.body)).toEqual({
+        error: {
+          message: 'too many requests are waiting for this model; try again later',
+          type: 'service_unavailable',
+          code: 503,
+        },
+      });
+    }
+    await startEngine(enginePort);
+    expect((await Promise.all(held)).map((a) => a.status)).toEqual([200, 200, 200]);
+  });
+
+  it('answers 503 with Retry-After when no replica answers within the hold, not a reset connection', async () => {
+    const url = await startFront(await freePort(), { holdSeconds: 3, retryAfterSeconds: 60 });
+    const answer = await ask(url, '/v1/completions', { model: 'm', prompt: 'a', max_tokens: 1 });
+    expect(answer).toMatchObject({ status: 503, retryAfter: '60' });
+    expect(JSON.parse(answer.body)).toMatchObject({ error: { type: 'service_unavailable', code: 503 } });
+    // Three attempts a second apart, then the answer.
+    expect(answer.ms).toBeGreaterThanOrEqual(2_500);
+    expect(answer.ms).toBeLessThan(10_000);
+  });
+
+  it('refuses options that would make a broken configuration', () => {
+    const base = { ...FRONT_DEFAULTS, bind: ':8000', engine: 'm-engine.models.svc:8000' };
+    expect(frontConfig(base)).toContain('server engine m-engine.models.svc:8000 maxconn 1024');
+    expect(() => frontConfig({ ...base, holdSeconds: 0 })).toThrow(/holdSeconds must be a whole number above 0/);
+    expect(() => frontConfig({ ...base, engine: 'x; rm -rf' })).toThrow(/<host>:<port>/);
+  });
+});
