@@ -17,6 +17,8 @@ export interface FrontOptions {
   maxQueued: number;
   /** What Retry-After says when a request is turned away, in seconds. */
   retryAfterSeconds: number;
+  /** Where HAProxy's Prometheus exporter answers GET /metrics (activities/scaling/load.ts `frontLoad` reads it). */
+  metricsBind?: string;
 }
 
 export const FRONT_DEFAULTS = {
@@ -32,12 +34,15 @@ const unavailable = (message: string) =>
 
 /** The front's haproxy.cfg. */
 export function frontConfig(options: FrontOptions): string {
-  const { bind, engine, holdSeconds, maxConnections, maxQueued, retryAfterSeconds } = options;
+  const { bind, engine, holdSeconds, maxConnections, maxQueued, retryAfterSeconds, metricsBind } = options;
   for (const [name, value] of Object.entries({ holdSeconds, maxConnections, maxQueued, retryAfterSeconds })) {
     if (!Number.isSafeInteger(value) || value < 1) throw new Error(`front: ${name} must be a whole number above 0`);
   }
-  if (!/^[A-Za-z0-9.:[\]-]*:\d+$/.test(bind) || !/^[A-Za-z0-9.:[\]-]+:\d+$/.test(engine)) {
-    throw new Error(`front: bind and engine must be <host>:<port>, got ${JSON.stringify({ bind, engine })}`);
+  const address = /^[A-Za-z0-9.:[\]-]*:\d+$/;
+  if (!address.test(bind) || !address.test(engine) || !engine.split(':')[0] || !address.test(metricsBind ?? ':1')) {
+    throw new Error(
+      `front: bind, engine and metricsBind must be <host>:<port>, got ${JSON.stringify({ bind, engine, metricsBind })}`,
+    );
   }
   const retryAfter = `hdr Retry-After ${retryAfterSeconds}`;
   return [
@@ -57,6 +62,13 @@ export function frontConfig(options: FrontOptions): string {
     `  bind ${bind}`,
     `  http-request return status 503 content-type application/json ${retryAfter} string ${unavailable('too many requests are waiting for this model; try again later')} if { queue(engine) ge ${maxQueued} }`,
     '  default_backend engine',
+    ...(metricsBind
+      ? [
+          'frontend metrics',
+          `  bind ${metricsBind}`,
+          '  http-request use-service prometheus-exporter if { path /metrics }',
+        ]
+      : []),
     'backend engine',
     // Refused (no replica: kube-proxy rejects) or closed before an answer (a proxy with no endpoint): try again.
     `  retries ${holdSeconds}`,

@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { streamOnce } from '../../../bench/lib.js';
 import { createEngineSim, type EngineSim } from '../../../deploy/engine-sim/server.js';
 import { FRONT_DEFAULTS, frontConfig, type FrontOptions } from '../../../activities/builders/front.js';
+import { frontLoad } from '../../../activities/scaling/load.js';
 import { freePort } from '../../support/e2e.js';
 
 /** Debian's HAProxy, as deploy/local/install.sh installs it. */
@@ -21,15 +22,21 @@ afterEach(async () => {
   for (const stop of stops.splice(0).reverse()) await stop();
 });
 
+/** The exporter's port of the front started last. */
+let metricsPort = 0;
+const frontReading = async () => frontLoad(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text());
+
 /** A running HAProxy with the front's configuration for `options`, in front of `127.0.0.1:<enginePort>`. */
 async function startFront(enginePort: number, options: Partial<FrontOptions> = {}): Promise<string> {
   const port = await freePort();
+  metricsPort = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'ferry-front-'));
   const file = join(dir, 'haproxy.cfg');
   const config = frontConfig({
     ...FRONT_DEFAULTS,
     bind: `127.0.0.1:${port}`,
     engine: `127.0.0.1:${enginePort}`,
+    metricsBind: `127.0.0.1:${metricsPort}`,
     ...options,
   });
   writeFileSync(file, config);
@@ -107,7 +114,7 @@ describe('the front (HAProxy) of a model at zero', () => {
     // Each waited for the replica, and was answered within about a second (one connection attempt a second) of it.
     for (const answer of all) {
       expect(answer.ms).toBeGreaterThanOrEqual(upAt - 100);
-      expect(answer.ms).toBeLessThan(upAt + 2_500);
+      expect(answer.ms).toBeLessThan(upAt + 5_000);
     }
     const stream = await streamed;
     expect(stream).toMatchObject({ status: 200, done: true });
@@ -121,11 +128,15 @@ describe('the front (HAProxy) of a model at zero', () => {
       return await ask(url, '/v1/models');
     });
     await new Promise((r) => setTimeout(r, 1_000));
+    // What the autoscaler is to read: three requests in the front (the count of those taken includes the check that
+    // the front listens, a connection without a request).
+    const holding = await frontReading();
+    expect(holding).toMatchObject({ inFlight: 3 });
     // Two held on their connection, one waiting in the queue: the fourth and fifth are turned away.
     const over = await Promise.all([ask(url, '/v1/models'), ask(url, '/v1/models')]);
     for (const answer of over) {
       expect(answer).toMatchObject({ status: 503, retryAfter: '30' });
-      expect(answer.ms).toBeLessThan(1_000);
+      expect(answer.ms).toBeLessThan(2_000);
       expect(JSON.parse(answer.body)).toEqual({
         error: {
           message: 'too many requests are waiting for this model; try again later',
@@ -136,6 +147,8 @@ describe('the front (HAProxy) of a model at zero', () => {
     }
     await startEngine(enginePort);
     expect((await Promise.all(held)).map((a) => a.status)).toEqual([200, 200, 200]);
+    // Answered: none in the front; two more taken, the two turned away.
+    expect(await frontReading()).toEqual({ inFlight: 0, requests: holding!.requests + 2 });
   });
 
   it('answers 503 with Retry-After when no replica answers within the hold, not a reset connection', async () => {
@@ -153,5 +166,8 @@ describe('the front (HAProxy) of a model at zero', () => {
     expect(frontConfig(base)).toContain('server engine m-engine.models.svc:8000 maxconn 1024');
     expect(() => frontConfig({ ...base, holdSeconds: 0 })).toThrow(/holdSeconds must be a whole number above 0/);
     expect(() => frontConfig({ ...base, engine: 'x; rm -rf' })).toThrow(/<host>:<port>/);
+    expect(() => frontConfig({ ...base, engine: ':8000' })).toThrow(/<host>:<port>/);
+    expect(() => frontConfig({ ...base, metricsBind: 'any' })).toThrow(/<host>:<port>/);
+    expect(frontLoad('haproxy_backend_current_sessions{proxy="engine"} 2\n')).toBeUndefined();
   });
 });
