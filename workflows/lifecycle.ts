@@ -280,7 +280,12 @@ export class ModelLifecycle extends ModelState {
     const due = () => this.deletion !== undefined || this.attempted < this.status.generation || this.versionChanged;
     const acts = () => activitiesFor(this.desired, this.options, this.naming(this.status.generation));
     const floor = this.pendingFloor;
-    if (floor && !floor.failed && !due()) {
+    if (floor && !floor.failed && !due() && this.status.phase === 'Failed') {
+      // Nothing is applied to a Failed model: the reconcile that fixes it takes the floor in force then.
+      this.pendingFloor = undefined;
+      this.world.scheduledMin = floor.scheduledMin;
+      this.set(withSchedule(this.status, this.desired, this.world, floor.floor));
+    } else if (floor && !floor.failed && !due()) {
       let applied = false;
       await this.work.run(async () => {
         applied = await applyFloor(this, acts(), floor.scheduledMin, floor.floor);

@@ -3,10 +3,10 @@
 // autoscaler's decisions above it; one that closes lowers the floor and leaves the count to the autoscaler. A window
 // every minute, open 20 s, so that a test sees both within a minute and a half.
 import { describe, expect, it } from 'vitest';
-import { scaleSignal, updateModelUpdate } from '../../../workflows/contract/index.js';
-import { StubActivities } from '../../support/stub-activities.js';
+import { FAILURE, scaleSignal, updateModelUpdate } from '../../../workflows/contract/index.js';
+import { failure, StubActivities } from '../../support/stub-activities.js';
 import { useHarness } from '../../support/fixtures.js';
-import { FAST, modelDoc, readyAt, waitForStatus, withWorker } from '../../support/workflow-harness.js';
+import { FAST, modelDoc, phaseIs, readyAt, waitForStatus, withWorker } from '../../support/workflow-harness.js';
 
 const harness = useHarness();
 const QUIET = { ...FAST, safetyNetIntervalMs: 3_600_000 };
@@ -84,6 +84,33 @@ describe('ServeModelWorkflow schedule', () => {
         (e) => Number(e.timerStartedEventAttributes!.startToFireTimeout?.seconds) >= 3_000,
       );
       expect(timers.length - safetyNet.length).toBeLessThanOrEqual(3);
+      await handle.terminate('test finished');
+    });
+  });
+
+  it('applies nothing to a Failed model when a window opens: the floor waits for the reconcile that fixes it', async () => {
+    const stub = new StubActivities().throwOnce(
+      'awaitHealth',
+      failure(FAILURE.CrashLoopBackOff, 'vllm exited with code 1: unrecognized arguments: --max-model-len=oops'),
+    );
+    await withWorker(harness, stub, async ({ start }) => {
+      await atSecond(25, 40);
+      const doc = modelDoc((d) => (d.spec.scaling = SCALING));
+      const handle = await start(doc, QUIET);
+      await waitForStatus(handle, phaseIs('Failed'));
+      const applies = stub.callsOf('applyEngine').length;
+      // The window opens: the floor is shown, and nothing is applied.
+      const opened = await waitForStatus(handle, (s) => s.scaling?.minReplicas === 2, 60_000);
+      expect(opened.phase).toBe('Failed');
+      expect(opened.scaling?.schedule).toMatchObject({ minReplicas: 2, nextMinReplicas: 1 });
+      expect(stub.callsOf('applyEngine')).toHaveLength(applies);
+      // The update that fixes it rolls out at the floor, if the window is still open, else at the spec's count.
+      doc.metadata.labels = { fixed: 'yes' };
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      const fixed = await waitForStatus(handle, readyAt(2));
+      const rolled = stub.callsOf('applyEngine').at(applies)!.input;
+      expect(rolled.replicas).toBe(rolled.scaling?.minReplicas === 2 ? 2 : 1);
+      expect(fixed.scaling?.replicas).toBe(rolled.replicas);
       await handle.terminate('test finished');
     });
   });
