@@ -12,12 +12,9 @@ export function replicaLoad(text: string): number | undefined {
   let sum = 0;
   let seen = false;
   for (const line of text.split('\n')) {
-    if (line.startsWith('#') || line.length === 0) continue;
-    const match = /^([^\s{]+)(?:\{.*\})?\s+(\S+)/.exec(line);
-    if (!match || (match[1] !== RUNNING && match[1] !== WAITING)) continue;
-    const value = Number(match[2]);
-    if (!Number.isFinite(value)) continue;
-    sum += value;
+    const s = sample(line);
+    if (s?.name !== RUNNING && s?.name !== WAITING) continue;
+    sum += s.value;
     seen = true;
   }
   return seen ? sum : undefined;
