@@ -6,6 +6,7 @@ import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { modelHandle } from '../../../client/model-status.js';
+import { taskQueueFor } from '../../../workflows/contract/identity.js';
 import type { ModelStatus } from '../../../workflows/contract/index.js';
 import { runFerry, writeDoc } from '../../support/ferry-worker.js';
 import { useFerryWorker } from '../../support/fixtures.js';
@@ -112,12 +113,22 @@ describe('ferry with several documents', () => {
 
 describe('--request-timeout', () => {
   it('ends a request that takes longer with exit 4, naming it', async () => {
-    // A cluster without a worker: the status query waits for one.
-    const cluster = `nowhere-${randomBytes(3).toString('hex')}`;
+    // A worker that took the model's first workflow task and never answers: the status query waits for that task, as
+    // it would behind a worker too busy to answer. (With no worker at all the server gives up on the query by itself
+    // a second before its deadline, which leaves nothing of a 1 s bound to run out.)
+    const cluster = `stalled-${randomBytes(3).toString('hex')}`;
     const doc = ferry.doc((d) => (d.spec.cluster = cluster));
     const name = doc.metadata.name as string;
     expect((await runFerry(['serve', '-f', writeDoc(doc)])).code).toBe(0);
     try {
+      const task = await harness.client.withDeadline(Date.now() + 30_000, () =>
+        harness.client.workflowService.pollWorkflowTaskQueue({
+          namespace: harness.client.options.namespace,
+          taskQueue: { name: taskQueueFor(cluster), kind: 1 },
+          identity: 'a worker that never answers',
+        }),
+      );
+      expect(task.workflowExecution?.workflowId).toContain(name);
       const started = performance.now();
       const run = await runFerry(['status', name, '-n', 'models', '--cluster', cluster, '--request-timeout', '1s']);
       expect(run.stderr).toMatch(
