@@ -2,7 +2,7 @@
 // which holds each request while no replica answers — it tries the connection again about once a second for
 // `holdSeconds` — and passes it on as soon as one does; past its bound or its hold it answers 503 with Retry-After,
 // never a reset connection. Pure: the configuration file's text. Checked against a real HAProxy in
-// test/integration/front/hold.test.ts; not yet deployed by Ferry.
+// test/integration/front/hold.test.ts; its Kubernetes objects are front-objects.ts'; not yet deployed by Ferry.
 
 export interface FrontOptions {
   /** Where the front listens: `:8000` in a pod, `127.0.0.1:<port>` in a test. */
@@ -19,6 +19,8 @@ export interface FrontOptions {
   retryAfterSeconds: number;
   /** Where HAProxy's Prometheus exporter answers GET /metrics (activities/scaling/load.ts `frontLoad` reads it). */
   metricsBind?: string;
+  /** With `metricsBind`: a path there that answers 200 while HAProxy runs (the kubelet's probe), whatever the engine. */
+  readyPath?: string;
 }
 
 export const FRONT_DEFAULTS = {
@@ -34,7 +36,7 @@ const unavailable = (message: string) =>
 
 /** The front's haproxy.cfg. */
 export function frontConfig(options: FrontOptions): string {
-  const { bind, engine, holdSeconds, maxConnections, maxQueued, retryAfterSeconds, metricsBind } = options;
+  const { bind, engine, holdSeconds, maxConnections, maxQueued, retryAfterSeconds, metricsBind, readyPath } = options;
   for (const [name, value] of Object.entries({ holdSeconds, maxConnections, maxQueued, retryAfterSeconds })) {
     if (!Number.isSafeInteger(value) || value < 1) throw new Error(`front: ${name} must be a whole number above 0`);
   }
@@ -43,6 +45,9 @@ export function frontConfig(options: FrontOptions): string {
     throw new Error(
       `front: bind, engine and metricsBind must be <host>:<port>, got ${JSON.stringify({ bind, engine, metricsBind })}`,
     );
+  }
+  if (readyPath !== undefined && (!metricsBind || !/^\/[A-Za-z0-9/_-]*$/.test(readyPath))) {
+    throw new Error(`front: readyPath must be a plain path and needs metricsBind, got ${JSON.stringify(readyPath)}`);
   }
   const retryAfter = `hdr Retry-After ${retryAfterSeconds}`;
   return [
@@ -66,6 +71,7 @@ export function frontConfig(options: FrontOptions): string {
       ? [
           'frontend metrics',
           `  bind ${metricsBind}`,
+          ...(readyPath ? [`  monitor-uri ${readyPath}`] : []),
           '  http-request use-service prometheus-exporter if { path /metrics }',
         ]
       : []),

@@ -27,7 +27,7 @@ export const ANNOTATION_SCALING = 'ferry.dev/scaling';
 export const ANNOTATION_WEB_UI = 'ferry.dev/web-ui';
 
 export type Component =
-  'root' | 'storage' | 'puller' | 'adapters' | 'engine' | 'service' | 'admission' | 'pool' | 'network';
+  'root' | 'storage' | 'puller' | 'adapters' | 'engine' | 'service' | 'admission' | 'pool' | 'network' | 'front';
 
 /** The labels of one of the model's objects: the user's labels, overridden by Ferry's own. */
 export function labelsFor(model: ServedModel, component: Component): Record<string, string> {

@@ -52,3 +52,13 @@ export function deploymentName(model: string): string {
 export function serviceName(model: string): string {
   return model;
 }
+
+/** A model's front (front-objects.ts): its Deployment and ConfigMap. */
+export function frontName(model: string): string {
+  return childName(model, 'front');
+}
+
+/** With a front, the engine pods' own Service (the model's Service selects the front). */
+export function engineServiceName(model: string): string {
+  return childName(model, 'engine');
+}

@@ -7,13 +7,23 @@ import { serviceName } from './names.js';
 
 /** The ClusterIP Service in front of the engine: `http://<name>.<namespace>.svc:<port>`. */
 export function buildService(model: ServedModel, options: ChildOptions): V1Service {
+  return modelService(model, serviceName(model.metadata.name), selectorLabels(model.metadata.name), options);
+}
+
+/** A ClusterIP Service `name` on the model's port, to the `http` port of the pods `selector` selects. */
+export function modelService(
+  model: ServedModel,
+  name: string,
+  selector: Record<string, string>,
+  options: ChildOptions,
+): V1Service {
   return {
     apiVersion: 'v1',
     kind: 'Service',
-    metadata: objectMeta(model, 'service', serviceName(model.metadata.name), { rootUid: options.rootUid }),
+    metadata: objectMeta(model, 'service', name, { rootUid: options.rootUid }),
     spec: {
       type: 'ClusterIP',
-      selector: selectorLabels(model.metadata.name),
+      selector,
       ports: [{ name: HTTP_PORT_NAME, port: model.spec.engine.port, targetPort: HTTP_PORT_NAME, protocol: 'TCP' }],
     },
   };

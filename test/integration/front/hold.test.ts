@@ -2,7 +2,7 @@
 // against a real HAProxy (Debian's, installed by deploy/local/install.sh) and the engine stand-in on loopback: a
 // request that comes while no replica answers is held and answered once one does — a streamed completion and a
 // 50 KB prompt too — and what is over the bound or outlasts the hold is answered 503 with Retry-After, never reset.
-// Nothing here runs in Kubernetes yet: the front is not deployed by Ferry.
+// Nothing here runs in Kubernetes yet: the front's objects are built (front-objects.ts), not deployed by Ferry.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
@@ -12,7 +12,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { streamOnce } from '../../../bench/lib.js';
 import { createEngineSim, type EngineSim } from '../../../deploy/engine-sim/server.js';
 import { FRONT_DEFAULTS, frontConfig, type FrontOptions } from '../../../activities/builders/front.js';
+import { frontConfigFor } from '../../../activities/builders/front-objects.js';
 import { frontLoad } from '../../../activities/scaling/load.js';
+import type { ServedModel } from '../../../workflows/contract/index.js';
+import { waitFor } from '../../support/kube.js';
+import { fixtureModel } from '../../unit/fixtures.js';
 import { freePort } from '../../support/e2e.js';
 
 /** Debian's HAProxy, as deploy/local/install.sh installs it. */
@@ -26,19 +30,27 @@ afterEach(async () => {
 let metricsPort = 0;
 const frontReading = async () => frontLoad(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text());
 
-/** A running HAProxy with the front's configuration for `options`, in front of `127.0.0.1:<enginePort>`. */
-async function startFront(enginePort: number, options: Partial<FrontOptions> = {}): Promise<string> {
+/**
+ * A running HAProxy with the front's configuration for `options`, in front of `127.0.0.1:<enginePort>`; with `model`,
+ * the configuration as deployed for that model (front-objects.ts), with only its addresses moved onto loopback.
+ */
+async function startFront(
+  enginePort: number,
+  options: Partial<FrontOptions> = {},
+  model?: ServedModel,
+): Promise<string> {
   const port = await freePort();
   metricsPort = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'ferry-front-'));
   const file = join(dir, 'haproxy.cfg');
-  const config = frontConfig({
-    ...FRONT_DEFAULTS,
+  const loopback = {
     bind: `127.0.0.1:${port}`,
     engine: `127.0.0.1:${enginePort}`,
     metricsBind: `127.0.0.1:${metricsPort}`,
-    ...options,
-  });
+  };
+  const config = model
+    ? frontConfigFor(model, { ...loopback, ...options })
+    : frontConfig({ ...FRONT_DEFAULTS, ...loopback, ...options });
   writeFileSync(file, config);
   let log = '';
   const proc: ChildProcess = spawn(HAPROXY, ['-db', '-f', file], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -161,6 +173,19 @@ describe('the front (HAProxy) of a model at zero', () => {
     expect(answer.ms).toBeLessThan(10_000);
   });
 
+  it("as deployed for a model: ready on its own path while no replica answers, and holding the model's requests", async () => {
+    const enginePort = await freePort();
+    const url = await startFront(enginePort, { holdSeconds: 30 }, fixtureModel('minimal-hf'));
+    // The kubelet's probe: answered by HAProxy itself, at once, with no engine.
+    const ready = await ask(`http://127.0.0.1:${metricsPort}`, '/ready');
+    expect(ready.status).toBe(200);
+    expect(ready.ms).toBeLessThan(2_000);
+    const held = ask(url, '/v1/completions', { model: 'm', prompt: 'a b', max_tokens: 2 });
+    await waitFor('the request held in the front', 10_000, async () => (await frontReading())?.inFlight === 1);
+    await startEngine(enginePort);
+    expect((await held).status).toBe(200);
+  });
+
   it('refuses options that would make a broken configuration', () => {
     const base = { ...FRONT_DEFAULTS, bind: ':8000', engine: 'm-engine.models.svc:8000' };
     expect(frontConfig(base)).toContain('server engine m-engine.models.svc:8000 maxconn 1024');
@@ -168,6 +193,8 @@ describe('the front (HAProxy) of a model at zero', () => {
     expect(() => frontConfig({ ...base, engine: 'x; rm -rf' })).toThrow(/<host>:<port>/);
     expect(() => frontConfig({ ...base, engine: ':8000' })).toThrow(/<host>:<port>/);
     expect(() => frontConfig({ ...base, metricsBind: 'any' })).toThrow(/<host>:<port>/);
+    expect(() => frontConfig({ ...base, readyPath: '/ready' })).toThrow(/needs metricsBind/);
+    expect(() => frontConfig({ ...base, metricsBind: ':9101', readyPath: '/r; x' })).toThrow(/plain path/);
     expect(frontLoad('haproxy_backend_current_sessions{proxy="engine"} 2\n')).toBeUndefined();
   });
 });
