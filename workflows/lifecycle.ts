@@ -84,8 +84,6 @@ export class ModelLifecycle extends ModelState {
   /** A look found the root object or the weights volume gone: the whole sequence runs again. */
   private lost: LookResult['lost'];
   private readonly watch: Watch;
-  /** The autoscaler's latest decision not yet applied (a newer one replaces it). */
-  private pendingScale: ScaleDecision | undefined;
   /** The schedule's floor, changed and not yet applied; `failed` once applying it did (tried again a minute later). */
   private pendingFloor: { scheduledMin: number | undefined; floor: ScheduledFloor; failed?: boolean } | undefined;
   private readonly waits = new PhaseWaits();
@@ -118,7 +116,7 @@ export class ModelLifecycle extends ModelState {
       log.info('scale decision dropped', { refusal: refusal ?? 'the model is being deleted', decision });
       return;
     }
-    this.pendingScale = decision;
+    this.world.pendingScale = decision;
   }
 
   progress(progress: StepProgress): void {
@@ -293,9 +291,9 @@ export class ModelLifecycle extends ModelState {
       if (this.pendingFloor === floor) this.pendingFloor = applied ? undefined : { ...floor, failed: true };
       return;
     }
-    const decision = this.pendingScale;
+    const decision = this.world.pendingScale;
     if (decision && !due()) {
-      this.pendingScale = undefined;
+      this.world.pendingScale = undefined;
       // Decided against the count then in force; an update since may have moved it.
       if (decisionRefusal(this.desired, this.world, decision) === undefined) {
         await this.work.run(() => applyDecision(this, acts(), decision));
@@ -303,7 +301,7 @@ export class ModelLifecycle extends ModelState {
       return;
     }
     const scaling = () =>
-      due() || this.pendingScale !== undefined || (!!this.pendingFloor && !this.pendingFloor.failed);
+      due() || this.world.pendingScale !== undefined || (!!this.pendingFloor && !this.pendingFloor.failed);
     await this.watch.idle(this.status.phase, scaling, {
       look: async (delayMs) => {
         await this.work.run(async () => {

@@ -73,6 +73,11 @@ export interface CarriedState {
   scaledReplicas?: number;
   /** A model with `spec.scaling.schedule`: the fewest replicas its schedule last set (unset: `minReplicas`). */
   scheduledMin?: number;
+  /**
+   * The autoscaler's latest decision, not yet applied (a newer one replaces it). Carried over, as the autoscaler sends
+   * one again only after a minute; the next run applies it, or drops it if an update made it stale.
+   */
+  pendingScale?: ScaleDecision;
 }
 
 /** The workflow's argument. Versioned: a run started by an older client or carried over still parses. */

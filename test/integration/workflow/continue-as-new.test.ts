@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import {
   deleteModelUpdate,
+  modelChangedSignal,
   parseServedModel,
+  scaleSignal,
   statusQuery,
   updateModelUpdate,
   workflowIdFor,
@@ -107,6 +109,41 @@ describe('ServeModelWorkflow continue-as-new', () => {
       } finally {
         await started.terminate('test finished').catch(() => undefined);
       }
+    });
+  });
+
+  it('carries a scale decision not yet applied into the next run, which applies it', async () => {
+    const stub = new StubActivities();
+    await withWorker(harness, stub, async ({ start, client }) => {
+      const doc = modelDoc((d) => (d.spec.scaling = { minReplicas: 1, maxReplicas: 4, targetConcurrency: 2 }));
+      const options = { ...FAST, safetyNetIntervalMs: 3_600_000, continueAsNewAfterEvents: 150 };
+      const started = await start(doc, options);
+      await waitForStatus(started, readyAt(1));
+      const handle: ModelHandle = client.workflow.getHandle(started.workflowId);
+      // A look held open; meanwhile wakes push the history past the bound, and a decision arrives. When the look ends,
+      // the run continues as new before it is idle again: the decision must go with it.
+      const look = stub.gate('lookAtModel');
+      await handle.signal(modelChangedSignal, { objects: ['Deployment/x'] });
+      await look.reached;
+      for (let length = 0; length <= options.continueAsNewAfterEvents;) {
+        await handle.signal(modelChangedSignal, { objects: ['Deployment/x'] });
+        length = (await handle.describe()).historyLength;
+      }
+      await handle.signal(scaleSignal, { replicas: 3, from: 1, reason: 'load 6 over target 2 held 15s' });
+      look.release();
+      await expect
+        .poll(async () => (await handle.describe()).runId, { timeout: 20_000, interval: 100 })
+        .not.toBe(started.firstExecutionRunId);
+      const out = await waitForStatus(handle, (s) => s.scaling?.replicas === 3);
+      expect(stub.callsOf('scaleEngine').map((c) => c.input.replicas)).toEqual([3]);
+      expect(out.scaling?.lastDecision).toMatchObject({ from: 1, to: 3, reason: 'load 6 over target 2 held 15s' });
+      // Applied by the new run, once: the first run's history has no scaleEngine.
+      const first = await client.workflow.getHandle(started.workflowId, started.firstExecutionRunId).fetchHistory();
+      const scheduled = (first.events ?? []).filter((e) => e.activityTaskScheduledEventAttributes);
+      expect(scheduled.map((e) => e.activityTaskScheduledEventAttributes!.activityType!.name)).not.toContain(
+        'scaleEngine',
+      );
+      await handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'done' }] });
     });
   });
 });
