@@ -97,6 +97,11 @@ function ferryVersion(): string {
 /** The process entry (`bin/ferry.js`): Ctrl-C stops a wait; a second Ctrl-C exits at once. */
 export async function main(argv: readonly string[] = process.argv.slice(2)): Promise<void> {
   const interrupt = new AbortController();
+  // A reader that stopped reading (`ferry diff | head`): end at once and quietly, as Unix tools do, not with a stack.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+    process.exit(EXIT.brokenPipe);
+  });
   process.on('SIGINT', () => {
     if (interrupt.signal.aborted) process.exit(EXIT.interrupted);
     interrupt.abort(new Error('interrupted'));

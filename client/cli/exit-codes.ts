@@ -15,4 +15,6 @@ export const EXIT = {
   unavailable: 5,
   /** Interrupted (Ctrl-C). */
   interrupted: 130,
+  /** What it printed is not read any more (`ferry list | head -1`): 128 + SIGPIPE, as a tool the signal ends. */
+  brokenPipe: 141,
 } as const;

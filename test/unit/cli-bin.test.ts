@@ -2,7 +2,7 @@
 // --version and --help answer, and load nothing from node_modules (no Temporal client, no zod, no YAML) to do it;
 // a command's packages go through Node's compile cache, in the user's cache directory.
 // How fast they start is bench/cli-start.sh's business, not a test's.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -92,4 +92,18 @@ describe.skipIf(!built)('bin/ferry.js (compiled)', () => {
       rmSync(cache, { recursive: true, force: true });
     }
   }, 60_000);
+
+  it('ends quietly with 141 when what it prints is no longer read, as `| head` does to it', async () => {
+    // A command's output to a pipe whose reader has already gone: the first write fails with EPIPE.
+    const child = spawn(process.execPath, ['bin/ferry.js', 'explain', 'spec'], {
+      cwd: repoRoot,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout.destroy();
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(stderr).toBe('');
+    expect(code).toBe(141);
+  });
 });
