@@ -21,14 +21,24 @@ export interface EnginePod {
   ip?: string;
 }
 
-/** What finding a model's engine needs of it: its name, namespace and vLLM's port (a ServedModel is one). */
+/**
+ * What finding a model's engine needs of it: its name, namespace, vLLM's port, and whether it has a front (its
+ * Service then points at the front, and the engine has a Service of its own). A ServedModel is one.
+ */
 export interface EngineAddress {
   metadata: { name: string; namespace: string };
-  spec: { engine: { port: number } };
+  spec: { engine: { port: number }; front?: unknown };
+}
+
+/** The model's own Service's URL, as clients reach it: the engine's, or with `spec.front` the front's. */
+export async function clientEndpoint(resolve: EndpointResolver, model: EngineAddress): Promise<string> {
+  const { front: _front, ...spec } = model.spec;
+  return await resolve({ ...model, spec });
 }
 
 /**
- * Where Ferry sends HTTP requests to a model's engine: through its Service (health checks, the CLI's completion), or,
+ * Where Ferry sends HTTP requests to a model's engine: through its Service (health checks, the CLI's completion) — with
+ * a front, the engine's own Service, never through the front, which would hold them while no replica answers — or,
  * given `pod`, to that pod's engine alone.
  */
 export type EndpointResolver = (model: EngineAddress, pod?: EnginePod) => Promise<string>;

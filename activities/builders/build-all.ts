@@ -10,6 +10,7 @@ import type {
 import { scalingPolicy, startingReplicas, type ServedModel } from '../../workflows/contract/index.js';
 import { admissionConfigMap, hasSidecar } from './admission.js';
 import { buildDeployment } from './deployment.js';
+import { buildFront, frontedService } from './front-objects.js';
 import { buildInferencePool, type InferencePool } from './inference-pool.js';
 import type { ChildOptions } from './meta.js';
 import { buildNetworkPolicy } from './network-policy.js';
@@ -31,6 +32,12 @@ export interface ModelObjects {
   networkPolicy?: V1NetworkPolicy;
   /** With `spec.inferencePool`: the engine pods as a Gateway API Inference Extension pool. */
   inferencePool?: InferencePool;
+  /** With `spec.front` (`service` then selects the front's pods): the engine's own Service, which the front uses; */
+  engineService?: V1Service;
+  /** the front's configuration; */
+  frontConfig?: V1ConfigMap;
+  /** and its HAProxy. */
+  frontDeployment?: V1Deployment;
 }
 
 /** A model with spec.scaling starts at its starting count, with the policy when the spec gives the target. */
@@ -47,7 +54,8 @@ export function buildAll(model: ServedModel, options: ChildOptions): ModelObject
     pvc: buildPvc(model, options),
     pullerJob: buildPullerJob(model, options),
     deployment: buildDeployment(model, { ...options, ...firstScale(model) }),
-    service: buildService(model, options),
+    service: model.spec.front ? frontedService(model, options) : buildService(model, options),
+    ...buildFront(model, options),
     ...(hasSidecar(model, options) ? { admission: admissionConfigMap(model, undefined, options) } : {}),
     ...(options.networkPolicy ? { networkPolicy: buildNetworkPolicy(model, options) } : {}),
     ...(model.spec.inferencePool ? { inferencePool: buildInferencePool(model, options) } : {}),
@@ -55,11 +63,12 @@ export function buildAll(model: ServedModel, options: ChildOptions): ModelObject
 }
 
 /**
- * The objects in the order the lifecycle creates them: root, volume, puller, network policy, admission, service,
- * engine, pool.
+ * The objects in the order the lifecycle creates them: root, volume, puller, network policy, admission, engine, front
+ * (the engine's own Service, the configuration, HAProxy), the model's Service, pool.
  */
 export function objectList(objects: ModelObjects): KubernetesObject[] {
   const { root, pvc, pullerJob, networkPolicy, admission, deployment, service, inferencePool } = objects;
+  const { engineService, frontConfig, frontDeployment } = objects;
   return [
     root,
     pvc,
@@ -67,6 +76,9 @@ export function objectList(objects: ModelObjects): KubernetesObject[] {
     ...(networkPolicy ? [networkPolicy] : []),
     ...(admission ? [admission] : []),
     deployment,
+    ...(engineService ? [engineService] : []),
+    ...(frontConfig ? [frontConfig] : []),
+    ...(frontDeployment ? [frontDeployment] : []),
     service,
     ...(inferencePool ? [inferencePool] : []),
   ];

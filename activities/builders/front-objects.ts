@@ -2,9 +2,9 @@
 // that the model's own Service selects in place of the engine pods, so that `status.endpoint` stays the same while
 // the engine is at zero; the engine pods get a Service of their own, which only the front uses. The configuration is
 // front.ts'; here it is placed in a ConfigMap and the pod template carries its hash, so a new configuration rolls the
-// front (with maxUnavailable 0: one front pod is always there to take requests). Pure. Not yet applied by Ferry.
+// front (with maxUnavailable 0: one front pod is always there to take requests). Pure. Applied with `spec.front`.
 import type { V1ConfigMap, V1Deployment, V1Service } from '@kubernetes/client-node';
-import type { ServedModel } from '../../workflows/contract/index.js';
+import { durationSeconds, type ServedModel } from '../../workflows/contract/index.js';
 import { HTTP_PORT_NAME } from './deployment.js';
 import { FRONT_DEFAULTS, frontConfig, type FrontOptions } from './front.js';
 import { sha256Hex } from './hash.js';
@@ -30,7 +30,7 @@ const READY_PATH = '/ready';
 const CONFIG_DIR = '/usr/local/etc/haproxy';
 const CONFIG_FILE = 'haproxy.cfg';
 /** On the pod template: the configuration's hash, so that a new one rolls the front. */
-const ANNOTATION_CONFIG_HASH = 'ferry.dev/front-config-hash';
+export const FRONT_CONFIG_HASH = 'ferry.dev/front-config-hash';
 /** Two pods, on different nodes where there are several: a front that is always there, even through a node's loss. */
 const FRONT_REPLICAS = 2;
 
@@ -39,12 +39,19 @@ export function frontSelectorLabels(name: string): Record<string, string> {
   return { [LABEL_NAME]: 'vllm', [LABEL_INSTANCE]: name, [LABEL_COMPONENT]: 'front' };
 }
 
+/** How long the front holds a request: `spec.front.holdFor` in seconds (the default's when there is no front). */
+function holdSeconds(model: ServedModel): number {
+  return model.spec.front ? durationSeconds(model.spec.front.holdFor) : FRONT_DEFAULTS.holdSeconds;
+}
+
 /** The front's haproxy.cfg for `model`: the model's port in front of the engine's own Service. */
 export function frontConfigFor(model: ServedModel, options: Partial<FrontOptions> = {}): string {
   const { name, namespace } = model.metadata;
   const port = model.spec.engine.port;
   return frontConfig({
     ...FRONT_DEFAULTS,
+    holdSeconds: holdSeconds(model),
+    ...(model.spec.front ? { maxQueued: model.spec.front.maxQueued } : {}),
     bind: `:${port}`,
     engine: `${engineServiceName(name)}.${namespace}.svc:${port}`,
     metricsBind: `:${FRONT_METRICS_PORT}`,
@@ -80,7 +87,7 @@ export function frontDeployment(
       selector: { matchLabels: frontSelectorLabels(name) },
       strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
       template: {
-        metadata: { labels, annotations: { [ANNOTATION_CONFIG_HASH]: sha256Hex(config).slice(0, 16) } },
+        metadata: { labels, annotations: { [FRONT_CONFIG_HASH]: sha256Hex(config).slice(0, 16) } },
         spec: {
           securityContext: {
             runAsNonRoot: true,
@@ -89,7 +96,7 @@ export function frontDeployment(
             seccompProfile: { type: 'RuntimeDefault' },
           },
           // A request held for minutes is in a front pod: on a rollout of the front, the old pod finishes it.
-          terminationGracePeriodSeconds: FRONT_DEFAULTS.holdSeconds,
+          terminationGracePeriodSeconds: holdSeconds(model),
           affinity: {
             podAntiAffinity: {
               preferredDuringSchedulingIgnoredDuringExecution: [
@@ -152,4 +159,18 @@ export function frontedService(model: ServedModel, options: ChildOptions): V1Ser
 export function engineService(model: ServedModel, options: ChildOptions): V1Service {
   const name = model.metadata.name;
   return modelService(model, engineServiceName(name), selectorLabels(name), options);
+}
+
+/** With `spec.front`: the engine's own Service (first: HAProxy resolves it when it starts), the configuration, HAProxy. */
+export function buildFront(
+  model: ServedModel,
+  options: ChildOptions,
+): { engineService: V1Service; frontConfig: V1ConfigMap; frontDeployment: V1Deployment } | Record<string, never> {
+  if (!model.spec.front) return {};
+  const config = frontConfigFor(model);
+  return {
+    engineService: engineService(model, options),
+    frontConfig: frontConfigMap(model, options, config),
+    frontDeployment: frontDeployment(model, options, config),
+  };
 }

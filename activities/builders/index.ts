@@ -2,6 +2,7 @@ export * from './adapter-job.js';
 export * from './admission.js';
 export * from './build-all.js';
 export * from './deployment.js';
+export * from './front-objects.js';
 export * from './hash.js';
 export * from './inference-pool.js';
 export * from './labels.js';

@@ -6,7 +6,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { FAILURE, failure } from '../../workflows/contract/index.js';
 import { authenticatedFetch } from './authenticated-fetch.js';
 import type { EndpointResolver, EngineAddress, EnginePod } from '../deps.js';
-import { HTTP_PORT_NAME, serviceName } from '../builders/index.js';
+import { engineServiceName, HTTP_PORT_NAME, serviceName } from '../builders/index.js';
 
 const ENDPOINT_MODES = ['in-cluster', 'service-proxy', 'override'] as const;
 type EndpointMode = (typeof ENDPOINT_MODES)[number];
@@ -19,6 +19,10 @@ export interface EndpointSetup {
   http?: typeof fetch;
 }
 
+/** The Service the worker reaches the engine through: the model's, or with a front the engine's own. */
+const engineService = (model: EngineAddress): string =>
+  model.spec.front ? engineServiceName(model.metadata.name) : serviceName(model.metadata.name);
+
 /** `<namespace>/<name>`, the key of a per-model override; `<namespace>/<name>/<pod>` for one of its pods. */
 const modelKey = (model: EngineAddress, pod?: EnginePod): string =>
   `${model.metadata.namespace}/${model.metadata.name}${pod ? `/${pod.name}` : ''}`;
@@ -29,7 +33,7 @@ const modelKey = (model: EngineAddress, pod?: EnginePod): string =>
  */
 export function inClusterEndpoint(model: EngineAddress, pod?: EnginePod): string {
   const { port } = model.spec.engine;
-  if (!pod) return `http://${serviceName(model.metadata.name)}.${model.metadata.namespace}.svc:${port}`;
+  if (!pod) return `http://${engineService(model)}.${model.metadata.namespace}.svc:${port}`;
   if (!pod.ip) throw failure(FAILURE.EndpointUnknown, `pod ${modelKey(model, pod)} has no IP address yet`);
   return `http://${pod.ip.includes(':') ? `[${pod.ip}]` : pod.ip}:${port}`;
 }
@@ -45,7 +49,7 @@ export function serviceProxyEndpoint(kc: KubeConfig, model: EngineAddress, pod?:
   const ns = encodeURIComponent(model.metadata.namespace);
   const target = pod
     ? `pods/${encodeURIComponent(pod.name)}:${model.spec.engine.port}`
-    : `services/${encodeURIComponent(serviceName(model.metadata.name))}:${HTTP_PORT_NAME}`;
+    : `services/${encodeURIComponent(engineService(model))}:${HTTP_PORT_NAME}`;
   return `${server.replace(/\/+$/, '')}/api/v1/namespaces/${ns}/${target}/proxy`;
 }
 

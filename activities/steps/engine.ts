@@ -23,6 +23,7 @@ import {
   buildService,
   deploymentName,
   FIELD_MANAGER,
+  frontedService,
   hasSidecar,
   INFERENCE_POOL_API_VERSION,
   INFERENCE_POOL_KIND,
@@ -32,6 +33,7 @@ import {
   serviceName,
 } from '../builders/index.js';
 import { assertOurs, isOurs } from '../readers/ownership.js';
+import { syncFront } from './front.js';
 import { ProgressReporter } from '../cluster/progress.js';
 import { engineWatches, labelSelectorOf } from '../cluster/model-reads.js';
 
@@ -100,7 +102,10 @@ export async function applyEngine(
   if (policy) await cluster.apply(policy, FIELD_MANAGER);
   // Before the Deployment: its pods mount the sidecar's configuration, and would not start without it.
   if (hasSidecar(model, options)) await applyAdmission(deps, { model, rootUid, maxConcurrency: admissionLimit });
-  await cluster.apply(buildService(model, options), FIELD_MANAGER);
+  // A front is there before the model's Service points at it; one the spec no longer asks for goes once it points back.
+  if (model.spec.front) await syncFront(deps, model, options);
+  await cluster.apply(model.spec.front ? frontedService(model, options) : buildService(model, options), FIELD_MANAGER);
+  if (!model.spec.front) await syncFront(deps, model, options);
   const applied = await cluster.apply(
     buildDeployment(model, { ...options, replicas, ...(scaling ? { scaling } : {}) }),
     FIELD_MANAGER,

@@ -10,7 +10,7 @@ import {
   parseDuration,
   type ServedModel,
 } from '../../workflows/contract/index.js';
-import { timingOf, type ActivityDeps } from '../deps.js';
+import { clientEndpoint, timingOf, type ActivityDeps } from '../deps.js';
 import { fatalProblems, podFailure } from './engine-failure.js';
 import { waitFor } from '../cluster/wait.js';
 import { ProblemConfirmer } from '../readers/problem-confirmer.js';
@@ -50,6 +50,8 @@ export async function probeEngine(
   } catch (err) {
     return { ready: false, state: 'EndpointUnknown', message: errorText(err) };
   }
+  // What status shows: with a front, the model's Service (the front), not the engine's own that was probed.
+  const shown = model.spec.front ? await clientEndpoint(deps.endpoints, model).catch(() => endpoint) : endpoint;
   const http = deps.http ?? fetch;
   type NotReady = Extract<EngineProbe, { ready: false }>;
   /** The answer to GET `path`, or why the engine is not ready when there is none. */
@@ -65,12 +67,17 @@ export async function probeEngine(
       return { status: res.status, text };
     } catch (err) {
       if (err instanceof AnswerTooLarge) {
-        const large: NotReady = { ready: false, endpoint, state: 'Unhealthy', message: `GET ${path}: ${err.message}` };
+        const large: NotReady = {
+          ready: false,
+          endpoint: shown,
+          state: 'Unhealthy',
+          message: `GET ${path}: ${err.message}`,
+        };
         return large;
       }
       const failed: NotReady = {
         ready: false,
-        endpoint,
+        endpoint: shown,
         state: 'Unreachable',
         message: `GET ${endpoint}${path} failed: ${errorText(err)}`,
       };
@@ -82,12 +89,13 @@ export async function probeEngine(
     if (status === 503) {
       return {
         ready: false,
-        endpoint,
+        endpoint: shown,
         state: 'Loading',
         message: `GET ${path} answers 503: the engine is loading the model`,
       };
     }
-    if (status !== 200) return { ready: false, endpoint, state: 'Unhealthy', message: `GET ${path} answers ${status}` };
+    if (status !== 200)
+      return { ready: false, endpoint: shown, state: 'Unhealthy', message: `GET ${path} answers ${status}` };
     return undefined;
   };
 
@@ -102,7 +110,7 @@ export async function probeEngine(
   if (list.status === 401 && !opts.apiKey && model.spec.engine.apiKeySecret) {
     return {
       ready: true,
-      endpoint,
+      endpoint: shown,
       models: [],
       note: `${MODELS_PATH} requires the API key (engine.apiKeySecret), which this worker does not hold: readiness rests on ${HEALTH_PATH} alone`,
     };
@@ -110,7 +118,7 @@ export async function probeEngine(
   if (list.status === 401) {
     return {
       ready: false,
-      endpoint,
+      endpoint: shown,
       state: 'Unauthorized',
       message: opts.apiKey
         ? `${MODELS_PATH} refused the API key from engine.apiKeySecret (401)`
@@ -121,17 +129,22 @@ export async function probeEngine(
   if (notListing) return notListing;
   const models = modelIds(list.text);
   if (!models) {
-    return { ready: false, endpoint, state: 'Unhealthy', message: `GET ${MODELS_PATH} did not answer a model list` };
+    return {
+      ready: false,
+      endpoint: shown,
+      state: 'Unhealthy',
+      message: `GET ${MODELS_PATH} did not answer a model list`,
+    };
   }
   if (!models.includes(served)) {
     return {
       ready: false,
-      endpoint,
+      endpoint: shown,
       state: 'ModelNotListed',
       message: `${MODELS_PATH} lists ${models.length ? listed(models) : 'no model'}, not the served model name ${served}`,
     };
   }
-  return { ready: true, endpoint, models };
+  return { ready: true, endpoint: shown, models };
 }
 
 /** The first few names of a list an engine gave, and how many more. */

@@ -21,6 +21,7 @@ import {
   ADMISSION_CONTAINER,
   admissionConfigMap,
   buildDeployment,
+  buildFront,
   buildInferencePool,
   buildNetworkPolicy,
   buildRoot,
@@ -28,6 +29,8 @@ import {
   canonicalJson,
   deploymentName,
   FIELD_MANAGER,
+  FRONT_CONFIG_HASH,
+  frontedService,
   hasSidecar,
   INFERENCE_POOL_API_VERSION,
   INFERENCE_POOL_KIND,
@@ -44,6 +47,7 @@ import { isPodReady } from '../readers/revision.js';
 import { incarnation } from './adapters.js';
 import { observeEngine } from './read-status.js';
 import { SCALE_FIELD_MANAGER } from './engine.js';
+import { frontRefs } from './front.js';
 
 /** The longest wait a look accepts before it looks (the workflow asks for about a second). */
 const MAX_DELAY_MS = 60_000;
@@ -100,7 +104,7 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
     read<V1Service>(ref('v1', 'Service', serviceName(model.metadata.name))).then(ours),
   ]);
   const options = { ...childOptions(deps, input.rootUid), ...(input.scaling ? { scaling: input.scaling } : {}) };
-  const desiredService = buildService(model, options);
+  const desiredService = model.spec.front ? frontedService(model, options) : buildService(model, options);
   const serviceMeta = service ? metadataDrift(service, desiredService) : [];
   const serviceDrift = service
     ? (serviceDrifted(service, desiredService) ?? (serviceMeta.length ? `${serviceMeta.join(', ')} edited` : undefined))
@@ -142,6 +146,23 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
       ref(INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND, desiredPool.metadata.name!),
     ).then(ours);
     await putBack(live, desiredPool, (l) => (poolDrifted(l, desiredPool) ? 'edited (spec)' : undefined));
+  }
+  // The front: the engine's own Service, the configuration, HAProxy (one the spec dropped goes with applyEngine).
+  const front = buildFront(model, options);
+  if (front.engineService) {
+    const [serviceRef, configRef, haproxyRef] = frontRefs(model);
+    const [engineService, config, haproxy] = await Promise.all([
+      read<V1Service>(serviceRef).then(ours),
+      read<V1ConfigMap>(configRef).then(ours),
+      read<V1Deployment>(haproxyRef).then(ours),
+    ]);
+    await putBack(engineService, front.engineService, (l) => serviceDrifted(l, front.engineService));
+    await putBack(config, front.frontConfig, (l) =>
+      dataDiffers(l.data, front.frontConfig.data) ? 'edited (data)' : undefined,
+    );
+    await putBack(haproxy, front.frontDeployment, (l) =>
+      frontDrifted(l, front.frontDeployment) ? 'edited (spec)' : undefined,
+    );
   }
   let engineGeneration = deployment?.metadata?.generation;
   const desiredDeployment = buildDeployment(model, options);
@@ -255,6 +276,17 @@ function policyDrifted(live: V1NetworkPolicy, desired: V1NetworkPolicy): boolean
     }));
   const shape = (p: V1NetworkPolicy) =>
     canonicalJson([p.spec?.podSelector?.matchLabels, p.spec?.policyTypes ?? ['Ingress'], rules(p)]);
+  return shape(live) !== shape(desired);
+}
+
+/** Whether the front's count, image or configuration (by its hash on the pod template) differ from Ferry's. */
+function frontDrifted(live: V1Deployment, desired: V1Deployment): boolean {
+  const shape = (d: V1Deployment) =>
+    canonicalJson([
+      d.spec?.replicas,
+      d.spec?.template?.metadata?.annotations?.[FRONT_CONFIG_HASH],
+      d.spec?.template?.spec?.containers?.[0]?.image,
+    ]);
   return shape(live) !== shape(desired);
 }
 

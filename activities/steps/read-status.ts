@@ -2,7 +2,7 @@
 // replicas, the worst problem by name, the endpoint. Problems in order: a current-revision pod that crash-loops, OOMs
 // or cannot pull its image; replicas missing (ReplicasUnavailable); the engine not answering /health (Unhealthy).
 import { FATAL_POD_REASONS } from '../readers/pod-problems.js';
-import type { ActivityDeps } from '../deps.js';
+import { clientEndpoint, type ActivityDeps } from '../deps.js';
 import { probeEngine, type ApiKeyResolver } from './health.js';
 import { assertOurs } from '../readers/ownership.js';
 import { isPodReady } from '../readers/revision.js';
@@ -29,7 +29,7 @@ export async function observeEngine(
 ): Promise<ObservedStatus> {
   const snapshot = await readEngine(reads, model);
   const deployment = assertOurs(model, snapshot.deployment);
-  const endpoint = await deps.endpoints(model).catch(() => undefined);
+  const endpoint = await clientEndpoint(deps.endpoints, model).catch(() => undefined);
   const at = (s: ObservedStatus): ObservedStatus => (endpoint ? { ...s, endpoint } : s);
   if (!deployment) {
     return at({

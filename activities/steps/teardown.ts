@@ -29,6 +29,7 @@ import {
   serviceName,
 } from '../builders/index.js';
 import { isOurs, isTerminating } from '../readers/ownership.js';
+import { frontRefs } from './front.js';
 
 /** One object that could not be deleted, and why. */
 interface TeardownFailure {
@@ -114,6 +115,8 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
       deleteOurs(ref(model, 'apps/v1', 'Deployment', deploymentName(name))),
     ),
     attempt(`Service/${serviceName(name)}`, () => deleteOurs(ref(model, 'v1', 'Service', serviceName(name)))),
+    // The front the spec asks for; one an update dropped went with that update's applyEngine.
+    ...(model.spec.front ? frontRefs(model).map((r) => attempt(`${r.kind}/${r.name}`, () => deleteOurs(r))) : []),
     // A pool the spec asks for; one an update dropped went with that update's applyEngine.
     ...(model.spec.inferencePool
       ? [

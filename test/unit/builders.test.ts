@@ -89,6 +89,9 @@ describe('golden objects', () => {
     admission: 'admission',
     inferencePool: 'inference-pool',
     networkPolicy: 'network-policy',
+    engineService: 'engine-service',
+    frontConfig: 'front-config',
+    frontDeployment: 'front-deployment',
   };
 
   describe.each(FIXTURE_NAMES)('%s', (fixture) => {
@@ -225,6 +228,9 @@ describe('every object', () => {
         admission: 'admission',
         inferencePool: 'pool',
         networkPolicy: 'network',
+        engineService: 'service',
+        frontConfig: 'front',
+        frontDeployment: 'front',
       };
       for (const [role, object] of Object.entries(objects) as [keyof ModelObjects, KubernetesObject][]) {
         expect(object.apiVersion).toBeTruthy();

@@ -126,12 +126,24 @@ const inferencePool = {
   },
 } satisfies ServedModelInput;
 
+/** A front: the model's Service points at an HAProxy that holds requests while no replica answers. */
+const front = {
+  apiVersion: 'ferry.dev/v1alpha1',
+  kind: 'ServedModel',
+  metadata: { name: 'qwen-front', namespace: 'models' },
+  spec: {
+    source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision: 'main' } },
+    front: { holdFor: '5m' },
+  },
+} satisfies ServedModelInput;
+
 export const fixtures = {
   'minimal-hf': minimalHf,
   'full-hf': fullHf,
   'pvc-source': pvcSource,
   'slo-admission': sloAdmission,
   'inference-pool': inferencePool,
+  front,
 } as const;
 export type FixtureName = keyof typeof fixtures;
 export const FIXTURE_NAMES = Object.keys(fixtures) as FixtureName[];

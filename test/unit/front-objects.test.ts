@@ -13,6 +13,9 @@ import {
   frontSelectorLabels,
 } from '../../activities/builders/front-objects.js';
 import { buildService, LABEL_MODEL, rootName, selectorLabels } from '../../activities/builders/index.js';
+import { KubeConfig } from '@kubernetes/client-node';
+import { inClusterEndpoint, serviceProxyEndpoint } from '../../activities/cluster/endpoints.js';
+import { clientEndpoint } from '../../activities/deps.js';
 import { FIXTURE_ROOT_UID, fixtureModel } from './fixtures.js';
 
 const model = fixtureModel('minimal-hf');
@@ -94,5 +97,21 @@ describe('the front of a model', () => {
     for (const n of [frontConfigMap(long, options), engineService(long, options)].map((o) => o.metadata!.name!)) {
       expect(n.length).toBeLessThanOrEqual(63);
     }
+  });
+
+  it("the worker reaches the engine through the engine's own Service, never the front; status shows the model's", async () => {
+    const fronted = fixtureModel('front');
+    const ns = fronted.metadata.namespace;
+    expect(inClusterEndpoint(fronted)).toBe(`http://qwen-front-engine.${ns}.svc:8000`);
+    expect(inClusterEndpoint(model)).toBe(`http://${name}.${namespace}.svc:8000`);
+    const kc = new KubeConfig();
+    kc.loadFromClusterAndUser({ name: 'c', server: 'https://api:6443', skipTLSVerify: false }, { name: 'u' });
+    expect(serviceProxyEndpoint(kc, fronted)).toBe(
+      `https://api:6443/api/v1/namespaces/${ns}/services/qwen-front-engine:http/proxy`,
+    );
+    const resolve = async (m: Parameters<typeof inClusterEndpoint>[0]) => inClusterEndpoint(m);
+    expect(await clientEndpoint(resolve, fronted)).toBe(`http://qwen-front.${ns}.svc:8000`);
+    // A pod is its own address, front or not.
+    expect(inClusterEndpoint(fronted, { name: 'p', ip: '10.0.0.7' })).toBe('http://10.0.0.7:8000');
   });
 });

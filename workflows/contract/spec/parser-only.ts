@@ -19,6 +19,7 @@ export const PARSER_ONLY_RULES = {
   'real-time': 'expiresAt names a day its month has (no February 30)',
   cron: "each schedule window's cron is one cron can run (fields in range, like minute 0-59)",
   'time-zone': "each schedule window's timeZone is a zone the IANA database has",
+  'front-hold': 'front.holdFor is at most 1h',
   'args-in-order': 'each item of engine.args that is not a flag is a value its flag takes',
 } as const;
 

@@ -3,9 +3,10 @@
 import { z } from 'zod';
 import { DEFAULT_CLUSTER } from '../identity.js';
 import { engineSchema } from './engine-schema.js';
+import { frontSchema, MAX_HOLD_SECONDS } from './front-schema.js';
 import { pullerSchema, resourcesSchema, schedulingSchema, storageSchema } from './placement-schema.js';
 import { parserOnly } from './parser-only.js';
-import { parseQuantity } from './quantities.js';
+import { parseDuration, parseQuantity } from './quantities.js';
 import { dnsLabel, int, labelMap, modelName, mustBe, quote, strict } from './rules.js';
 import { expiresAtSchema, scalingSchema } from './scaling-schema.js';
 import { inferencePoolSchema, sloSchema } from './slo-schema.js';
@@ -94,6 +95,11 @@ const specSchema = strict({
     .describe(
       'A latency goal: Ferry measures the highest concurrency at which one replica meets it and records it in status.baseline. Unset: nothing is measured.',
     ),
+  front: frontSchema
+    .optional()
+    .describe(
+      "An always-on HAProxy, <name>-front, that the model's Service points at instead of the engine pods: it holds a request while no replica answers (a rollout, a restart) for up to holdFor, and answers what is over its bound with 503 and Retry-After, never a refused connection. status.endpoint stays the same. Unset: the Service points at the engine pods.",
+    ),
   inferencePool: inferencePoolSchema
     .optional()
     .describe(
@@ -119,6 +125,15 @@ const documentSchema = strict({
 });
 
 type Document = z.output<typeof documentSchema>;
+
+/** A duration's milliseconds, or undefined for one that does not parse (the field's own issue says why). */
+function durationOrUndefined(text: string): number | undefined {
+  try {
+    return parseDuration(text);
+  } catch {
+    return undefined;
+  }
+}
 
 // Rules that span fields. zod runs them even after field-level issues that are not type errors, so every value
 // read here may still be out of range: treat them defensively.
@@ -171,6 +186,15 @@ function crossFieldIssues(doc: Document, ctx: z.core.$RefinementCtx<Document>): 
     }
   });
   scalingIssues(spec, ctx);
+  const hold = spec.front ? durationOrUndefined(spec.front.holdFor) : undefined;
+  if (hold !== undefined && hold > MAX_HOLD_SECONDS * 1000) {
+    ctx.addIssue({
+      code: 'custom',
+      params: parserOnly('front-hold'),
+      path: ['spec', 'front', 'holdFor'],
+      message: `must be at most 1h: a front pod being replaced is given that long to finish what it holds, got ${quote(spec.front!.holdFor)}`,
+    });
+  }
   if (spec.storage.accessMode === ONE_POD && spec.replicas > ONE_POD_MAX_REPLICAS) {
     ctx.addIssue({
       code: 'custom',

@@ -1,0 +1,47 @@
+// The front of a model with `spec.front` (activities/builders/front-objects.ts): the engine's own Service, the
+// front's configuration and its HAProxy Deployment, applied with the engine and before the model's Service points at
+// them; for a model without `spec.front`, any front it had is deleted once the Service points back at the engine.
+import type { KubernetesObject } from '@kubernetes/client-node';
+import type { ServedModel } from '../../workflows/contract/index.js';
+import { buildFront, engineServiceName, FIELD_MANAGER, frontName, type ChildOptions } from '../builders/index.js';
+import type { ObjectRef } from '../cluster/api.js';
+import type { ActivityDeps } from '../deps.js';
+import { assertOurs, isOurs } from '../readers/ownership.js';
+
+/** The front's objects, in the order they are applied: the engine's own Service, the configuration, HAProxy. */
+export function frontRefs(model: ServedModel): [ObjectRef, ObjectRef, ObjectRef] {
+  const { namespace, name } = model.metadata;
+  return [
+    { apiVersion: 'v1', kind: 'Service', name: engineServiceName(name), namespace },
+    { apiVersion: 'v1', kind: 'ConfigMap', name: frontName(name), namespace },
+    { apiVersion: 'apps/v1', kind: 'Deployment', name: frontName(name), namespace },
+  ];
+}
+
+/**
+ * With `spec.front`: applies its objects (an object of the same name that is not this model's is never taken over).
+ * Without: deletes those that are there and this model's. Returns what it did, `Kind/name` each.
+ */
+export async function syncFront(deps: ActivityDeps, model: ServedModel, options: ChildOptions): Promise<string[]> {
+  const refs = frontRefs(model);
+  const existing = await Promise.all(refs.map((ref) => deps.cluster.get<KubernetesObject>(ref)));
+  const front = buildFront(model, options);
+  if (front.engineService) {
+    for (const obj of existing) assertOurs(model, obj);
+    for (const obj of [front.engineService, front.frontConfig, front.frontDeployment]) {
+      await deps.cluster.apply(obj, FIELD_MANAGER);
+    }
+    return [];
+  }
+  const removed: string[] = [];
+  // HAProxy first, so that it is not left without its configuration or the Service it sends to.
+  for (const index of [2, 1, 0]) {
+    const obj = existing[index];
+    if (!obj || !isOurs(obj, model)) continue;
+    const ref = refs[index as 0 | 1 | 2];
+    if (await deps.cluster.delete(ref, 'Background', { uid: obj.metadata?.uid })) {
+      removed.push(`${ref.kind}/${ref.name}`);
+    }
+  }
+  return removed;
+}
