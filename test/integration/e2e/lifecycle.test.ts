@@ -163,6 +163,40 @@ describe('ferry end to end', { timeout: 360_000 }, () => {
     ).toBeUndefined();
   });
 
+  it('a front: Ready with the Service on it, the same endpoint; applied away, the Service goes back; delete leaves nothing', async () => {
+    const selector = async (name: string) =>
+      (await kube.core.readNamespacedService({ name, namespace: kube.ns })).spec?.selector?.[
+        'app.kubernetes.io/component'
+      ];
+    const plain = modelDoc('held');
+    const doc = modelDoc('held', (d) => (d.spec.front = { holdFor: '2m' }));
+    expectOk(await runFerry(['serve', '-f', writeDoc(doc), '--wait', '--timeout', '4m']), 'ferry serve');
+    const served = await status('held');
+    expect(served.phase).toBe('Ready');
+    expect(await selector('held')).toBe('front');
+    expect(await selector('held-engine')).toBe('engine');
+    expect(await modelObjects(kube, kube.ns, 'held')).toEqual(
+      expect.arrayContaining(['Deployment/held-front', 'ConfigMap/held-front', 'Service/held-engine']),
+    );
+
+    expectOk(await runFerry(['apply', '-f', writeDoc(plain), '--wait', '--timeout', '2m']), 'ferry apply');
+    const applied = await status('held');
+    expect(applied).toMatchObject({ phase: 'Ready', generation: 2, endpoint: served.endpoint });
+    expect(await selector('held')).toBe('engine');
+    await waitFor('the front gone', 60_000, async () => {
+      const left = await modelObjects(kube, kube.ns, 'held');
+      return !left.some((o) => o.includes('held-front') || o.includes('held-engine'));
+    });
+
+    expectOk(await runFerry(['apply', '-f', writeDoc(doc), '--wait', '--timeout', '2m']), 'ferry apply');
+    expectOk(await runFerry(['delete', ...ref('held'), '--wait']), 'ferry delete');
+    await waitFor(
+      'every object of the model to be gone',
+      60_000,
+      async () => (await modelObjects(kube, kube.ns, 'held')).length === 0,
+    );
+  });
+
   it('a retained volume outlives the model and spares the next serve of that name its download', async () => {
     const doc = modelDoc('kept', (d) => (d.spec.storage = { retainOnDelete: true, size: '20Gi' }));
     const file = writeDoc(doc);
