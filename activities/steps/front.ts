@@ -20,9 +20,9 @@ export function frontRefs(model: ServedModel): [ObjectRef, ObjectRef, ObjectRef]
 
 /**
  * With `spec.front`: applies its objects (an object of the same name that is not this model's is never taken over).
- * Without: deletes those that are there and this model's. Returns what it did, `Kind/name` each.
+ * Without: deletes those that are there and this model's.
  */
-export async function syncFront(deps: ActivityDeps, model: ServedModel, options: ChildOptions): Promise<string[]> {
+export async function syncFront(deps: ActivityDeps, model: ServedModel, options: ChildOptions): Promise<void> {
   const refs = frontRefs(model);
   const existing = await Promise.all(refs.map((ref) => deps.cluster.get<KubernetesObject>(ref)));
   const front = buildFront(model, options);
@@ -31,17 +31,12 @@ export async function syncFront(deps: ActivityDeps, model: ServedModel, options:
     for (const obj of [front.engineService, front.frontConfig, front.frontDeployment]) {
       await deps.cluster.apply(obj, FIELD_MANAGER);
     }
-    return [];
+    return;
   }
-  const removed: string[] = [];
   // HAProxy first, so that it is not left without its configuration or the Service it sends to.
   for (const index of [2, 1, 0]) {
     const obj = existing[index];
     if (!obj || !isOurs(obj, model)) continue;
-    const ref = refs[index as 0 | 1 | 2];
-    if (await deps.cluster.delete(ref, 'Background', { uid: obj.metadata?.uid })) {
-      removed.push(`${ref.kind}/${ref.name}`);
-    }
+    await deps.cluster.delete(refs[index as 0 | 1 | 2], 'Background', { uid: obj.metadata?.uid });
   }
-  return removed;
 }

@@ -16,7 +16,8 @@ import { buildService, LABEL_MODEL, rootName, selectorLabels } from '../../activ
 import { KubeConfig } from '@kubernetes/client-node';
 import { inClusterEndpoint, serviceProxyEndpoint } from '../../activities/cluster/endpoints.js';
 import { clientEndpoint } from '../../activities/deps.js';
-import { FIXTURE_ROOT_UID, fixtureModel } from './fixtures.js';
+import { parseServedModel, safeParseServedModel } from '../../workflows/contract/index.js';
+import { FIXTURE_ROOT_UID, fixtureModel, fixtures } from './fixtures.js';
 
 const model = fixtureModel('minimal-hf');
 const { name, namespace } = model.metadata;
@@ -113,5 +114,18 @@ describe('the front of a model', () => {
     expect(await clientEndpoint(resolve, fronted)).toBe(`http://qwen-front.${ns}.svc:8000`);
     // A pod is its own address, front or not.
     expect(inClusterEndpoint(fronted, { name: 'p', ip: '10.0.0.7' })).toBe('http://10.0.0.7:8000');
+  });
+
+  it('holds for at most 1h: a longer holdFor is refused on its own field, a parser-only rule', () => {
+    const doc = (holdFor: string) => ({ ...fixtures.front, spec: { ...fixtures.front.spec, front: { holdFor } } });
+    expect(parseServedModel(doc('1h')).spec.front).toEqual({ holdFor: '1h', maxQueued: 256 });
+    const refused = safeParseServedModel(doc('61m'));
+    if (refused.ok) throw new Error('61m was accepted');
+    expect(refused.issues).toEqual([
+      expect.objectContaining({
+        path: 'spec.front.holdFor',
+        message: 'must be at most 1h: a front pod being replaced is given that long to finish what it holds, got "61m"',
+      }),
+    ]);
   });
 });

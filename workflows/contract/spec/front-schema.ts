@@ -4,11 +4,15 @@
 import { duration, int, strict } from './rules.js';
 
 /** The longest a request may be held: a front pod being replaced is given this long to finish what it holds. */
-export const MAX_HOLD_SECONDS = 3_600;
+const MAX_HOLD_MS = 3_600_000;
 const MAX_QUEUED = 100_000;
 
 export const frontSchema = strict({
-  holdFor: duration('10m')
+  holdFor: duration('10m', {
+    ms: MAX_HOLD_MS,
+    message: 'must be at most 1h: a front pod being replaced is given that long to finish what it holds',
+    rule: 'front-hold',
+  })
     .default('10m')
     .describe(
       'How long a request waits for a replica to answer before it is answered 503 with Retry-After, like 10m; at most 1h.',

@@ -310,7 +310,14 @@ export const quantity = (example: string) =>
       }),
     );
 
-export const duration = (example: string) =>
+/** A longer bound than every duration's, for one field: past `ms`, `message` (the value is added) under `rule`. */
+export interface DurationBound {
+  ms: number;
+  message: string;
+  rule: ParserOnlyRule;
+}
+
+export const duration = (example: string, bound?: DurationBound) =>
   rules(z.string({ error: `must be a duration like ${example}` }), (v) => {
     let ms: number;
     try {
@@ -322,6 +329,7 @@ export const duration = (example: string) =>
     if (!NONZERO_DURATION.test(v)) return positive;
     // Above 0 as written, yet shorter than half a millisecond (0.1ms): it rounds to 0.
     if (!(ms > 0)) return { message: positive, rule: 'duration-range' };
+    if (bound && ms > bound.ms) return { message: `${bound.message}, got ${quote(v)}`, rule: bound.rule };
     return ms <= MAX_DURATION_MS || acceptedBefore('bounds')
       ? undefined
       : {

@@ -3,10 +3,10 @@
 import { z } from 'zod';
 import { DEFAULT_CLUSTER } from '../identity.js';
 import { engineSchema } from './engine-schema.js';
-import { frontSchema, MAX_HOLD_SECONDS } from './front-schema.js';
+import { frontSchema } from './front-schema.js';
 import { pullerSchema, resourcesSchema, schedulingSchema, storageSchema } from './placement-schema.js';
 import { parserOnly } from './parser-only.js';
-import { parseDuration, parseQuantity } from './quantities.js';
+import { parseQuantity } from './quantities.js';
 import { dnsLabel, int, labelMap, modelName, mustBe, quote, strict } from './rules.js';
 import { expiresAtSchema, scalingSchema } from './scaling-schema.js';
 import { inferencePoolSchema, sloSchema } from './slo-schema.js';
@@ -126,15 +126,6 @@ const documentSchema = strict({
 
 type Document = z.output<typeof documentSchema>;
 
-/** A duration's milliseconds, or undefined for one that does not parse (the field's own issue says why). */
-function durationOrUndefined(text: string): number | undefined {
-  try {
-    return parseDuration(text);
-  } catch {
-    return undefined;
-  }
-}
-
 // Rules that span fields. zod runs them even after field-level issues that are not type errors, so every value
 // read here may still be out of range: treat them defensively.
 function crossFieldIssues(doc: Document, ctx: z.core.$RefinementCtx<Document>): void {
@@ -186,15 +177,6 @@ function crossFieldIssues(doc: Document, ctx: z.core.$RefinementCtx<Document>): 
     }
   });
   scalingIssues(spec, ctx);
-  const hold = spec.front ? durationOrUndefined(spec.front.holdFor) : undefined;
-  if (hold !== undefined && hold > MAX_HOLD_SECONDS * 1000) {
-    ctx.addIssue({
-      code: 'custom',
-      params: parserOnly('front-hold'),
-      path: ['spec', 'front', 'holdFor'],
-      message: `must be at most 1h: a front pod being replaced is given that long to finish what it holds, got ${quote(spec.front!.holdFor)}`,
-    });
-  }
   if (spec.storage.accessMode === ONE_POD && spec.replicas > ONE_POD_MAX_REPLICAS) {
     ctx.addIssue({
       code: 'custom',
