@@ -75,6 +75,30 @@ async function pinnedVersions(): Promise<Map<string, number>> {
   return counts;
 }
 
+/**
+ * Waits until no run has an activity in flight and no history grows between two looks a second apart: a model is
+ * Ready before its run finishes the steps that follow (on a loaded machine an activity can still be running), and
+ * the move's count is of the move alone, not of a serve's tail that completes after the switch.
+ */
+async function quiet(timeoutMs = 120_000): Promise<void> {
+  const lengths = async () =>
+    Promise.all(
+      handles.map(async (h) => {
+        const raw = (await h.describe()).raw;
+        return (raw.pendingActivities?.length ?? 0) > 0 ? 'busy' : String(raw.workflowExecutionInfo?.historyLength);
+      }),
+    );
+  const started = Date.now();
+  let before = await lengths();
+  for (;;) {
+    await sleep(1_000);
+    const now = await lengths();
+    if (now.every((n, i) => n !== 'busy' && n === before[i])) return;
+    if (Date.now() - started > timeoutMs) throw new Error(`runs still busy after ${timeoutMs / 1000} s: ${now.join()}`);
+    before = now;
+  }
+}
+
 async function engineUids(): Promise<Set<string>> {
   const pods = await core.listNamespacedPod({ namespace, labelSelector: 'app.kubernetes.io/component=engine' });
   return new Set(pods.items.filter((p) => !p.metadata?.deletionTimestamp).map((p) => p.metadata!.uid!));
@@ -165,7 +189,8 @@ async function run(): Promise<Record<string, unknown>> {
     readyModels.add(name);
     if (readyModels.size % 25 === 0 || readyModels.size === models) log(`${readyModels.size}/${models} Ready on v1`);
   });
-  log(`all ${models} Ready in ${Math.round((Date.now() - setupStart) / 1000)} s`);
+  log(`all ${models} Ready in ${Math.round((Date.now() - setupStart) / 1000)} s; waiting until every run is quiet`);
+  await quiet();
   const podsBefore = await engineUids();
   const firstRuns = new Map(
     await Promise.all(handles.map(async (h) => [h.workflowId, (await h.describe()).runId] as const)),
