@@ -53,7 +53,7 @@ import { pullWeights } from './steps/download.js';
 import { awaitHealth } from './steps/health.js';
 import { look, readStatus } from './steps/look.js';
 import { readyWithoutEngine, rollOut } from './steps/rollout.js';
-import { applyDecision, decisionRefusal, engineReplicas, engineScale, scalingStatus } from './steps/scale.js';
+import { applyDecision, decisionRefusal, engineReplicas, engineScale, scalingStatus, wakeUp } from './steps/scale.js';
 import { applyFloor, withSchedule } from './steps/schedule.js';
 import { stopEngine } from './steps/stop.js';
 import { applyStorage } from './steps/storage.js';
@@ -287,6 +287,7 @@ export class ModelLifecycle extends ModelState {
       let applied = false;
       await this.work.run(async () => {
         applied = await applyFloor(this, acts(), floor.scheduledMin, floor.floor);
+        if (applied) await wakeUp(this, acts());
       });
       if (this.pendingFloor === floor) this.pendingFloor = applied ? undefined : { ...floor, failed: true };
       return;
@@ -296,7 +297,10 @@ export class ModelLifecycle extends ModelState {
       this.world.pendingScale = undefined;
       // Decided against the count then in force; an update since may have moved it.
       if (decisionRefusal(this.desired, this.world, decision) === undefined) {
-        await this.work.run(() => applyDecision(this, acts(), decision));
+        await this.work.run(async () => {
+          await applyDecision(this, acts(), decision);
+          await wakeUp(this, acts());
+        });
       }
       return;
     }

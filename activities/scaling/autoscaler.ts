@@ -1,18 +1,22 @@
 // The worker's autoscaler (docs/design/scaling.md): every interval it reads each scaling model's load from its ready
 // replicas' /metrics and feeds the pure rule (rule.ts); only a decision — another replica count — reaches the
-// model's workflow, as one `ferry.scale` signal. Steady load sends nothing and writes nothing to history. What it
-// remembers (the rule's windows) lives only here: a restarted worker starts its windows again, and a decision it had
+// model's workflow, as one `ferry.scale` signal. Steady load sends nothing and writes nothing to history. A model that
+// may go to zero now (its policy has idleToZeroAfterMs) has its front read first, from the front pods' exporters, for
+// the idle rule (idle.ts): no request for that long → 0, and at zero a request held → its floor at once. What it
+// remembers (the rules' windows) lives only here: a restarted worker starts its windows again, and a decision it had
 // sent is already in the workflow's history.
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import type { ScaleDecision, ScalingPolicy } from '../../workflows/contract/index.js';
 import { ANNOTATION_SCALING, LABEL_COMPONENT, LABEL_MODEL, selectorLabels } from '../builders/labels.js';
 import { ENGINE_CONTAINER } from '../builders/deployment.js';
+import { FRONT_METRICS_PORT, frontSelectorLabels } from '../builders/front-objects.js';
 import { labelSelectorOf } from '../cluster/model-reads.js';
 import type { ModelWatcher } from '../cluster/model-watcher.js';
 import type { EndpointResolver } from '../deps.js';
 import { isPodReady } from '../readers/revision.js';
 import { decide, EMPTY_MEMORY, type ScalerMemory } from './rule.js';
-import { replicaLoad } from './load.js';
+import { idleVerdict, type FrontSample, type IdleMemory } from './idle.js';
+import { frontLoad, replicaLoad } from './load.js';
 
 export interface AutoscalerOptions {
   watcher: ModelWatcher;
@@ -22,7 +26,7 @@ export interface AutoscalerOptions {
   send: (model: { namespace: string; name: string }, decision: ScaleDecision) => Promise<void>;
   /** Between two readings of every model. */
   intervalMs: number;
-  /** One replica's /metrics must answer within this. Default: the interval, at most 5 s. */
+  /** One replica's (or front pod's) /metrics must answer within this. Default: the interval, at most 5 s. */
   timeoutMs?: number;
   log?: (level: 'info' | 'warn', message: string, meta?: Record<string, unknown>) => void;
   now?: () => number;
@@ -30,6 +34,8 @@ export interface AutoscalerOptions {
 
 interface Tracked {
   memory: ScalerMemory;
+  /** The idle rule's, for a model that may go to zero. */
+  idle: IdleMemory;
   policyText: string;
   /** The decision sent last, until the Deployment shows another count than the one it was made against. */
   sent?: { decision: ScaleDecision; at: number };
@@ -92,35 +98,74 @@ export class Autoscaler {
       this.options.log?.('warn', 'a Deployment carries a scaling policy that cannot be read', { model: key });
       return;
     }
-    let tracked = this.models.get(key);
-    // A new policy (an update, a measured target) starts the windows again.
-    if (!tracked || tracked.policyText !== policyText) {
-      tracked = { memory: EMPTY_MEMORY, policyText };
-      this.models.set(key, tracked);
-    }
+    const tracked = this.track(key, policyText);
     const current = deployment.spec?.replicas ?? 1;
+    const at = (this.options.now ?? Date.now)();
+    if (tracked.sent && (tracked.sent.decision.from !== current || at - tracked.sent.at > RESEND_AFTER_MS)) {
+      tracked.sent = undefined;
+    }
+    const decideOn = (replicas: number, reason: string) =>
+      this.send(key, { namespace, name }, tracked, { replicas, from: current, reason }, at);
+    if (policy.idleToZeroAfterMs !== undefined) {
+      // The front first: to zero, or awake from it, comes before the engine's load (which, at zero, there is none of).
+      const sample = await this.readFront(namespace, name, at);
+      // Unknown this round (no front pod ready, or one not answering): never zero on it, and the memory stays.
+      if (sample) {
+        const verdict = idleVerdict(policy.idleToZeroAfterMs, tracked.idle, sample, current, policy.minReplicas);
+        tracked.idle = verdict.memory;
+        if (verdict.replicas !== undefined) {
+          await decideOn(verdict.replicas, verdict.reason);
+          return;
+        }
+      }
+      // At zero there is no replica to read: only the front decides; the engine's windows start again on waking.
+      if (current === 0) {
+        tracked.memory = EMPTY_MEMORY;
+        return;
+      }
+    }
     const port = enginePort(deployment);
-    const pods = (
-      this.options.watcher.list<V1Pod>('Pod', namespace, labelSelectorOf(selectorLabels(name))) ?? []
-    ).filter((p) => isPodReady(p) && !p.metadata?.deletionTimestamp);
+    const pods = this.readyPods(namespace, selectorLabels(name));
     // No replica to read: nothing is known of the load (the count in force waits for them).
     if (pods.length === 0 || port === undefined) return;
-    const at = (this.options.now ?? Date.now)();
-    const loads = await Promise.all(pods.map((pod) => this.readReplica(namespace, name, port, pod)));
+    const loads = await Promise.all(
+      pods.map(async (pod) => {
+        const text = await this.metrics(namespace, name, port, pod);
+        return text === undefined ? undefined : replicaLoad(text);
+      }),
+    );
     // A replica that did not answer leaves the load unknown: a partial sum would call for too few.
     if (loads.some((l) => l === undefined)) return;
     const load = (loads as number[]).reduce((sum, l) => sum + l, 0);
     const decision = decide(policy, tracked.memory, { at, load }, current);
     tracked.memory = decision.memory;
-    if (tracked.sent && (tracked.sent.decision.from !== current || at - tracked.sent.at > RESEND_AFTER_MS)) {
-      tracked.sent = undefined;
+    if (decision.replicas === undefined) return;
+    await decideOn(decision.replicas, decision.reason);
+  }
+
+  /** What is remembered of the model; a new policy (an update, a measured target, a window) starts it again. */
+  private track(key: string, policyText: string): Tracked {
+    let tracked = this.models.get(key);
+    if (!tracked || tracked.policyText !== policyText) {
+      tracked = { memory: EMPTY_MEMORY, idle: {}, policyText };
+      this.models.set(key, tracked);
     }
-    if (decision.replicas === undefined || tracked.sent) return;
-    const sent: ScaleDecision = { replicas: decision.replicas, from: current, reason: decision.reason };
+    return tracked;
+  }
+
+  /** Sends `decision` unless the one sent last is not yet seen applied (and not yet due again). */
+  private async send(
+    key: string,
+    model: { namespace: string; name: string },
+    tracked: Tracked,
+    decision: ScaleDecision,
+    at: number,
+  ): Promise<void> {
+    if (tracked.sent) return;
     try {
-      await this.options.send({ namespace, name }, sent);
-      tracked.sent = { decision: sent, at };
-      this.options.log?.('info', 'scale decision sent', { model: key, ...sent });
+      await this.options.send(model, decision);
+      tracked.sent = { decision, at };
+      this.options.log?.('info', 'scale decision sent', { model: key, ...decision });
     } catch (err) {
       this.options.log?.('warn', 'could not send a scale decision; deciding again next round', {
         model: key,
@@ -129,8 +174,38 @@ export class Autoscaler {
     }
   }
 
-  /** One replica's requests in flight, or undefined when its /metrics did not answer with them. */
-  private async readReplica(namespace: string, name: string, port: number, pod: V1Pod): Promise<number | undefined> {
+  /** The ready pods, not being deleted, that `labels` select. */
+  private readyPods(namespace: string, labels: Record<string, string>): V1Pod[] {
+    return (this.options.watcher.list<V1Pod>('Pod', namespace, labelSelectorOf(labels)) ?? []).filter(
+      (p) => isPodReady(p) && !p.metadata?.deletionTimestamp,
+    );
+  }
+
+  /**
+   * The model's front, summed over its ready pods' exporters; undefined when nothing is known of it: no front pod ready,
+   * or one that did not answer with both counts (a partial sum could call a busy model idle).
+   */
+  private async readFront(namespace: string, name: string, at: number): Promise<FrontSample | undefined> {
+    const pods = this.readyPods(namespace, frontSelectorLabels(name));
+    if (pods.length === 0) return undefined;
+    const loads = await Promise.all(
+      pods.map(async (pod) => {
+        const text = await this.metrics(namespace, name, FRONT_METRICS_PORT, pod);
+        return text === undefined ? undefined : frontLoad(text);
+      }),
+    );
+    let requests = 0;
+    let inFlight = 0;
+    for (const load of loads) {
+      if (!load) return undefined;
+      requests += load.requests;
+      inFlight += load.inFlight;
+    }
+    return { at, requests, inFlight };
+  }
+
+  /** A pod's GET /metrics on `port`, or undefined when it did not answer in time with a success. */
+  private async metrics(namespace: string, name: string, port: number, pod: V1Pod): Promise<string | undefined> {
     const address = { metadata: { name, namespace }, spec: { engine: { port } } };
     const { intervalMs, timeoutMs } = this.options;
     try {
@@ -139,7 +214,7 @@ export class Autoscaler {
         signal: AbortSignal.timeout(timeoutMs ?? Math.min(intervalMs, 5_000)),
       });
       if (!res.ok) return undefined;
-      return replicaLoad(await res.text());
+      return await res.text();
     } catch {
       return undefined;
     }
@@ -157,6 +232,8 @@ function parsePolicy(text: string): ScalingPolicy | undefined {
     const p = JSON.parse(text) as Partial<ScalingPolicy>;
     const numbers = [p.minReplicas, p.maxReplicas, p.targetConcurrency, p.scaleUpAfterMs, p.scaleDownAfterMs];
     if (!numbers.every((n) => typeof n === 'number' && Number.isFinite(n) && n >= 0)) return undefined;
+    const idle = p.idleToZeroAfterMs;
+    if (idle !== undefined && !(typeof idle === 'number' && Number.isFinite(idle) && idle > 0)) return undefined;
     return p as ScalingPolicy;
   } catch {
     return undefined;

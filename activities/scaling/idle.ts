@@ -1,7 +1,8 @@
 // Scale to zero's half of the autoscaler's rule (docs/design/scaling.md, section 6), read from the model's front:
 // a model whose front has taken no request and holds none for `idleToZeroAfter` goes to zero; a model at zero whose
 // front holds a request goes to at least one at once, with no window (someone is waiting). Pure: times come in as
-// milliseconds, and the caller keeps the memory. Not yet used by the autoscaler: the front is not deployed yet.
+// milliseconds, and the caller keeps the memory. Used by the autoscaler (autoscaler.ts) for a model with
+// idleToZeroAfter, each round, from its front pods' exporters.
 import { formatDuration } from '../../workflows/contract/format.js';
 
 /** One reading of the model's front, summed over its pods (`frontLoad` in load.ts, per pod). */

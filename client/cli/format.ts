@@ -282,7 +282,7 @@ export function changeLine(
   if (phaseChanged || replicasChanged) {
     let line = `${status.phase.padEnd(12)} generation ${status.generation}`;
     if (replicas) line += `  ready ${status.readyReplicas}/${status.replicas}`;
-    if (status.phase === 'Ready' && status.endpoint) line += `  ${status.endpoint}`;
+    if ((status.phase === 'Ready' || status.phase === 'Idle') && status.endpoint) line += `  ${status.endpoint}`;
     if (status.phase === 'Failed' && status.lastError)
       line += `  ${status.lastError.reason}: ${oneLine(status.lastError.message)}`;
     parts.push(line);

@@ -110,8 +110,8 @@ as kubectl prints it (90s, 5m30s, 3h20m, 3d4h, 200d).
 
   -n, --namespace NS     this namespace (default: default)
   -A, --all-namespaces   every namespace
-  --phase PHASES         Pending, Provisioning, Downloading, Releasing, Starting, Ready, Updating, Degraded,
-                         Failed, Deleting, Deleted (comma-separated)
+  --phase PHASES         Pending, Provisioning, Downloading, Releasing, Starting, Ready, Idle, Updating,
+                         Degraded, Failed, Deleting, Deleted (comma-separated)
   --cluster CLUSTER      only this cluster (default: all)
   --include-deleted      deleted models too (closed workflows)
   -l, --selector SEL     only models whose metadata.labels match, as kubectl's: a=b, a==b, a!=b, a in (x,y),

@@ -17,6 +17,7 @@ import { initialStatus } from '../../workflows/status/transitions.js';
 import {
   decisionRefusal,
   engineReplicas,
+  engineScale,
   KEPT_SCALE_ENTRIES,
   withRecentScaleEntries,
 } from '../../workflows/steps/scale.js';
@@ -57,7 +58,25 @@ describe('spec.scaling', () => {
       'at most maxReplicas (2)',
     ],
     [{ minReplicas: 1, maxReplicas: 2, targetConcurrency: 1 }, { replicas: 3 }, 'spec.replicas', 'leave it out'],
-    [{ minReplicas: 0, maxReplicas: 2, targetConcurrency: 1 }, {}, 'spec.scaling.minReplicas', 'scaling to zero'],
+    [{ minReplicas: 0, maxReplicas: 2, targetConcurrency: 1 }, {}, 'spec.scaling.minReplicas', 'use idleToZeroAfter'],
+    [
+      { minReplicas: 1, maxReplicas: 2, targetConcurrency: 1, idleToZeroAfter: '30m' },
+      {},
+      'spec.scaling.idleToZeroAfter',
+      'needs front (add `front: {}`)',
+    ],
+    [
+      { minReplicas: 1, maxReplicas: 2, targetConcurrency: 1, idleToZeroAfter: '59s' },
+      { front: {} },
+      'spec.scaling.idleToZeroAfter',
+      'must be at least 1m, got "59s"',
+    ],
+    [
+      { minReplicas: 1, maxReplicas: 2, targetConcurrency: 1, idleToZeroAfter: '0s' },
+      { front: {} },
+      'spec.scaling.idleToZeroAfter',
+      'positive duration',
+    ],
     [{ minReplicas: 1, maxReplicas: 2 }, {}, 'spec.scaling.targetConcurrency', 'required without slo'],
     [{ minReplicas: 1, maxReplicas: 2, targetConcurrency: 0 }, {}, 'spec.scaling.targetConcurrency', 'above 0'],
     [
@@ -114,6 +133,41 @@ describe('the count in force and the decisions a workflow takes', () => {
     expect(decisionRefusal(parseServedModel(minimalHf), world(), { replicas: 2, from: 1, reason: 'x' })).toContain(
       'no spec.scaling',
     );
+  });
+
+  it('goes to zero only with idleToZeroAfter and a front, and not while a schedule window is open', () => {
+    const zeroable = parseServedModel(
+      withSpec({
+        scaling: {
+          minReplicas: 1,
+          maxReplicas: 4,
+          targetConcurrency: 2,
+          idleToZeroAfter: '30m',
+          schedule: [{ cron: '0 8 * * 1-5', timeZone: 'UTC', minReplicas: 2, for: '10h' }],
+        },
+        front: {},
+      }),
+    );
+    const toZero = { replicas: 0, from: 2, reason: 'quiet' };
+    expect(decisionRefusal(model, world(2), toZero)).toContain('zero needs scaling.idleToZeroAfter');
+    expect(decisionRefusal(zeroable, world(2), toZero)).toBeUndefined();
+    const atZero = { engineApplied: true, scaledReplicas: 0 };
+    expect(engineReplicas(zeroable, atZero)).toBe(0);
+    expect(engineScale(initialStatus(zeroable, new Date(0).toISOString()), zeroable, atZero)).toMatchObject({
+      replicas: 0,
+      scaling: { idleToZeroAfterMs: 1_800_000 },
+    });
+    // The wake: to the floor or above, made against 0.
+    expect(decisionRefusal(zeroable, atZero, { replicas: 1, from: 0, reason: 'held' })).toBeUndefined();
+    // A window open: its floor, not zero; no decision to zero, and no idleToZeroAfterMs for the autoscaler.
+    const windowOpen = { ...atZero, scheduledMin: 2 };
+    expect(engineReplicas(zeroable, windowOpen)).toBe(2);
+    expect(decisionRefusal(zeroable, { ...windowOpen, scaledReplicas: 2 }, toZero)).toContain('zero needs');
+    const policy = engineScale(initialStatus(zeroable, new Date(0).toISOString()), zeroable, windowOpen).scaling;
+    expect(policy).toMatchObject({ minReplicas: 2 });
+    expect(policy?.idleToZeroAfterMs).toBeUndefined();
+    // A window closed again (its floor back at minReplicas): zero allowed.
+    expect(decisionRefusal(zeroable, { ...atZero, scaledReplicas: 2, scheduledMin: 1 }, toZero)).toBeUndefined();
   });
 });
 

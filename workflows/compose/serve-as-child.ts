@@ -125,9 +125,10 @@ export async function serveAsChild(document: unknown, opts: ServeAsChildOptions 
       return reported.get(workflowId);
     },
     async ready() {
-      await condition(() => ended || ['Ready', 'Failed'].includes(reported.get(workflowId)?.phase ?? ''));
+      // Idle serves as Ready does: its front holds a request and wakes it.
+      await condition(() => ended || ['Ready', 'Idle', 'Failed'].includes(reported.get(workflowId)?.phase ?? ''));
       const change = reported.get(workflowId);
-      if (change?.phase === 'Ready' && change.endpoint) {
+      if ((change?.phase === 'Ready' || change?.phase === 'Idle') && change.endpoint) {
         const { endpoint, generation } = change;
         return { endpoint, generation, servedModelName: spec.spec.engine.servedModelName };
       }

@@ -9,6 +9,7 @@ export const PHASES = [
   'Releasing',
   'Starting',
   'Ready',
+  'Idle',
   'Updating',
   'Degraded',
   'Failed',
@@ -143,6 +144,8 @@ export interface ScalingStatus {
   message?: string;
   /** The last decision applied. */
   lastDecision?: { at: string; from: number; to: number; reason: string };
+  /** Since when the model is at zero (phase Idle): no request came through its front for idleToZeroAfter. */
+  idleSince?: string;
   decisions: number;
 }
 
@@ -220,7 +223,9 @@ export type WaitOutcome = 'done' | 'failed' | 'deleted' | 'pending';
  * `deleted` once it is being deleted (unless that is waited for).
  */
 export function waitOutcome(status: ModelStatus, phases: readonly Phase[], generation: number): WaitOutcome {
-  if (phases.includes(status.phase) && atGeneration(status, generation)) return 'done';
+  // Idle serves as Ready does: its front holds a request and wakes it.
+  const reached = phases.includes(status.phase) || (status.phase === 'Idle' && phases.includes('Ready'));
+  if (reached && atGeneration(status, generation)) return 'done';
   if (status.phase === 'Failed' && atGeneration(status, generation)) return 'failed';
   // The base serves, but an adapter the spec lists was refused for good: only another spec brings it.
   if (status.phase === 'Degraded' && status.lastError?.reason === 'AdapterFailed' && atGeneration(status, generation)) {
@@ -235,6 +240,7 @@ export function waitOutcome(status: ModelStatus, phases: readonly Phase[], gener
 function atGeneration(status: ModelStatus, generation: number): boolean {
   switch (status.phase) {
     case 'Ready':
+    case 'Idle':
     case 'Degraded':
       return status.observedGeneration >= generation;
     case 'Failed':

@@ -70,7 +70,10 @@ export function statusEvents(previous: ModelStatus, next: ModelStatus): ModelEve
 
   if (next.phase !== previous.phase) {
     const ready = next.conditions.find((c) => c.type === 'Ready');
-    const readyAfterMs = next.phase === 'Ready' && previous.phase !== 'Degraded' ? sinceWorkBegan(next) : undefined;
+    // A model woken from Idle (Starting at a generation it had served) did not begin work at its generation's start.
+    const woken = previous.phase === 'Starting' && previous.observedGeneration > 0;
+    const readyAfterMs =
+      next.phase === 'Ready' && previous.phase !== 'Degraded' && !woken ? sinceWorkBegan(next) : undefined;
     events.push({
       kind: 'phaseChanged',
       from: previous.phase,

@@ -24,7 +24,7 @@ export interface FailureInfo {
 }
 
 /** Phases where the workflow waits for a message or watches, rather than working. */
-export const SETTLED: readonly Phase[] = ['Ready', 'Degraded', 'Failed'];
+export const SETTLED: readonly Phase[] = ['Ready', 'Idle', 'Degraded', 'Failed'];
 
 /** The status of a model the workflow has just been given. */
 export function initialStatus(
@@ -89,6 +89,8 @@ export function byWhom(requestedBy: string | undefined): string {
 export function phaseForStep(step: Step, status: ModelStatus): Phase {
   const { phase } = stepRow(step);
   if (phase !== 'engine') return phase;
+  // A model at zero woken: its replicas start again.
+  if (status.phase === 'Idle') return 'Starting';
   return status.observedGeneration > 0 ? 'Updating' : 'Starting';
 }
 
@@ -245,8 +247,10 @@ export function markReady(
 ): ModelStatus {
   let next = status;
   if (openEntry(next, 'update')) next = endStep(next, 'update', 'Succeeded', now);
+  // At zero by scaling (idleToZeroAfter): Idle; `replicas: 0` without scaling is a model stopped on purpose.
+  const idle = next.replicas === 0 && next.scaling !== undefined;
   next = {
-    ...withPhase(next, 'Ready', now),
+    ...withPhase(next, idle ? 'Idle' : 'Ready', now),
     observedGeneration: ready.generation,
     endpoint: ready.endpoint ?? next.endpoint,
     readyReplicas: ready.readyReplicas,
@@ -254,8 +258,9 @@ export function markReady(
     waiting: undefined,
   };
   const where = next.endpoint ? ` at ${next.endpoint}` : '';
-  const message =
-    next.replicas === 0
+  const message = idle
+    ? `no replica while no request comes: the front${where} holds the next one and wakes the model`
+    : next.replicas === 0
       ? 'scaled to 0 replicas'
       : `serving ${next.servedModelName}${where} (generation ${ready.generation})`;
   return setCondition(
@@ -263,7 +268,7 @@ export function markReady(
     {
       type: 'Ready',
       status: 'True',
-      reason: next.replicas === 0 ? 'ScaledToZero' : 'Ready',
+      reason: idle ? 'Idle' : next.replicas === 0 ? 'ScaledToZero' : 'Ready',
       message,
       observedGeneration: ready.generation,
     },
@@ -305,9 +310,9 @@ export function recordRepair(status: ModelStatus, repaired: readonly string[], n
   return repaired.length === 0 ? status : endStep(status, 'repair', 'Succeeded', now, repaired.join('; '));
 }
 
-/** A look at a Ready (or Degraded) model: a problem degrades it, its absence makes it Ready again. */
+/** A look at a Ready, Idle or Degraded model: a problem degrades it, its absence makes it Ready (or Idle) again. */
 export function observe(status: ModelStatus, observed: ObservedStatus, now: string): ModelStatus {
-  if (status.phase !== 'Ready' && status.phase !== 'Degraded') return status;
+  if (status.phase !== 'Ready' && status.phase !== 'Idle' && status.phase !== 'Degraded') return status;
   let next: ModelStatus = status;
   if (observed.readyReplicas !== status.readyReplicas || (observed.endpoint && observed.endpoint !== status.endpoint)) {
     next = {
@@ -325,7 +330,7 @@ export function observe(status: ModelStatus, observed: ObservedStatus, now: stri
       status.lastError?.reason === problem.reason &&
       status.lastError.message === problem.message;
     if (sameProblem) return next;
-    if (status.phase === 'Ready') {
+    if (status.phase === 'Ready' || status.phase === 'Idle') {
       next = startStep(next, 'degraded', generation, now, `${problem.reason}: ${problem.message}`);
       next = withPhase(next, 'Degraded', now);
     }

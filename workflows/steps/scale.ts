@@ -1,9 +1,10 @@
 // A model with `spec.scaling` (docs/design/scaling.md): the replica count in force, the policy its Deployment carries
 // for the worker's autoscaler, and the autoscaler's decisions applied — one `scaleEngine` each, a closed `scale`
 // timeline entry, nothing in history while the load holds steady.
-import { ActivityFailure, isCancellation, log } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, isCancellation, log } from '@temporalio/workflow';
 import type { Activities } from '../activity-options.js';
 import {
+  FAILURE,
   scalingPolicy,
   startingReplicas,
   type ModelStatus,
@@ -13,7 +14,9 @@ import {
   type ServedModel,
 } from '../contract/index.js';
 import { baselineKey } from '../status/baseline.js';
-import { endStep } from '../status/timeline.js';
+import { endStep, openEntry } from '../status/timeline.js';
+import { markReady } from '../status/transitions.js';
+import { awaitHealth } from './health.js';
 import { now, type StepContext, type World } from './context.js';
 import type { StepRow } from './table.js';
 
@@ -31,18 +34,41 @@ export function withRecentScaleEntries(status: ModelStatus): ModelStatus {
   return { ...status, timeline: status.timeline.filter((e) => !dropped.has(e)) };
 }
 
-/** `spec.scaling` with the fewest replicas its schedule set last (World.scheduledMin): what every count keeps to. */
+/**
+ * Whether the model may be at zero now: `idleToZeroAfter` with a front to hold requests meanwhile, and no schedule
+ * window open (a window's floor is above minReplicas, so above zero).
+ */
+function zeroAllowed(spec: ServedModel, world: World): boolean {
+  const { scaling, front } = spec.spec;
+  if (scaling?.idleToZeroAfter === undefined || !front) return false;
+  return world.scheduledMin === undefined || world.scheduledMin <= scaling.minReplicas;
+}
+
+/**
+ * `spec.scaling` as it holds now: with the fewest replicas its schedule set last (World.scheduledMin), and without
+ * `idleToZeroAfter` while zero is not allowed. What every count keeps to.
+ */
 function scalingInForce(spec: ServedModel, world: World): ScalingSpec | undefined {
   const { scaling } = spec.spec;
-  if (!scaling || world.scheduledMin === undefined) return scaling;
-  const minReplicas = Math.min(Math.max(scaling.minReplicas, world.scheduledMin), scaling.maxReplicas);
-  return { ...scaling, minReplicas };
+  if (!scaling) return undefined;
+  const minReplicas =
+    world.scheduledMin === undefined
+      ? scaling.minReplicas
+      : Math.min(Math.max(scaling.minReplicas, world.scheduledMin), scaling.maxReplicas);
+  const { idleToZeroAfter, ...rest } = scaling;
+  return {
+    ...rest,
+    minReplicas,
+    ...(idleToZeroAfter !== undefined && zeroAllowed(spec, world) ? { idleToZeroAfter } : {}),
+  };
 }
 
 /** The replica count in force for `spec`: the last decision's, within the bounds in force; the spec's without scaling. */
 export function engineReplicas(spec: ServedModel, world: World): number {
   const scaling = scalingInForce(spec, world);
   if (!scaling) return spec.spec.replicas;
+  // At zero while zero is allowed; a window that opens, or an update without idleToZeroAfter, brings the floor.
+  if (world.scaledReplicas === 0 && scaling.idleToZeroAfter !== undefined) return 0;
   return startingReplicas(world.scaledReplicas ?? spec.spec.replicas, scaling);
 }
 
@@ -84,6 +110,7 @@ export function scalingStatus(status: ModelStatus, spec: ServedModel, world: Wor
       ...(status.scaling?.schedule && scaling.schedule ? { schedule: status.scaling.schedule } : {}),
       ...(message ? { message } : {}),
       ...(status.scaling?.lastDecision ? { lastDecision: status.scaling.lastDecision } : {}),
+      ...(replicas === 0 && status.scaling?.idleSince ? { idleSince: status.scaling.idleSince } : {}),
       decisions: status.scaling?.decisions ?? 0,
     },
   };
@@ -97,8 +124,13 @@ export function decisionRefusal(spec: ServedModel, world: World, decision: Scale
   const scaling = scalingInForce(spec, world);
   if (!scaling) return 'the model has no spec.scaling';
   const { replicas, from } = decision ?? {};
-  if (!Number.isSafeInteger(replicas) || replicas < scaling.minReplicas || replicas > scaling.maxReplicas) {
-    return `${String(replicas)} is outside ${scaling.minReplicas}..${scaling.maxReplicas}`;
+  const toZero = replicas === 0 && scaling.idleToZeroAfter !== undefined;
+  if (
+    !Number.isSafeInteger(replicas) ||
+    (!toZero && (replicas < scaling.minReplicas || replicas > scaling.maxReplicas))
+  ) {
+    const zero = replicas === 0 ? ' (zero needs scaling.idleToZeroAfter, front, and no schedule window open)' : '';
+    return `${String(replicas)} is outside ${scaling.minReplicas}..${scaling.maxReplicas}${zero}`;
   }
   const current = engineReplicas(spec, world);
   if (from !== current) return `made against ${String(from)} replicas, but ${current} are in force`;
@@ -135,5 +167,32 @@ export async function applyDecision(ctx: StepContext, acts: Activities, decision
       decisions: (next.scaling?.decisions ?? 0) + 1,
     },
   };
+  if (decision.replicas === 0) {
+    // No replica is wanted: Idle, not Degraded; a trouble of the replicas that were is over with them.
+    if (openEntry(next, 'degraded')) next = endStep(next, 'degraded', 'Cancelled', at, 'scaled to zero');
+    next = markReady(
+      { ...next, scaling: { ...next.scaling!, idleSince: at } },
+      { generation: next.observedGeneration, readyReplicas: 0 },
+      at,
+    );
+  }
   ctx.set(next);
+}
+
+/**
+ * A model `Idle` whose count is above zero again (the autoscaler's wake, a schedule window that opened): `Starting`
+ * until a replica answers /health (the startup step, within engine.startupTimeout), then `Ready`. A startup that fails
+ * for good leaves the model `Failed`, as a reconcile's would, until an update or a delete.
+ */
+export async function wakeUp(ctx: StepContext, acts: Activities): Promise<void> {
+  if (ctx.status.phase !== 'Idle' || engineReplicas(ctx.desired, ctx.world) === 0) return;
+  const generation = ctx.status.observedGeneration;
+  try {
+    const health = await awaitHealth(ctx, acts, ctx.desired, generation);
+    // One replica answered; the next look counts them all.
+    ctx.set(markReady(ctx.status, { generation, endpoint: health.endpoint, readyReplicas: 1 }, now()));
+  } catch (err) {
+    if (err instanceof ApplicationFailure && err.type === FAILURE.ReconcileFailed) return;
+    throw err;
+  }
 }

@@ -1,7 +1,8 @@
 // A model with spec.scaling as the workflow sees it (docs/design/scaling.md): the autoscaler's decisions arrive as
 // `ferry.scale` signals; one made against the count in force is applied by scaleEngine alone and recorded, a stale or
 // out-of-bounds one is dropped; every later apply and look uses the count in force; the target comes from the
-// measured baseline when the spec gives none.
+// measured baseline when the spec gives none. With idleToZeroAfter and a front: a decision to 0 makes the model Idle
+// (not Degraded), and the wake makes it Starting until /health answers, then Ready.
 import { describe, expect, it } from 'vitest';
 import {
   modelChangedSignal,
@@ -102,6 +103,74 @@ describe('ServeModelWorkflow scaling', () => {
       expect(applies[0]).toMatchObject({ replicas: 2 });
       expect(applies[0]!.scaling).toBeUndefined();
       expect(applies[1]).toMatchObject({ replicas: 2, scaling: { targetConcurrency: 6.4 } });
+    });
+  });
+
+  it('goes to zero on a decision (Idle, 0 in every look), and wakes on the next: Starting until /health, then Ready', async () => {
+    const stub = new StubActivities();
+    await withWorker(harness, stub, async ({ start }) => {
+      const doc = modelDoc((d) => {
+        d.spec.scaling = { ...SCALING, idleToZeroAfter: '30m' };
+        d.spec.front = {};
+      });
+      const handle = await start(doc, QUIET);
+      await waitForStatus(handle, readyAt(1));
+      expect(stub.callsOf('applyEngine')[0]!.input).toMatchObject({
+        replicas: 1,
+        scaling: { ...POLICY, idleToZeroAfterMs: 1_800_000 },
+      });
+
+      await handle.signal(scaleSignal, { replicas: 0, from: 1, reason: 'no request for 30m 00s' });
+      const idle = await waitForStatus(handle, (s) => s.phase === 'Idle');
+      expect(idle).toMatchObject({
+        replicas: 0,
+        readyReplicas: 0,
+        scaling: { replicas: 0, idleSince: idle.scaling?.lastDecision?.at, decisions: 1 },
+      });
+      expect(idle.scaling?.idleSince).toBeDefined();
+      expect(idle.conditions.find((c) => c.type === 'Ready')).toMatchObject({ status: 'True', reason: 'Idle' });
+      expect(stub.callsOf('scaleEngine').map((c) => c.input.replicas)).toEqual([0]);
+
+      // A look at the Idle model keeps 0 in force and leaves it Idle.
+      await handle.signal(modelChangedSignal, { objects: ['Deployment/x'] });
+      await waitForStatus(handle, () => stub.callsOf('lookAtModel').some((c) => c.outcome === 'returned'));
+      expect(stub.callsOf('lookAtModel').at(-1)!.input).toMatchObject({ replicas: 0 });
+      expect((await waitForStatus(handle, () => true)).phase).toBe('Idle');
+      // An update while Idle: applied at 0, Idle again at its generation.
+      doc.metadata.labels = { team: 'search' };
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, (s) => s.phase === 'Idle' && s.observedGeneration === 2);
+      expect(stub.callsOf('applyEngine').at(-1)!.input).toMatchObject({ replicas: 0 });
+
+      // The wake: Starting while the replica starts, Ready once it answers /health.
+      const health = stub.gate('awaitHealth');
+      await handle.signal(scaleSignal, { replicas: 1, from: 0, reason: 'a request held at zero: 0 → 1 at once' });
+      await health.reached;
+      const starting = await waitForStatus(handle, (s) => s.phase === 'Starting');
+      expect(starting.replicas).toBe(1);
+      expect(starting.scaling?.idleSince).toBeUndefined();
+      health.release();
+      const awake = await waitForStatus(handle, (s) => s.phase === 'Ready');
+      expect(stub.callsOf('scaleEngine').map((c) => c.input.replicas)).toEqual([0, 1]);
+      expect(awake).toMatchObject({ replicas: 1, observedGeneration: 2, scaling: { replicas: 1, decisions: 2 } });
+      const steps = awake.timeline.filter((e) => e.step === 'scale' || e.step === 'startup');
+      expect(steps.map((e) => `${e.step} ${e.outcome}`)).toEqual([
+        'startup Succeeded',
+        'scale Succeeded',
+        'startup Skipped',
+        'scale Succeeded',
+        'startup Succeeded',
+      ]);
+      // A decision to 0 for a model without idleToZeroAfter is dropped.
+      delete doc.spec.scaling!.idleToZeroAfter;
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, readyAt(3));
+      expect(stub.callsOf('applyEngine').at(-1)!.input.scaling).toEqual(POLICY);
+      const looks = stub.callsOf('lookAtModel').length;
+      await handle.signal(scaleSignal, { replicas: 0, from: 1, reason: 'no idleToZeroAfter any more' });
+      await handle.signal(modelChangedSignal, { objects: ['Deployment/x'] });
+      await waitForStatus(handle, () => stub.callsOf('lookAtModel').length > looks);
+      expect(stub.callsOf('scaleEngine')).toHaveLength(2);
     });
   });
 });

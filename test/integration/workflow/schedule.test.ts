@@ -114,4 +114,37 @@ describe('ServeModelWorkflow schedule', () => {
       await handle.terminate('test finished');
     });
   });
+
+  it('wakes a model at zero when a window opens: Starting, then Ready at the floor; zero allowed again once it closes', async () => {
+    const stub = new StubActivities();
+    await withWorker(harness, stub, async ({ start }) => {
+      await atSecond(25, 40);
+      const doc = modelDoc((d) => {
+        d.spec.scaling = { ...SCALING, idleToZeroAfter: '30m' };
+        d.spec.front = {};
+      });
+      const handle = await start(doc, QUIET);
+      await waitForStatus(handle, readyAt(1));
+      await handle.signal(scaleSignal, { replicas: 0, from: 1, reason: 'no request for 30m 00s' });
+      await waitForStatus(handle, phaseIs('Idle'));
+
+      // The window opens: the engine applied again at its floor, and the model starts as a woken one does.
+      const awake = await waitForStatus(handle, (s) => s.phase === 'Ready' && s.replicas === 2, 60_000);
+      expect(stub.callsOf('applyEngine').at(-1)!.input).toMatchObject({ replicas: 2, scaling: { minReplicas: 2 } });
+      expect(stub.callsOf('applyEngine').at(-1)!.input.scaling?.idleToZeroAfterMs).toBeUndefined();
+      expect(awake.timeline.filter((e) => e.step === 'scale').map((e) => e.detail)).toEqual([
+        '1 → 0 replicas: no request for 30m 00s',
+        '0 → 2 replicas: the schedule asks for at least 2',
+      ]);
+      expect(awake.timeline.at(-1)).toMatchObject({ step: 'startup', outcome: 'Succeeded' });
+      // A decision to zero while it is open: dropped.
+      await handle.signal(scaleSignal, { replicas: 0, from: 2, reason: 'quiet' });
+      // It closes: the policy carries idleToZeroAfterMs again, and a decision to zero is taken.
+      await waitForStatus(handle, (s) => s.scaling?.minReplicas === 1, 60_000);
+      expect(stub.callsOf('scaleEngine')).toHaveLength(1);
+      expect(stub.callsOf('applyEngine').at(-1)!.input.scaling).toMatchObject({ idleToZeroAfterMs: 1_800_000 });
+      await handle.signal(scaleSignal, { replicas: 0, from: 2, reason: 'quiet again' });
+      await waitForStatus(handle, phaseIs('Idle'));
+    });
+  });
 });

@@ -20,6 +20,7 @@ export const PARSER_ONLY_RULES = {
   cron: "each schedule window's cron is one cron can run (fields in range, like minute 0-59)",
   'time-zone': "each schedule window's timeZone is a zone the IANA database has",
   'front-hold': 'front.holdFor is at most 1h',
+  'idle-to-zero': 'scaling.idleToZeroAfter is at least 1m, and needs front',
   'args-in-order': 'each item of engine.args that is not a flag is a value its flag takes',
 } as const;
 

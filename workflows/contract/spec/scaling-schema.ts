@@ -13,7 +13,7 @@ const BASELINE_TARGET_SHARE = 0.8;
 
 const replicaBound = (what: string) =>
   int(`a whole number of replicas from 1 to ${MAX_SCALED_REPLICAS}`)
-    .min(1, `must be from 1 to ${MAX_SCALED_REPLICAS}: scaling to zero is not available yet`)
+    .min(1, `must be from 1 to ${MAX_SCALED_REPLICAS}: for zero replicas while no request comes, use idleToZeroAfter`)
     .max(MAX_SCALED_REPLICAS, `must be from 1 to ${MAX_SCALED_REPLICAS}`)
     .describe(what);
 
@@ -34,8 +34,16 @@ export const scalingSchema = strict({
   scaleDownAfter: duration('5m')
     .default('5m')
     .describe('The load must call for fewer replicas this long before they are removed, like 5m.'),
+  idleToZeroAfter: duration('30m')
+    .optional()
+    .describe(
+      'No request for this long → 0 replicas (the volume and the weights stay; the phase is Idle), like 30m; at least 1m. Needs front: at zero the front holds a request and wakes the model, which answers it once a replica is ready. Not while a schedule window is open. Unset: never below minReplicas.',
+    ),
   schedule: scheduleSchema.optional(),
 });
+
+/** The shortest `idleToZeroAfter`: a front's count of requests is read every few seconds, and a quiet minute is short. */
+export const MIN_IDLE_TO_ZERO_MS = 60_000;
 
 export type ScalingSpec = z.output<typeof scalingSchema>;
 
@@ -74,6 +82,8 @@ export interface ScalingPolicy {
   targetConcurrency: number;
   scaleUpAfterMs: number;
   scaleDownAfterMs: number;
+  /** Set when the model may go to zero now: no request through its front for this long. */
+  idleToZeroAfterMs?: number;
 }
 
 /** `scaling` with its target: the spec's, else a share of the measured capacity; undefined while neither is known. */
@@ -88,5 +98,6 @@ export function scalingPolicy(scaling: ScalingSpec, measuredMaxConcurrency?: num
     targetConcurrency: target,
     scaleUpAfterMs: parseDuration(scaling.scaleUpAfter),
     scaleDownAfterMs: parseDuration(scaling.scaleDownAfter),
+    ...(scaling.idleToZeroAfter !== undefined ? { idleToZeroAfterMs: parseDuration(scaling.idleToZeroAfter) } : {}),
   };
 }

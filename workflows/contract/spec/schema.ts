@@ -6,9 +6,9 @@ import { engineSchema } from './engine-schema.js';
 import { frontSchema } from './front-schema.js';
 import { pullerSchema, resourcesSchema, schedulingSchema, storageSchema } from './placement-schema.js';
 import { parserOnly } from './parser-only.js';
-import { parseQuantity } from './quantities.js';
+import { parseDuration, parseQuantity } from './quantities.js';
 import { dnsLabel, int, labelMap, modelName, mustBe, quote, strict } from './rules.js';
-import { expiresAtSchema, scalingSchema } from './scaling-schema.js';
+import { expiresAtSchema, MIN_IDLE_TO_ZERO_MS, scalingSchema } from './scaling-schema.js';
 import { inferencePoolSchema, sloSchema } from './slo-schema.js';
 import { sourceSchema } from './source-schema.js';
 
@@ -225,11 +225,40 @@ function scalingIssues(spec: Document['spec'], ctx: z.core.$RefinementCtx<Docume
         'is required without slo: the default is a share of the capacity Ferry measures against slo (status.baseline.maxConcurrency)',
     });
   }
+  if (scaling.idleToZeroAfter !== undefined) idleToZeroIssues(spec, scaling.idleToZeroAfter, ctx);
   if (spec.storage.accessMode === ONE_POD && scaling.maxReplicas > ONE_POD_MAX_REPLICAS) {
     ctx.addIssue({
       code: 'custom',
       path: ['spec', 'scaling', 'maxReplicas'],
       message: 'must be 1 with storage.accessMode ReadWriteOncePod: only one pod can mount the volume',
+    });
+  }
+}
+
+/** Zero replicas need the front to hold requests meanwhile, and a quiet spell long enough to mean something. */
+function idleToZeroIssues(spec: Document['spec'], idleToZeroAfter: string, ctx: z.core.$RefinementCtx<Document>): void {
+  const path = ['spec', 'scaling', 'idleToZeroAfter'];
+  let ms: number | undefined;
+  try {
+    ms = parseDuration(idleToZeroAfter);
+  } catch {
+    // The field's own rule has said why.
+  }
+  if (ms !== undefined && ms < MIN_IDLE_TO_ZERO_MS) {
+    ctx.addIssue({
+      code: 'custom',
+      params: parserOnly('idle-to-zero'),
+      path,
+      message: `must be at least 1m, got ${quote(idleToZeroAfter)}: a shorter quiet spell is a pause between requests, and every wake costs a replica's start`,
+    });
+  }
+  if (!spec.front) {
+    ctx.addIssue({
+      code: 'custom',
+      params: parserOnly('idle-to-zero'),
+      path,
+      message:
+        'needs front (add `front: {}`): at zero no replica answers, and the front is what holds a request and wakes the model',
     });
   }
 }
