@@ -1,8 +1,8 @@
-// The front a model at zero is to keep (docs/design/scaling.md, section 6): HAProxy in front of the engine's Service,
+// The front of a model with spec.front (docs/design/scaling.md, section 6): HAProxy in front of the engine's Service,
 // which holds each request while no replica answers — it tries the connection again about once a second for
 // `holdSeconds` — and passes it on as soon as one does; past its bound or its hold it answers 503 with Retry-After,
 // never a reset connection. Pure: the configuration file's text. Checked against a real HAProxy in
-// test/integration/front/hold.test.ts; its Kubernetes objects are front-objects.ts'; not yet deployed by Ferry.
+// test/integration/front/hold.test.ts; its Kubernetes objects are front-objects.ts'.
 
 export interface FrontOptions {
   /** Where the front listens: `:8000` in a pod, `127.0.0.1:<port>` in a test. */

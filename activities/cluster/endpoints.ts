@@ -57,15 +57,18 @@ export function serviceProxyEndpoint(kc: KubeConfig, model: EngineAddress, pod?:
 export type EndpointOverrides = Record<string, string> | (() => Record<string, string>);
 
 /**
- * An explicit endpoint override: the URL listed for the model (`<namespace>/<name>`) or, given a pod, for that pod
- * (`<namespace>/<name>/<pod>`), else `fallback`'s, else a retryable `EndpointUnknown` failure (a local supervisor may
+ * An explicit endpoint override: the URL listed for the model (`<namespace>/<name>`; with a front, the engine's own
+ * Service's, `<namespace>/<name>-engine`, when listed) or, given a pod, for that pod (`<namespace>/<name>/<pod>`), else `fallback`'s, else a retryable `EndpointUnknown` failure (a local supervisor may
  * publish the URL a moment later). A pod never falls back to the model's URL: that would reach another replica.
  */
 export function overrideEndpoints(overrides: EndpointOverrides, fallback?: EndpointResolver): EndpointResolver {
   return async (model, pod) => {
     const map = typeof overrides === 'function' ? overrides() : overrides;
     const key = modelKey(model, pod);
-    const url = map[key];
+    // With a front, the engine's own Service is `<namespace>/<name>-engine` (the model's URL is the front's), where
+    // the overrides name it; else the model's.
+    const engineKey = !pod && model.spec.front ? `${model.metadata.namespace}/${engineService(model)}` : undefined;
+    const url = (engineKey !== undefined ? map[engineKey] : undefined) ?? map[key];
     if (url !== undefined) return checkedUrl(url, `the endpoint override for ${key}`);
     if (fallback) return fallback(model, pod);
     const known = Object.keys(map).filter((k) => (pod ? k.split('/').length === 3 : k.split('/').length === 2));

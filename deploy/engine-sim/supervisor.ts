@@ -5,13 +5,18 @@
 // own stand-in (what a request to one replica reaches). A stand-in stops when its pod goes away, and with it whatever
 // it held in memory (LoRA adapters), as a real engine's process would. A pod with the admission sidecar gets Debian's
 // nginx in front of its stand-in (admission-proxy.ts), and the model's URL, which stands for the Service, points at it.
+// A model with a front (spec.front) gets each front pod played by Debian's HAProxy with the pod's own configuration
+// (front-proxy.ts): then the model's URL is a front pod's, `<namespace>/<model>-engine` (the engine's own Service) the
+// newest stand-in's, and `<namespace>/<model>/<front pod>` that pod's exporter (what the autoscaler reads).
 import { renameSync, writeFileSync } from 'node:fs';
 import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
 import { AdmissionProxy, NGINX } from './admission-proxy.js';
+import { FrontProxy, HAPROXY, ServicePort } from './front-proxy.js';
 import { parseEngineArgs } from './args.js';
 import { createEngineSim, type EngineSim } from './server.js';
 
 const ENGINE_SELECTOR = 'app.kubernetes.io/managed-by=ferry,app.kubernetes.io/component=engine';
+const FRONT_SELECTOR = 'app.kubernetes.io/managed-by=ferry,app.kubernetes.io/component=front';
 /** Label a model may carry to set how long its stand-ins "load" (seconds; default 3). */
 const LOAD_DELAY_LABEL = 'sim.ferry.dev/load-delay-seconds';
 
@@ -26,6 +31,13 @@ interface Running {
   createdAt: number;
 }
 
+interface RunningFront {
+  proxy: FrontProxy;
+  model: string;
+  namespace: string;
+  pod: string;
+}
+
 export const log = (msg: string, extra: Record<string, unknown> = {}) =>
   process.stderr.write(
     `${JSON.stringify({ time: new Date().toISOString(), component: 'engine-sim-supervisor', msg, ...extra })}\n`,
@@ -34,6 +46,9 @@ export const log = (msg: string, extra: Record<string, unknown> = {}) =>
 export class EngineSimSupervisor {
   private readonly sims = new Map<string, Running>();
   private readonly starting = new Set<string>();
+  private readonly fronts = new Map<string, RunningFront>();
+  /** Each fronted model's engine Service, `<namespace>/<model>` → its port. */
+  private readonly services = new Map<string, ServicePort>();
   private lastWritten = '';
 
   constructor(
@@ -71,7 +86,69 @@ export class EngineSimSupervisor {
       }
     }
     await Promise.all([...this.sims.values()].map((running) => this.followLimit(running)));
+    await this.syncFronts();
     this.writeOverrides();
+  }
+
+  /** Front pods: HAProxy for each new running one, stopped for each gone; a model's Service port while it has any. */
+  private async syncFronts(): Promise<void> {
+    const pods = (await this.core.listPodForAllNamespaces({ labelSelector: FRONT_SELECTOR })).items;
+    const live = new Map<string, V1Pod>();
+    for (const pod of pods) {
+      if (pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp) live.set(pod.metadata!.uid!, pod);
+    }
+    for (const [uid, front] of this.fronts) {
+      if (live.has(uid)) continue;
+      this.fronts.delete(uid);
+      front.proxy.stop();
+      log('front stopped', { pod: `${front.namespace}/${front.pod}` });
+    }
+    for (const [uid, pod] of live) {
+      if (this.fronts.has(uid)) continue;
+      if (!FrontProxy.available()) {
+        log(`the model has a front, but ${HAPROXY} is missing: nothing plays it`, { pod: pod.metadata?.name });
+        continue;
+      }
+      try {
+        await this.startFront(uid, pod);
+      } catch (err) {
+        log('front not started', { pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`, error: String(err) });
+      }
+    }
+    const fronted = new Set([...this.fronts.values()].map((f) => `${f.namespace}/${f.model}`));
+    for (const [key, service] of this.services) {
+      if (fronted.has(key)) continue;
+      service.close();
+      this.services.delete(key);
+    }
+  }
+
+  private async startFront(uid: string, pod: V1Pod): Promise<void> {
+    const namespace = pod.metadata!.namespace!;
+    const model = pod.metadata?.labels?.['ferry.dev/model'] ?? pod.metadata!.name!;
+    const configMap = pod.spec?.volumes?.find((v) => v.configMap)?.configMap?.name;
+    if (!configMap) throw new Error('the front pod mounts no ConfigMap');
+    const data = (await this.core.readNamespacedConfigMap({ name: configMap, namespace })).data ?? {};
+    const config = Object.values(data)[0];
+    if (!config) throw new Error(`ConfigMap ${configMap} holds no configuration`);
+    const key = `${namespace}/${model}`;
+    let service = this.services.get(key);
+    if (!service) {
+      service = await ServicePort.open(() => this.readyPort(namespace, model));
+      this.services.set(key, service);
+    }
+    const proxy = await FrontProxy.start(config, service.port);
+    this.fronts.set(uid, { proxy, model, namespace, pod: pod.metadata!.name! });
+    log('front started', { pod: `${namespace}/${pod.metadata!.name}`, url: proxy.url, metrics: proxy.metricsUrl });
+  }
+
+  /** The port a ready stand-in of the model answers on (through admission when the pod has it), as its Service's. */
+  private readyPort(namespace: string, model: string): number | undefined {
+    const ready = [...this.sims.values()].find(
+      (r) => r.namespace === namespace && r.model === model && r.sim.state.phase === 'ready',
+    );
+    if (!ready) return undefined;
+    return Number(new URL(ready.admission?.proxy.url ?? ready.url).port);
   }
 
   /** A new limit in the pod's admission ConfigMap reaches its nginx, as the kubelet and the sidecar bring it. */
@@ -161,8 +238,15 @@ export class EngineSimSupervisor {
       entries.push([`${key}/${r.pod}`, r.url]);
     }
     // The model's URL stands for its Service, which reaches the engine through admission; a pod's, for the pod's IP
-    // and the engine's own port.
-    entries.push(...[...newest].map(([k, r]): [string, string] => [k, r.admission?.proxy.url ?? r.url]));
+    // and the engine's own port. With a front, the model's Service is the front's, and the engine's own is
+    // `<model>-engine`.
+    const fronted = new Map<string, RunningFront>();
+    for (const f of [...this.fronts.values()].sort((a, b) => a.pod.localeCompare(b.pod))) {
+      fronted.set(`${f.namespace}/${f.model}`, fronted.get(`${f.namespace}/${f.model}`) ?? f);
+      entries.push([`${f.namespace}/${f.model}/${f.pod}`, f.proxy.metricsUrl]);
+    }
+    for (const [k, r] of newest) entries.push([fronted.has(k) ? `${k}-engine` : k, r.admission?.proxy.url ?? r.url]);
+    for (const [k, f] of fronted) entries.push([k, f.proxy.url]);
     return Object.fromEntries(entries.sort(([a], [b]) => a.localeCompare(b)));
   }
 
@@ -176,6 +260,10 @@ export class EngineSimSupervisor {
   }
 
   async stop(): Promise<void> {
+    for (const f of this.fronts.values()) f.proxy.stop();
+    for (const service of this.services.values()) service.close();
+    this.fronts.clear();
+    this.services.clear();
     for (const r of this.sims.values()) r.admission?.proxy.stop();
     await Promise.all([...this.sims.values()].map((r) => r.sim.stop().catch(() => undefined)));
     this.sims.clear();

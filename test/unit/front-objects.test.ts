@@ -16,6 +16,7 @@ import { buildService, LABEL_MODEL, rootName, selectorLabels } from '../../activ
 import { KubeConfig } from '@kubernetes/client-node';
 import { inClusterEndpoint, serviceProxyEndpoint } from '../../activities/cluster/endpoints.js';
 import { clientEndpoint } from '../../activities/deps.js';
+import { loopbackFrontConfig } from '../../deploy/engine-sim/front-proxy.js';
 import { parseServedModel, safeParseServedModel } from '../../workflows/contract/index.js';
 import { FIXTURE_ROOT_UID, fixtureModel, fixtures } from './fixtures.js';
 
@@ -127,5 +128,26 @@ describe('the front of a model', () => {
         message: 'must be at most 1h: a front pod being replaced is given that long to finish what it holds, got "61m"',
       }),
     ]);
+  });
+});
+
+describe("the local stack's front (deploy/engine-sim/front-proxy.ts)", () => {
+  it("moves the pod's configuration onto loopback and changes nothing else", () => {
+    const config = frontConfigFor(fixtureModel('front'));
+    const local = loopbackFrontConfig(config, {
+      bind: '127.0.0.1:41000',
+      metricsBind: '127.0.0.1:41001',
+      engine: '127.0.0.1:41002',
+    });
+    const changed = (text: string) => text.split('\n').filter((line) => !config.split('\n').includes(line));
+    expect(changed(local)).toEqual([
+      '  bind 127.0.0.1:41000',
+      '  bind 127.0.0.1:41001',
+      expect.stringMatching(/^ {2}server engine 127\.0\.0\.1:41002 maxconn \d+$/),
+    ]);
+    expect(local.split('\n')).toHaveLength(config.split('\n').length);
+    expect(() => loopbackFrontConfig('global\n', { bind: 'a:1', metricsBind: 'a:2', engine: 'a:3' })).toThrow(
+      '0 bind and 0 server lines',
+    );
   });
 });

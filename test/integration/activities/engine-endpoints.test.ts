@@ -12,6 +12,7 @@ import {
   overrideEndpoints,
   serviceProxyEndpoint,
 } from '../../../activities/cluster/endpoints.js';
+import { clientEndpoint } from '../../../activities/deps.js';
 import { testModel } from '../../support/activity-env.js';
 import { adminKubeConfig } from '../../support/kube.js';
 
@@ -97,6 +98,18 @@ describe('endpoint resolvers', () => {
     expect(await fromFile.endpoints(qwen)).toBe('http://127.0.0.1:9002');
     writeFileSync(file, JSON.stringify({ 'models/qwen': 'http://127.0.0.1:9003' }));
     expect(await fromFile.endpoints(qwen)).toBe('http://127.0.0.1:9003');
+  });
+
+  it("override, with a front: the worker reaches the engine's own Service where it is listed, clients the model's", async () => {
+    const fronted = testModel('qwen', 'models', { spec: { engine: { port: 8080 }, front: {} } });
+    const overrides = overrideEndpoints({
+      'models/qwen': 'http://127.0.0.1:9100',
+      'models/qwen-engine': 'http://127.0.0.1:9200',
+    });
+    expect(await overrides(fronted)).toBe('http://127.0.0.1:9200');
+    expect(await clientEndpoint(overrides, fronted)).toBe('http://127.0.0.1:9100');
+    // Overrides that know no engine Service of their own (a real engine's node agent): the model's.
+    expect(await overrideEndpoints({ 'models/qwen': 'http://127.0.0.1:9100' })(fronted)).toBe('http://127.0.0.1:9100');
   });
 
   it("given a pod, each resolver reaches that pod's engine, never another replica", async () => {

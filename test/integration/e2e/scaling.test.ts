@@ -252,4 +252,67 @@ describe('autoscaling on the requests in flight, end to end', { timeout: 420_000
     for (const entry of down) expect(new Date(entry.endedAt!).getUTCSeconds()).toBeGreaterThanOrEqual(20);
     expect(closed.phase).toBe('Ready');
   });
+
+  it('goes to zero after idleToZeroAfter with no request (Idle), and a request sent at zero is held by the front and answered', async () => {
+    const name = 'sleepy';
+    const file = writeDoc({
+      ...doc(name, 1),
+      spec: {
+        ...doc(name, 1).spec,
+        front: {},
+        scaling: { minReplicas: 1, maxReplicas: 2, targetConcurrency: 2, idleToZeroAfter: '1m' },
+      },
+    });
+    expectOk(await runFerry(['serve', '-f', file, '--wait', '--timeout', '4m']), 'serve');
+    // The front's pods are KWOK's; the supervisor plays each with Debian's HAProxy and its own configuration.
+    const front = await waitFor("the model's Service played by a front pod", 60_000, async () => {
+      const urls = JSON.parse(readFileSync(join(repoRoot, '.ferry/run/endpoints.json'), 'utf8')) as Record<
+        string,
+        string
+      >;
+      return urls[`${kube.ns}/${name}-engine`] ? urls[`${kube.ns}/${name}`] : undefined;
+    });
+    // A minute with no request (the clock starts at the worker's first reading of the front), then zero.
+    const idle = await waitFor('Idle at zero', 150_000, async () => {
+      const s = await status(name);
+      return s.phase === 'Idle' ? s : undefined;
+    });
+    expect(idle).toMatchObject({ replicas: 0, readyReplicas: 0, scaling: { replicas: 0 } });
+    expect(idle.timeline.filter((e) => e.step === 'scale').map((e) => e.detail)).toEqual([
+      expect.stringMatching(/^1 → 0 replicas: no request for 1m \d\ds \(idleToZeroAfter 1m 00s\)$/),
+    ]);
+    expect((await deployment(name)).spec?.replicas).toBe(0);
+    await waitFor('the engine pod gone', 60_000, async () => {
+      const pods = await kube.core.listNamespacedPod({
+        namespace: kube.ns,
+        labelSelector: `ferry.dev/model=${name},app.kubernetes.io/component=engine`,
+      });
+      return pods.items.length === 0;
+    });
+
+    // A request at zero: held by the front, which wakes the model, and answered once a replica is ready.
+    const started = performance.now();
+    const res = await fetch(`${front}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: name, prompt: 'a b c', max_tokens: 4 }),
+      signal: AbortSignal.timeout(180_000),
+    });
+    const body = (await res.json()) as { choices?: unknown[] };
+    const answeredAfterMs = performance.now() - started;
+    expect(res.status, JSON.stringify(body)).toBe(200);
+    expect(body.choices).toHaveLength(1);
+    const awake = await waitFor('Ready again', 60_000, async () => {
+      const s = await status(name);
+      return s.phase === 'Ready' ? s : undefined;
+    });
+    expect(awake.timeline.filter((e) => e.step === 'scale').map((e) => e.detail)).toEqual([
+      expect.stringMatching(/^1 → 0 replicas: /),
+      expect.stringMatching(/^0 → 1 replicas: a request held at zero: 0 → 1 at once$/),
+    ]);
+    expect(awake.scaling?.idleSince).toBeUndefined();
+    // The time the request waited: the autoscaler's reading, the decision, the pod, the stand-in.
+    console.log(`a request at zero answered after ${Math.round(answeredAfterMs)} ms`);
+    expectOk(await runFerry(['delete', name, '-n', kube.ns, '--cluster', cluster, '--wait']), 'delete');
+  });
 });

@@ -2,13 +2,17 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { frontConfigFor } from '../../../activities/builders/front-objects.js';
+import { frontLoad } from '../../../activities/scaling/load.js';
 import { EngineSimSupervisor } from '../../../deploy/engine-sim/supervisor.js';
+import { testModel } from '../../support/activity-env.js';
 import { adaptersListed } from '../../support/engine-env.js';
 import { useNamespace } from '../../support/fixtures.js';
 import { restrictedPod, waitFor } from '../../support/kube.js';
 
 // The supervisor gives each simulated engine pod a stand-in on loopback, started with the pod's own vLLM args and
-// API key, and publishes the model's endpoint; this is what makes the health path real in local runs.
+// API key, and publishes the model's endpoint; this is what makes the health path real in local runs. A front pod
+// is played by Debian's HAProxy with its own configuration (deploy/engine-sim/front-proxy.ts).
 const kube = useNamespace('stack-sim');
 let supervisor: EngineSimSupervisor;
 const file = join(mkdtempSync(join(tmpdir(), 'ferry-sim-')), 'endpoints.json');
@@ -113,5 +117,72 @@ describe('the engine stand-in supervisor', () => {
     const again = await healthy('duo-a');
     expect(await adaptersListed(again)).toEqual([]);
     expect(await adaptersListed(b)).toEqual([]);
+  });
+
+  it('plays a front pod with HAProxy and its own configuration: a request sent while no engine pod runs is held, counted by the exporter, and answered once one does', async () => {
+    const model = testModel('held', kube.ns, { spec: { front: { holdFor: '1m' } } });
+    await kube.core.createNamespacedConfigMap({
+      namespace: kube.ns,
+      body: { metadata: { name: 'held-front' }, data: { 'haproxy.cfg': frontConfigFor(model) } },
+    });
+    const frontPod = restrictedPod('held-front-0', {
+      volumes: [{ name: 'config', configMap: { name: 'held-front' } }],
+    });
+    frontPod.metadata = {
+      name: 'held-front-0',
+      labels: { ...engineLabels, 'app.kubernetes.io/component': 'front', 'ferry.dev/model': 'held' },
+    };
+    await kube.core.createNamespacedPod({ namespace: kube.ns, body: frontPod });
+    const front = await waitFor('the front played', 30_000, async () => {
+      await supervisor.sync();
+      return overrides()[`${kube.ns}/held`];
+    });
+    const exporter = overrides()[`${kube.ns}/held/held-front-0`]!;
+    expect(overrides()[`${kube.ns}/held-engine`]).toBeUndefined();
+    const reading = async () => frontLoad(await (await fetch(`${exporter}/metrics`)).text());
+    expect(await reading()).toEqual({ inFlight: 0, requests: 0 });
+
+    // No engine pod: the request is held, not refused.
+    const answer = fetch(`${front}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'held', prompt: 'hello', max_tokens: 4 }),
+    });
+    await waitFor('the request held', 10_000, async () => (await reading())?.inFlight === 1);
+
+    const enginePod = restrictedPod('held-0');
+    enginePod.metadata = { name: 'held-0', labels: { ...engineLabels, 'ferry.dev/model': 'held' } };
+    enginePod.spec!.containers[0] = {
+      ...enginePod.spec!.containers[0]!,
+      name: 'vllm',
+      args: ['--model', '/models/abc', '--served-model-name', 'held', '--port', '8000'],
+    };
+    await kube.core.createNamespacedPod({ namespace: kube.ns, body: enginePod });
+    let settled: Response | Error | undefined;
+    void answer.then(
+      (res) => (settled = res),
+      (err: Error) => (settled = err),
+    );
+    await waitFor('the held request answered', 30_000, async () => {
+      await supervisor.sync();
+      return settled;
+    });
+    expect(settled).toBeInstanceOf(Response);
+    const res = settled as Response;
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { choices: unknown[] }).choices).toHaveLength(1);
+    // The worker's own requests name the engine's Service; the model's URL stays the front's.
+    expect(overrides()[`${kube.ns}/held-engine`]).toBe(overrides()[`${kube.ns}/held/held-0`]);
+    expect(overrides()[`${kube.ns}/held`]).toBe(front);
+    expect(await reading()).toMatchObject({ inFlight: 0, requests: 1 });
+
+    await kube.core.deleteNamespacedPod({ name: 'held-front-0', namespace: kube.ns, gracePeriodSeconds: 0 });
+    await waitFor('the front stopped', 30_000, async () => {
+      await supervisor.sync();
+      return overrides()[`${kube.ns}/held/held-front-0`] === undefined;
+    });
+    // Without a front the model's URL is the stand-in's again.
+    expect(overrides()[`${kube.ns}/held`]).toBe(overrides()[`${kube.ns}/held/held-0`]);
+    await expect(fetch(`${exporter}/metrics`)).rejects.toThrow();
   });
 });

@@ -1,0 +1,165 @@
+// Local runs only: a model's front pods (spec.front; docs/design/scaling.md, section 6), which under KWOK run
+// nothing, played by Debian's HAProxy (installed by deploy/local/install.sh) with each pod's own configuration from
+// its ConfigMap, its addresses moved onto 127.0.0.1; and the engine's own Service, `<name>-engine`, which the front
+// sends requests to, played by a port that accepts connections while one of the model's stand-ins is ready and
+// refuses them (nothing listens) while none is, as kube-proxy rejects a connection to a Service with no endpoint.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createConnection, createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export const HAPROXY = '/usr/sbin/haproxy';
+/** The front's exporter port in its pod (activities/builders/front-objects.ts FRONT_METRICS_PORT). */
+const POD_METRICS_PORT = 9101;
+/** What the kubelet probes: HAProxy's monitor-uri on the exporter's port. */
+const READY_PATH = '/ready';
+
+/**
+ * A front pod's haproxy.cfg on loopback: the model's port bound to `bind`, the exporter's to `metricsBind`, and the
+ * engine's Service (`<name>-engine.<namespace>.svc:<port>`) replaced by `engine`. Everything else is the pod's.
+ */
+export function loopbackFrontConfig(config: string, to: { bind: string; metricsBind: string; engine: string }): string {
+  let binds = 0;
+  let servers = 0;
+  const lines = config.split('\n').map((line) => {
+    const bind = /^(\s*)bind :(\d+)\s*$/.exec(line);
+    if (bind) {
+      binds++;
+      return `${bind[1]}bind ${Number(bind[2]) === POD_METRICS_PORT ? to.metricsBind : to.bind}`;
+    }
+    const server = /^(\s*)server engine \S+( .*)?$/.exec(line);
+    if (server) {
+      servers++;
+      return `${server[1]}server engine ${to.engine}${server[2] ?? ''}`;
+    }
+    return line;
+  });
+  if (binds !== 2 || servers !== 1) {
+    throw new Error(`the front's configuration has ${binds} bind and ${servers} server lines, not 2 and 1`);
+  }
+  return lines.join('\n');
+}
+
+/** A free port on 127.0.0.1 (free when asked: another process may take it before it is used). */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/**
+ * The engine's own Service of one model: a port on 127.0.0.1 that forwards each connection to `target()` (the port of
+ * a ready stand-in) and, while there is none, is not listened on, so a connection is refused.
+ */
+export class ServicePort {
+  private server: Server | undefined;
+  private readonly timer: NodeJS.Timeout;
+
+  private constructor(
+    readonly port: number,
+    private readonly target: () => number | undefined,
+  ) {
+    this.timer = setInterval(() => void this.follow(), 250);
+  }
+
+  static async open(target: () => number | undefined): Promise<ServicePort> {
+    const service = new ServicePort(await freePort(), target);
+    await service.follow();
+    return service;
+  }
+
+  /** Listens while a stand-in is ready, not while none is. */
+  private async follow(): Promise<void> {
+    const ready = this.target() !== undefined;
+    if (ready && !this.server) {
+      const server = createServer((client) => {
+        const port = this.target();
+        if (port === undefined) return client.destroy();
+        const engine = createConnection(port, '127.0.0.1');
+        client.pipe(engine).pipe(client);
+        client.on('error', () => engine.destroy());
+        engine.on('error', () => client.destroy());
+        client.on('close', () => engine.destroy());
+        engine.on('close', () => client.destroy());
+      });
+      this.server = server;
+      await new Promise<void>((resolve) => {
+        server.once('error', () => {
+          this.server = undefined;
+          resolve();
+        });
+        server.listen(this.port, '127.0.0.1', resolve);
+      });
+    } else if (!ready && this.server) {
+      // New connections are refused; those open run to their end.
+      this.server.close();
+      this.server = undefined;
+    }
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+    this.server?.close();
+    this.server = undefined;
+  }
+}
+
+/** One front pod's HAProxy on 127.0.0.1. */
+export class FrontProxy {
+  private constructor(
+    private readonly child: ChildProcess,
+    private readonly dir: string,
+    /** Where clients reach the model through this pod, as through the model's Service. */
+    readonly url: string,
+    /** The exporter's base URL: `${metricsUrl}/metrics`, `${metricsUrl}/ready`. */
+    readonly metricsUrl: string,
+  ) {}
+
+  static available(): boolean {
+    return existsSync(HAPROXY);
+  }
+
+  /** Starts HAProxy with the pod's `config` in front of the Service port `enginePort`; resolves once it is ready. */
+  static async start(config: string, enginePort: number): Promise<FrontProxy> {
+    const [port, metricsPort] = [await freePort(), await freePort()];
+    const dir = mkdtempSync(join(tmpdir(), 'ferry-front-'));
+    const file = join(dir, 'haproxy.cfg');
+    writeFileSync(
+      file,
+      loopbackFrontConfig(config, {
+        bind: `127.0.0.1:${port}`,
+        metricsBind: `127.0.0.1:${metricsPort}`,
+        engine: `127.0.0.1:${enginePort}`,
+      }),
+    );
+    const child = spawn(HAPROXY, ['-db', '-f', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2000)));
+    const proxy = new FrontProxy(child, dir, `http://127.0.0.1:${port}`, `http://127.0.0.1:${metricsPort}`);
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      if (child.exitCode !== null) {
+        proxy.stop();
+        throw new Error(`haproxy did not start: ${stderr.trim() || `exit ${child.exitCode}`}`);
+      }
+      const ok = await fetch(`${proxy.metricsUrl}${READY_PATH}`).then(
+        (res) => res.ok,
+        () => false,
+      );
+      if (ok) return proxy;
+      if (Date.now() > deadline) {
+        proxy.stop();
+        throw new Error(`haproxy did not answer ${READY_PATH} within 10 s: ${stderr.trim()}`);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  stop(): void {
+    this.child.kill('SIGTERM');
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
