@@ -2,7 +2,8 @@
 // replicas' /metrics and feeds the pure rule (rule.ts); only a decision — another replica count — reaches the
 // model's workflow, as one `ferry.scale` signal. Steady load sends nothing and writes nothing to history. A model that
 // may go to zero now (its policy has idleToZeroAfterMs) has its front read first, from the front pods' exporters, for
-// the idle rule (idle.ts): no request for that long → 0, and at zero a request held → its floor at once. What it
+// the idle rule (idle.ts): no request for that long — through the front, nor in the engine's replicas — → 0, and at
+// zero a request held → its floor at once. What it
 // remembers (the rules' windows) lives only here: a restarted worker starts its windows again, and a decision it had
 // sent is already in the workflow's history.
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
@@ -106,41 +107,55 @@ export class Autoscaler {
     }
     const decideOn = (replicas: number, reason: string) =>
       this.send(key, { namespace, name }, tracked, { replicas, from: current, reason }, at);
-    if (policy.idleToZeroAfterMs !== undefined) {
-      // The front first: to zero, or awake from it, comes before the engine's load (which, at zero, there is none of).
-      const sample = await this.readFront(namespace, name, at);
-      // Unknown this round (no front pod ready, or one not answering): never zero on it, and the memory stays.
-      if (sample) {
-        const verdict = idleVerdict(policy.idleToZeroAfterMs, tracked.idle, sample, current, policy.minReplicas);
-        tracked.idle = verdict.memory;
-        if (verdict.replicas !== undefined) {
-          await decideOn(verdict.replicas, verdict.reason);
-          return;
-        }
-      }
+    const idleAfterMs = policy.idleToZeroAfterMs;
+    // A model that may go to zero: its front first (unknown this round when no front pod is ready or one does not
+    // answer: never zero on it, and the memory stays).
+    const front = idleAfterMs !== undefined ? await this.readFront(namespace, name, at) : undefined;
+    if (idleAfterMs !== undefined && current === 0) {
       // At zero there is no replica to read: only the front decides; the engine's windows start again on waking.
-      if (current === 0) {
-        tracked.memory = EMPTY_MEMORY;
+      tracked.memory = EMPTY_MEMORY;
+      if (!front) return;
+      const verdict = idleVerdict(idleAfterMs, tracked.idle, front, 0, policy.minReplicas);
+      tracked.idle = verdict.memory;
+      if (verdict.replicas !== undefined) await decideOn(verdict.replicas, verdict.reason);
+      return;
+    }
+    const load = await this.engineLoad(namespace, name, deployment);
+    if (idleAfterMs !== undefined && front) {
+      // Requests in the engine are activity too, whatever way they came (a client sent to a pod, not the front).
+      if (load !== undefined && load > 0) tracked.idle = { ...tracked.idle, busyAt: at };
+      const verdict = idleVerdict(idleAfterMs, tracked.idle, front, current, policy.minReplicas);
+      tracked.idle = verdict.memory;
+      // Zero only on an engine known to be idle (a replica that did not answer may be serving).
+      if (verdict.replicas === 0 && load === 0) {
+        await decideOn(0, verdict.reason);
         return;
       }
     }
+    // No replica read: nothing is known of the load (the count in force waits for them).
+    if (load === undefined) return;
+    const decision = decide(policy, tracked.memory, { at, load }, current);
+    tracked.memory = decision.memory;
+    if (decision.replicas === undefined) return;
+    await decideOn(decision.replicas, decision.reason);
+  }
+
+  /**
+   * The requests in flight of the model's ready replicas, summed; undefined when there is none to read, or one did
+   * not answer (a partial sum would call for too few).
+   */
+  private async engineLoad(namespace: string, name: string, deployment: V1Deployment): Promise<number | undefined> {
     const port = enginePort(deployment);
     const pods = this.readyPods(namespace, selectorLabels(name));
-    // No replica to read: nothing is known of the load (the count in force waits for them).
-    if (pods.length === 0 || port === undefined) return;
+    if (pods.length === 0 || port === undefined) return undefined;
     const loads = await Promise.all(
       pods.map(async (pod) => {
         const text = await this.metrics(namespace, name, port, pod);
         return text === undefined ? undefined : replicaLoad(text);
       }),
     );
-    // A replica that did not answer leaves the load unknown: a partial sum would call for too few.
-    if (loads.some((l) => l === undefined)) return;
-    const load = (loads as number[]).reduce((sum, l) => sum + l, 0);
-    const decision = decide(policy, tracked.memory, { at, load }, current);
-    tracked.memory = decision.memory;
-    if (decision.replicas === undefined) return;
-    await decideOn(decision.replicas, decision.reason);
+    if (loads.some((l) => l === undefined)) return undefined;
+    return (loads as number[]).reduce((sum, l) => sum + l, 0);
   }
 
   /** What is remembered of the model; a new policy (an update, a measured target, a window) starts it again. */

@@ -127,7 +127,7 @@ function setup(policy: ScalingPolicy, replicas: number) {
     fetched,
     warnings,
     /** `count` ready engine pods, each answering `text`. */
-    engine(count: number, text = vllm(0)) {
+    engine(count: number, text: string | typeof DOWN = vllm(0)) {
       enginePods = Array.from({ length: count }, (_, i) =>
         readyPod(`${NAME}-engine-${i}`, selectorLabels(NAME), `10.0.0.${i}`),
       );
@@ -160,12 +160,32 @@ describe('the autoscaler, for a model that may go to zero', () => {
     const before = model.fetched.length;
     await model.round(30);
     expect(model.sent).toEqual([{ replicas: 0, from: 2, reason: 'no request for 30m 00s (idleToZeroAfter 30m 00s)' }]);
-    // The front decided this round: the engine's load was not read.
-    expect(model.fetched.slice(before).every((url) => url.includes(`:${FRONT_METRICS_PORT}/`))).toBe(true);
+    // Both replicas were read too: zero only on an engine known to be idle.
+    expect(model.fetched.slice(before).filter((url) => url.includes(`:${ENGINE_PORT}/`))).toHaveLength(2);
     // Not applied yet: the same decision is not sent again on the next round.
     await model.round(30.1);
     expect(model.sent).toHaveLength(1);
     expect(model.fetched).toContain(`http://${NAME}-front-0:${FRONT_METRICS_PORT}/metrics`);
+  });
+
+  it('never goes to zero while its replicas serve requests that did not come through the front, nor on one it could not read', async () => {
+    const model = setup(POLICY, 1);
+    model.front(haproxy(6));
+    // A request sent to a pod, not through the front: the front sees none, the engine has it in flight.
+    model.engine(1, vllm(1));
+    for (const minutes of [0, 20, 40, 60]) await model.round(minutes);
+    expect(model.sent).toEqual([]);
+    // They end: the quiet clock starts at the last reading that saw them.
+    model.engine(1, vllm(0));
+    await model.round(89);
+    expect(model.sent).toEqual([]);
+    // A replica that does not answer may be serving: no zero on it.
+    model.engine(1, DOWN);
+    await model.round(95);
+    expect(model.sent).toEqual([]);
+    model.engine(1, vllm(0));
+    await model.round(96);
+    expect(model.sent).toEqual([expect.objectContaining({ replicas: 0, from: 1 })]);
   });
 
   it('starts the quiet clock at its first reading of the front, not at the start of the worker', async () => {
