@@ -364,14 +364,17 @@ export interface Streamed {
   done: boolean;
 }
 
-/** One streamed completion of `outputTokens` tokens (the engine told to ignore EOS); reads it to the end. */
-export async function streamOnce(url: string, outputTokens = 32): Promise<Streamed> {
+/**
+ * One streamed completion of `outputTokens` tokens (the engine told to ignore EOS); reads it to the end, within
+ * `timeoutMs`.
+ */
+export async function streamOnce(url: string, outputTokens = 32, timeoutMs = 30_000): Promise<Streamed> {
   const started = performance.now();
   const res = await fetch(`${url}/v1/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ prompt: 'a b c', max_tokens: outputTokens, ignore_eos: true, stream: true }),
-    signal: AbortSignal.timeout(30_000),
+    signal: AbortSignal.timeout(timeoutMs),
   });
   const ms = performance.now() - started;
   if (res.status !== 200 || !res.body) {

@@ -3,14 +3,18 @@
 // completions is put on its first replica, and the benchmark times the scale-out (the decision, the Deployment's count,
 // the new replicas ready), counts the model's history events while the load holds steady (what a Ready model under
 // steady traffic costs on the users' Temporal), then stops the load and times the way back to minReplicas. Every
-// request's answer is checked: none may fail while the count moves.
+// request's answer is checked: none may fail while the count moves. Then, with --idle (the model's idleToZeroAfter,
+// and a front), it waits for the model to go to zero (phase Idle) and times one streamed completion sent to the
+// front at zero: its first token, and its end (--idle off skips this).
 //
 //   npm run bench:scaling -- [--rounds 3] [--in-flight 8] [--target 2] [--max 3] [--up 15s] [--down 1m]
-//                            [--steady 5m] [--interval 5s] [--token-delay-ms 50] [--output-tokens 40]
+//                            [--steady 5m] [--interval 5s] [--token-delay-ms 50] [--output-tokens 40] [--idle 5m]
 //
 // Simulated: KWOK pods and the engine (the stand-in, one per pod; its vllm:num_requests_running and _waiting are the
-// real engine's names, checked by the conformance suite). Real: the Temporal server, the API server and controllers,
-// the worker, its readings over HTTP, the decisions and the workflow. Scale to zero is not built: no zero → first token.
+// real engine's names, checked by the conformance suite; it answers /health 0 s after its pod runs). Real: the
+// Temporal server, the API server and controllers, the worker, its readings over HTTP, the decisions and the
+// workflow, and the front (Debian's HAProxy with the configuration Ferry wrote, played by the local stack for the
+// front's KWOK pods).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -48,6 +52,7 @@ const { values } = parseArgs({
     interval: { type: 'string', default: '5s' },
     'token-delay-ms': { type: 'string', default: '50' },
     'output-tokens': { type: 'string', default: '40' },
+    idle: { type: 'string', default: '5m' },
   },
 });
 
@@ -71,10 +76,22 @@ const config = {
   interval: values.interval,
   tokenDelayMs: whole('token-delay-ms', values['token-delay-ms']),
   outputTokens: whole('output-tokens', values['output-tokens']),
+  idleToZeroAfter: values.idle === 'off' ? undefined : values.idle,
 };
 ms('up', config.scaleUpAfter);
 ms('down', config.scaleDownAfter);
 ms('interval', config.interval);
+// The way back to minReplicas takes a little over two --down windows (a step at most halves): a shorter --idle would
+// take the model to zero from above minReplicas, and the round would not see it back there.
+if (
+  config.idleToZeroAfter !== undefined &&
+  ms('idle', config.idleToZeroAfter) <= 2 * ms('down', config.scaleDownAfter)
+) {
+  process.stderr.write(
+    `--idle must be longer than twice --down (${config.scaleDownAfter}): the model would go to zero before it is back at minReplicas\n`,
+  );
+  process.exit(2);
+}
 /** What the load calls for, within the bounds. */
 const wanted = Math.min(config.maxReplicas, Math.ceil(config.inFlight / config.target));
 
@@ -132,6 +149,8 @@ interface Round {
   scaleInS: number;
   answered: number;
   failed: number;
+  /** With --idle: from the load's end to phase Idle, and one completion sent at zero through the front. */
+  zero?: { idleAfterS: number; status: number; firstTokenS?: number; totalS: number; done: boolean };
 }
 
 async function round(n: number): Promise<Round> {
@@ -148,18 +167,23 @@ async function round(n: number): Promise<Round> {
     targetConcurrency: config.target,
     scaleUpAfter: config.scaleUpAfter,
     scaleDownAfter: config.scaleDownAfter,
+    ...(config.idleToZeroAfter !== undefined ? { idleToZeroAfter: config.idleToZeroAfter } : {}),
   };
+  if (config.idleToZeroAfter !== undefined) spec.front = {};
   const served = await serveModel(client, doc, { wait: true, timeoutMs: 5 * 60_000 });
   const ref: ModelRef = served.ref;
   try {
-    const [pod] = (await core.listNamespacedPod({ namespace, labelSelector: `ferry.dev/model=${name}` })).items;
-    const url = await until("the first pod's stand-in", 30_000, async () => {
-      const urls = JSON.parse(readFileSync(join(repoRoot, '.ferry/run/endpoints.json'), 'utf8')) as Record<
-        string,
-        string
-      >;
-      return urls[`${namespace}/${name}/${pod!.metadata!.name!}`];
-    });
+    const [pod] = (
+      await core.listNamespacedPod({
+        namespace,
+        labelSelector: `ferry.dev/model=${name},app.kubernetes.io/component=engine`,
+      })
+    ).items;
+    const url = await until(
+      "the first pod's stand-in",
+      30_000,
+      async () => endpoints()[`${namespace}/${name}/${pod!.metadata!.name!}`],
+    );
     const started = Date.now();
     const load = steadyLoad(url, config.inFlight);
     const deployment = () => apps.readNamespacedDeployment({ name, namespace });
@@ -188,7 +212,9 @@ async function round(n: number): Promise<Round> {
       const s = await getModelStatus(client, ref);
       return s.scaling?.replicas === 1 ? s : undefined;
     });
+    const zero = config.idleToZeroAfter === undefined ? undefined : await atZero(ref, name, stoppedAt);
     const row: Round = {
+      ...(zero ? { zero } : {}),
       decisionS: round1(decisionS),
       countS: round1((countAt - started) / 1000),
       readyS: round1((readyAt - started) / 1000),
@@ -207,6 +233,39 @@ async function round(n: number): Promise<Round> {
 
 const round1 = (x: number) => Math.round(x * 10) / 10;
 
+/** The URLs the local stack's supervisor publishes (docs/local-stack.md). */
+const endpoints = () =>
+  JSON.parse(readFileSync(join(repoRoot, '.ferry/run/endpoints.json'), 'utf8')) as Record<string, string>;
+
+/** Waits for the model to go to zero, then times one streamed completion sent to its front. */
+async function atZero(ref: ModelRef, name: string, loadEndedAt: number): Promise<Round['zero']> {
+  const front = await until("the model's front", 60_000, async () =>
+    endpoints()[`${namespace}/${name}-engine`] ? endpoints()[`${namespace}/${name}`] : undefined,
+  );
+  await until('phase Idle', ms('idle', config.idleToZeroAfter!) + 5 * 60_000, async () => {
+    const s = await getModelStatus(client, ref);
+    return s.phase === 'Idle' ? s : undefined;
+  });
+  const idleAfterS = round1((Date.now() - loadEndedAt) / 1000);
+  // The replica gone for good: what the request meets is a model at zero, not one on its way down.
+  await until('no engine pod', 60_000, async () => {
+    const pods = await core.listNamespacedPod({
+      namespace,
+      labelSelector: `ferry.dev/model=${name},app.kubernetes.io/component=engine`,
+    });
+    return pods.items.length === 0;
+  });
+  const r = await streamOnce(front, config.outputTokens, 10 * 60_000);
+  await until('Ready again', 60_000, async () => (await getModelStatus(client, ref)).phase === 'Ready');
+  return {
+    idleAfterS,
+    status: r.status,
+    ...(r.ttftMs !== undefined ? { firstTokenS: round1(r.ttftMs / 1000) } : {}),
+    totalS: round1(r.totalMs / 1000),
+    done: r.done,
+  };
+}
+
 const rounds: Round[] = [];
 try {
   for (let n = 1; n <= config.rounds; n++) rounds.push(await round(n));
@@ -217,7 +276,17 @@ try {
     scaleOutReadyP50S: p50((r) => r.readyS),
     scaleInP50S: p50((r) => r.scaleInS),
     steadyEventsPerModelHourMax: Math.max(...rounds.map((r) => r.steadyEventsPerHour)),
-    failedRequests: rounds.reduce((sum, r) => sum + r.failed, 0),
+    failedRequests: rounds.reduce((sum, r) => sum + r.failed + (r.zero && !r.zero.done ? 1 : 0), 0),
+    ...(config.idleToZeroAfter !== undefined
+      ? {
+          zeroToFirstTokenP50S: round1(
+            percentile(
+              rounds.flatMap((r) => r.zero?.firstTokenS ?? []),
+              50,
+            ),
+          ),
+        }
+      : {}),
     answeredRequests: rounds.reduce((sum, r) => sum + r.answered, 0),
   };
   log(`summary: ${JSON.stringify(summary)}`);

@@ -1,7 +1,7 @@
 // The front of a model with `spec.front` (activities/builders/front-objects.ts): the engine's own Service, the
 // front's configuration and its HAProxy Deployment, applied with the engine and before the model's Service points at
 // them; for a model without `spec.front`, any front it had is deleted once the Service points back at the engine.
-import type { KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject, V1Deployment } from '@kubernetes/client-node';
 import type { ServedModel } from '../../workflows/contract/index.js';
 import { buildFront, engineServiceName, FIELD_MANAGER, frontName, type ChildOptions } from '../builders/index.js';
 import type { ObjectRef } from '../cluster/api.js';
@@ -39,4 +39,14 @@ export async function syncFront(deps: ActivityDeps, model: ServedModel, options:
     if (!obj || !isOurs(obj, model)) continue;
     await deps.cluster.delete(refs[index as 0 | 1 | 2], 'Background', { uid: obj.metadata?.uid });
   }
+}
+
+/**
+ * With `spec.front`: its ready pods (HAProxy answers its ready path), as its Deployment's status counts them; undefined
+ * without a front. A model is Ready only once one is: the model's Service selects the front's pods.
+ */
+export async function frontReadyPods(deps: ActivityDeps, model: ServedModel): Promise<number | undefined> {
+  if (!model.spec.front) return undefined;
+  const deployment = await deps.cluster.get<V1Deployment>(frontRefs(model)[2]);
+  return deployment?.status?.readyReplicas ?? 0;
 }

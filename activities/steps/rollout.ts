@@ -9,7 +9,9 @@ import {
   type RolloutResult,
   type ServedModel,
 } from '../../workflows/contract/index.js';
+import { frontName } from '../builders/index.js';
 import { timingOf, type ActivityDeps } from '../deps.js';
+import { frontReadyPods } from './front.js';
 import { fatalProblems, podFailure } from './engine-failure.js';
 import { waitFor } from '../cluster/wait.js';
 import { ProblemConfirmer } from '../readers/problem-confirmer.js';
@@ -55,6 +57,16 @@ export async function awaitRollout(
       const state = rolloutState(deployment, generation, model.spec.scaling?.minReplicas);
       const readyReplicas = deployment.status?.readyReplicas ?? 0;
       if (state.done) {
+        if ((await frontReadyPods(deps, model)) === 0) {
+          // The model's Service selects the front's pods: none ready, clients would be refused.
+          await reporter.report({
+            step: 'rollout',
+            state: 'FrontStarting',
+            message: `no pod of the front ${frontName(model.metadata.name)} is ready yet`,
+            readyReplicas,
+          });
+          return undefined;
+        }
         if (state.replicas > 0 || snapshot.pods.length === 0) {
           return {
             generation: deployment.metadata?.generation ?? generation,

@@ -1,6 +1,7 @@
 // Entry of the local engine stand-in supervisor (started by `npm run local:up`):
-//   FERRY_ENDPOINT_OVERRIDES=.ferry/run/endpoints.json node --import tsx deploy/engine-sim/supervisor-main.ts
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+//   FERRY_ENDPOINT_OVERRIDES=.ferry/run/endpoints.json [FERRY_AGENT_OVERRIDES=.ferry/run/node-agent-endpoints.json] \
+//     node --import tsx deploy/engine-sim/supervisor-main.ts
+import { CoreV1Api, DiscoveryV1Api, KubeConfig } from '@kubernetes/client-node';
 import { EngineSimSupervisor, log } from './supervisor.js';
 
 async function main(): Promise<void> {
@@ -8,7 +9,13 @@ async function main(): Promise<void> {
   if (!file) throw new Error('FERRY_ENDPOINT_OVERRIDES must name the JSON file to write');
   const kc = new KubeConfig();
   kc.loadFromDefault();
-  const supervisor = new EngineSimSupervisor(kc.makeApiClient(CoreV1Api), file);
+  // With the node agent (--engine vllm): a fronted model's real vLLM is reached through the agent's Service proxy.
+  const agentOverrides = process.env.FERRY_AGENT_OVERRIDES;
+  const supervisor = new EngineSimSupervisor(kc.makeApiClient(CoreV1Api), file, {
+    ...(agentOverrides
+      ? { agent: { overridesFile: agentOverrides, discovery: kc.makeApiClient(DiscoveryV1Api) } }
+      : {}),
+  });
   let stopping = false;
   const stop = () => {
     stopping = true;

@@ -8,8 +8,8 @@
 // A model with a front (spec.front) gets each front pod played by Debian's HAProxy with the pod's own configuration
 // (front-proxy.ts): then the model's URL is a front pod's, `<namespace>/<model>-engine` (the engine's own Service) the
 // newest stand-in's, and `<namespace>/<model>/<front pod>` that pod's exporter (what the autoscaler reads).
-import { renameSync, writeFileSync } from 'node:fs';
-import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
+import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import type { CoreV1Api, DiscoveryV1Api, V1Pod } from '@kubernetes/client-node';
 import { AdmissionProxy, NGINX } from './admission-proxy.js';
 import { FrontProxy, HAPROXY, ServicePort } from './front-proxy.js';
 import { parseEngineArgs } from './args.js';
@@ -49,13 +49,22 @@ export class EngineSimSupervisor {
   private readonly fronts = new Map<string, RunningFront>();
   /** Each fronted model's engine Service, `<namespace>/<model>` → its port. */
   private readonly services = new Map<string, ServicePort>();
+  /** Fronted models whose engine Service under the node agent has a ready endpoint → the agent's proxy port for it. */
+  private agentPorts = new Map<string, number>();
   private lastWritten = '';
 
   constructor(
     private readonly core: CoreV1Api,
     private readonly overridesFile: string,
-    /** A directory standing for every model's volume at `/models` (tests); unset, LoRA paths are not checked. */
-    private readonly options: { modelsDir?: string } = {},
+    private readonly options: {
+      /** A directory standing for every model's volume at `/models` (tests); unset, LoRA paths are not checked. */
+      modelsDir?: string;
+      /**
+       * The node agent's endpoint overrides (`--engine vllm`) and the API to read EndpointSlices: a fronted model whose
+       * engine is a real vLLM under the agent reaches it through the agent's proxy for its engine Service.
+       */
+      agent?: { overridesFile: string; discovery: DiscoveryV1Api };
+    } = {},
   ) {}
 
   /** One pass: start stand-ins for new running pods, stop those of pods that are gone, rewrite the overrides. */
@@ -121,6 +130,31 @@ export class EngineSimSupervisor {
       service.close();
       this.services.delete(key);
     }
+    await this.followAgent(fronted);
+  }
+
+  /**
+   * For each fronted model the node agent serves (a real vLLM): the port of the agent's proxy for its engine Service,
+   * while that Service has a ready endpoint (the agent's proxy accepts even when it has none).
+   */
+  private async followAgent(fronted: Set<string>): Promise<void> {
+    const agent = this.options.agent;
+    const ports = new Map<string, number>();
+    if (agent && existsSync(agent.overridesFile) && fronted.size > 0) {
+      const urls = JSON.parse(readFileSync(agent.overridesFile, 'utf8')) as Record<string, string>;
+      for (const key of fronted) {
+        const url = urls[key];
+        if (!url) continue;
+        const [namespace, model] = key.split('/') as [string, string];
+        const slices = await agent.discovery.listNamespacedEndpointSlice({
+          namespace,
+          labelSelector: `kubernetes.io/service-name=${model}-engine`,
+        });
+        const ready = slices.items.some((s) => (s.endpoints ?? []).some((e) => e.conditions?.ready === true));
+        if (ready) ports.set(key, Number(new URL(url).port));
+      }
+    }
+    this.agentPorts = ports;
   }
 
   private async startFront(uid: string, pod: V1Pod): Promise<void> {
@@ -142,12 +176,15 @@ export class EngineSimSupervisor {
     log('front started', { pod: `${namespace}/${pod.metadata!.name}`, url: proxy.url, metrics: proxy.metricsUrl });
   }
 
-  /** The port a ready stand-in of the model answers on (through admission when the pod has it), as its Service's. */
+  /**
+   * The port a ready stand-in of the model answers on (through admission when the pod has it), as its Service's; or,
+   * for a real vLLM under the node agent, the agent's proxy for the engine Service while it has a ready endpoint.
+   */
   private readyPort(namespace: string, model: string): number | undefined {
     const ready = [...this.sims.values()].find(
       (r) => r.namespace === namespace && r.model === model && r.sim.state.phase === 'ready',
     );
-    if (!ready) return undefined;
+    if (!ready) return this.agentPorts.get(`${namespace}/${model}`);
     return Number(new URL(ready.admission?.proxy.url ?? ready.url).port);
   }
 

@@ -1,7 +1,10 @@
 // Autoscaling on the real engine (docs/design/scaling.md): the worker's autoscaler reads a real vLLM's
 // vllm:num_requests_running and vllm:num_requests_waiting, decides, and the workflow starts a second real vLLM
 // process; when the load ends it goes back to one. The pods are run for real by the local node agent; the model is
-// the tiny Llama of examples/tiny.yaml (random weights).
+// the tiny Llama of examples/tiny.yaml (random weights). And scale to zero: the model goes Idle after a quiet minute,
+// and a request sent to its front (Debian's HAProxy, playing the front's pods) wakes a real vLLM that answers it.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { ModelStatus } from '../../workflows/contract/index.js';
@@ -9,6 +12,7 @@ import { expectOk, ferryJson, uniqueCluster } from '../support/e2e.js';
 import { runFerry, writeDoc } from '../support/ferry-worker.js';
 import { RESTRICTED, useNamespace, useWorkerProcesses } from '../support/fixtures.js';
 import { waitFor } from '../support/kube.js';
+import { repoRoot } from '../support/local-env.js';
 import { realEngineMissing, tinyDoc } from './support.js';
 
 // Three and a half minutes of two real vLLM processes on the machine: run by its own command,
@@ -131,4 +135,67 @@ describe.skipIf(missing)(`autoscaling on the real engine${missing ? ` (skipped: 
     );
     expectOk(await runFerry(['delete', NAME, '-n', kube.ns, '--cluster', cluster, '--wait']), 'ferry delete');
   });
+
+  it(
+    'goes to zero after a quiet minute, and a request sent then to the front is answered by a real vLLM that starts for it',
+    { timeout: 900_000 },
+    async () => {
+      const name = 'tiny-sleepy';
+      const doc = tinyDoc(kube.ns, cluster, (d) => {
+        d.metadata.name = name;
+        d.spec.engine.startupTimeout = '10m';
+        d.spec.front = {};
+        d.spec.scaling = { minReplicas: 1, maxReplicas: 1, targetConcurrency: 4, idleToZeroAfter: '1m' };
+      });
+      expectOk(await runFerry(['serve', '-f', writeDoc(doc), '--wait', '--timeout', '9m']), 'ferry serve');
+      const statusOf = () => ferryJson<ModelStatus>(['status', name, '-n', kube.ns, '--cluster', cluster]);
+      // The front's two pods are the local stack's HAProxy (the engine stand-in supervisor plays KWOK's pods).
+      const front = await waitFor("the model's front", 60_000, async () => frontUrl(kube.ns, name));
+      await waitFor('Idle at zero', 240_000, async () => (await statusOf()).phase === 'Idle');
+      await waitFor('the vLLM process gone', 120_000, async () => {
+        const pods = await kube.core.listNamespacedPod({
+          namespace: kube.ns,
+          labelSelector: `ferry.dev/model=${name},app.kubernetes.io/component=engine`,
+        });
+        return pods.items.length === 0;
+      });
+
+      const started = Date.now();
+      const res = await fetch(`${front}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: name, prompt: 'Once upon a time', max_tokens: 8, stream: true }),
+        signal: AbortSignal.timeout(9 * 60_000),
+      });
+      expect(res.status).toBe(200);
+      let text = '';
+      let firstTokenMs: number | undefined;
+      for await (const chunk of res.body!) {
+        text += Buffer.from(chunk).toString('utf8');
+        if (firstTokenMs === undefined && text.includes('"text"')) firstTokenMs = Date.now() - started;
+      }
+      expect(text).toContain('[DONE]');
+      expect(firstTokenMs).toBeDefined();
+      const awake = await waitFor('Ready again', 120_000, async () => {
+        const s = await statusOf();
+        return s.phase === 'Ready' ? s : undefined;
+      });
+      expect(awake.timeline.filter((e) => e.step === 'scale').map((e) => e.detail?.split(':')[0])).toEqual([
+        '1 → 0 replicas',
+        '0 → 1 replicas',
+      ]);
+      process.stderr.write(
+        `real-engine zero → first token: ${(firstTokenMs! / 1000).toFixed(1)} s (the request sent at zero, through the front)\n`,
+      );
+      expectOk(await runFerry(['delete', name, '-n', kube.ns, '--cluster', cluster, '--wait']), 'ferry delete');
+    },
+  );
 });
+
+/** The front's URL for the model, as the local stack's supervisor publishes it (docs/local-stack.md). */
+function frontUrl(ns: string, name: string): string | undefined {
+  const urls = JSON.parse(readFileSync(join(repoRoot, '.ferry/run/endpoints.json'), 'utf8')) as Record<string, string>;
+  return Object.keys(urls).some((k) => k.startsWith(`${ns}/${name}/${name}-front-`))
+    ? urls[`${ns}/${name}`]
+    : undefined;
+}

@@ -11,7 +11,7 @@ import { overrideEndpoints } from '../../../activities/cluster/endpoints.js';
 import { createActivities } from '../../../activities/create-activities.js';
 import { createEngineSim, type EngineSim } from '../../../deploy/engine-sim/server.js';
 import { FAILURE, type ServedModel } from '../../../workflows/contract/index.js';
-import { activity, rejectionOf, testModel } from '../../support/activity-env.js';
+import { activity, rejectionOf, runActivity, testModel } from '../../support/activity-env.js';
 import { prepareModel } from '../../support/engine-env.js';
 import { RESTRICTED, useActivityEnv } from '../../support/fixtures.js';
 import { waitFor } from '../../support/kube.js';
@@ -94,6 +94,35 @@ describe('a model with spec.front', () => {
     const repaired = await objectsOf('held');
     expect(repaired.config?.data).toEqual(config?.data);
     expect(repaired.haproxy?.spec?.replicas).toBe(2);
+  });
+
+  it("is rolled out only once a front pod is ready: the model's Service selects them", async () => {
+    const input = await fronted('fronted-late');
+    const { generation } = await activity(env.acts.applyEngine, input);
+    // No front pod at all (someone scaled HAProxy away): the wait says so and does not end.
+    await env.cluster.mergePatch(
+      { apiVersion: 'apps/v1', kind: 'Deployment', name: 'fronted-late-front', namespace: env.ns },
+      { spec: { replicas: 0 } },
+    );
+    const waiting = runActivity(env.acts.awaitRollout, { model: input.model, generation });
+    await waitFor('a heartbeat about the front', 30_000, async () =>
+      waiting.heartbeats.some((h) => h.step === 'rollout' && h.state === 'FrontStarting'),
+    );
+    expect(waiting.heartbeats.find((h) => h.state === 'FrontStarting')?.message).toBe(
+      'no pod of the front fronted-late-front is ready yet',
+    );
+    let done = false;
+    void waiting.result.finally(() => (done = true));
+    expect(done).toBe(false);
+    // HAProxy back: the rollout ends with it.
+    await env.cluster.mergePatch(
+      { apiVersion: 'apps/v1', kind: 'Deployment', name: 'fronted-late-front', namespace: env.ns },
+      { spec: { replicas: 2 } },
+    );
+    expect((await waiting.result).readyReplicas).toBe(1);
+    expect(
+      (await get<V1Deployment>('apps/v1', 'Deployment', 'fronted-late-front'))?.status?.readyReplicas,
+    ).toBeGreaterThan(0);
   });
 
   it('an update without it points the Service back at the engine, then removes it; teardown removes a front', async () => {

@@ -41,11 +41,20 @@ describe('benchmarks, small slice', { timeout: 300_000 }, () => {
     expect(busiest.EVENT_TYPE_WORKFLOW_TASK_FAILED ?? 0, breakdown).toBe(0);
   });
 
-  it('scaling: out under load and back, no failed request, no history event while the load holds steady', async () => {
+  it('scaling: out under load and back, no failed request, no history event while the load holds steady; to zero after a quiet minute, and a request at zero answered', async () => {
     const result = await bench('scaling.ts', [
-      ...['--rounds', '1', '--steady', '20s', '--up', '2s', '--down', '5s', '--interval', '1s'],
+      ...['--rounds', '1', '--steady', '20s', '--up', '2s', '--down', '5s', '--interval', '1s', '--idle', '1m'],
     ]);
-    const [round] = result.rounds as { decisions: string[]; steadyEvents: number; failed: number; answered: number }[];
+    const [round] = result.rounds as {
+      decisions: string[];
+      steadyEvents: number;
+      failed: number;
+      answered: number;
+      zero: { idleAfterS: number; status: number; firstTokenS?: number; done: boolean };
+    }[];
+    expect(round!.zero).toMatchObject({ status: 200, done: true, firstTokenS: expect.any(Number) });
+    // A minute from the last reading that saw the load, which may come a reading before its end.
+    expect(round!.zero.idleAfterS).toBeGreaterThanOrEqual(55);
     // Up to 3 (in one step, or two if the first reading caught the load still arriving), then down by halves to 1.
     expect(round!.decisions.at(0)).toMatch(/^1 → [23] replicas$/);
     expect(round!.decisions.slice(-2)).toEqual(['3 → 2 replicas', '2 → 1 replicas']);
