@@ -50,9 +50,15 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+/** Where a Service sends a connection: a ready endpoint. */
+export interface Endpoint {
+  host: string;
+  port: number;
+}
+
 /**
- * The engine's own Service of one model: a port on 127.0.0.1 that forwards each connection to `target()` (the port of
- * a ready stand-in) and, while there is none, is not listened on, so a connection is refused.
+ * The engine's own Service of one model: a port on 127.0.0.1 that forwards each connection to `target()` (a ready
+ * stand-in, or a real engine's pod) and, while there is none, is not listened on, so a connection is refused.
  */
 export class ServicePort {
   private server: Server | undefined;
@@ -60,12 +66,12 @@ export class ServicePort {
 
   private constructor(
     readonly port: number,
-    private readonly target: () => number | undefined,
+    private readonly target: () => Endpoint | undefined,
   ) {
     this.timer = setInterval(() => void this.follow(), 250);
   }
 
-  static async open(target: () => number | undefined): Promise<ServicePort> {
+  static async open(target: () => Endpoint | undefined): Promise<ServicePort> {
     const service = new ServicePort(await freePort(), target);
     await service.follow();
     return service;
@@ -76,9 +82,9 @@ export class ServicePort {
     const ready = this.target() !== undefined;
     if (ready && !this.server) {
       const server = createServer((client) => {
-        const port = this.target();
-        if (port === undefined) return client.destroy();
-        const engine = createConnection(port, '127.0.0.1');
+        const endpoint = this.target();
+        if (endpoint === undefined) return client.destroy();
+        const engine = createConnection(endpoint.port, endpoint.host);
         client.pipe(engine).pipe(client);
         client.on('error', () => engine.destroy());
         engine.on('error', () => client.destroy());

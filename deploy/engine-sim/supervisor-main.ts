@@ -1,6 +1,5 @@
 // Entry of the local engine stand-in supervisor (started by `npm run local:up`):
-//   FERRY_ENDPOINT_OVERRIDES=.ferry/run/endpoints.json [FERRY_AGENT_OVERRIDES=.ferry/run/node-agent-endpoints.json] \
-//     node --import tsx deploy/engine-sim/supervisor-main.ts
+//   FERRY_ENDPOINT_OVERRIDES=.ferry/run/endpoints.json node --import tsx deploy/engine-sim/supervisor-main.ts
 import { CoreV1Api, DiscoveryV1Api, KubeConfig } from '@kubernetes/client-node';
 import { EngineSimSupervisor, log } from './supervisor.js';
 
@@ -9,12 +8,9 @@ async function main(): Promise<void> {
   if (!file) throw new Error('FERRY_ENDPOINT_OVERRIDES must name the JSON file to write');
   const kc = new KubeConfig();
   kc.loadFromDefault();
-  // With the node agent (--engine vllm): a fronted model's real vLLM is reached through the agent's Service proxy.
-  const agentOverrides = process.env.FERRY_AGENT_OVERRIDES;
+  // With the node agent (--engine vllm): a fronted model's real vLLM is reached at a ready endpoint of its Service.
   const supervisor = new EngineSimSupervisor(kc.makeApiClient(CoreV1Api), file, {
-    ...(agentOverrides
-      ? { agent: { overridesFile: agentOverrides, discovery: kc.makeApiClient(DiscoveryV1Api) } }
-      : {}),
+    discovery: kc.makeApiClient(DiscoveryV1Api),
   });
   let stopping = false;
   const stop = () => {

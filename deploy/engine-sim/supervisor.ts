@@ -8,15 +8,17 @@
 // A model with a front (spec.front) gets each front pod played by Debian's HAProxy with the pod's own configuration
 // (front-proxy.ts): then the model's URL is a front pod's, `<namespace>/<model>-engine` (the engine's own Service) the
 // newest stand-in's, and `<namespace>/<model>/<front pod>` that pod's exporter (what the autoscaler reads).
-import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { renameSync, writeFileSync } from 'node:fs';
 import type { CoreV1Api, DiscoveryV1Api, V1Pod } from '@kubernetes/client-node';
 import { AdmissionProxy, NGINX } from './admission-proxy.js';
-import { FrontProxy, HAPROXY, ServicePort } from './front-proxy.js';
+import { FrontProxy, HAPROXY, ServicePort, type Endpoint } from './front-proxy.js';
 import { parseEngineArgs } from './args.js';
 import { createEngineSim, type EngineSim } from './server.js';
 
 const ENGINE_SELECTOR = 'app.kubernetes.io/managed-by=ferry,app.kubernetes.io/component=engine';
 const FRONT_SELECTOR = 'app.kubernetes.io/managed-by=ferry,app.kubernetes.io/component=front';
+/** The annotation by which KWOK manages a node (deploy/local/up.sh: `--manage-nodes-with-annotation-selector`). */
+const KWOK_NODE = 'kwok.x-k8s.io/node';
 /** Label a model may carry to set how long its stand-ins "load" (seconds; default 3). */
 const LOAD_DELAY_LABEL = 'sim.ferry.dev/load-delay-seconds';
 
@@ -49,8 +51,10 @@ export class EngineSimSupervisor {
   private readonly fronts = new Map<string, RunningFront>();
   /** Each fronted model's engine Service, `<namespace>/<model>` → its port. */
   private readonly services = new Map<string, ServicePort>();
-  /** Fronted models whose engine Service under the node agent has a ready endpoint → the agent's proxy port for it. */
-  private agentPorts = new Map<string, number>();
+  /** Fronted models whose engine runs for real → a ready endpoint of their engine Service. */
+  private realEndpoints = new Map<string, Endpoint>();
+  /** KWOK's nodes, as of the last pass: their pods run nothing. */
+  private kwokNodes = new Set<string>();
   private lastWritten = '';
 
   constructor(
@@ -60,20 +64,37 @@ export class EngineSimSupervisor {
       /** A directory standing for every model's volume at `/models` (tests); unset, LoRA paths are not checked. */
       modelsDir?: string;
       /**
-       * The node agent's endpoint overrides (`--engine vllm`) and the API to read EndpointSlices: a fronted model whose
-       * engine is a real vLLM under the agent reaches it through the agent's proxy for its engine Service.
+       * Reads the engine Services' EndpointSlices: a fronted model whose engine runs for real (a vLLM under the node
+       * agent, `--engine vllm`) is reached at a ready endpoint of its engine Service, as kube-proxy would reach it.
        */
-      agent?: { overridesFile: string; discovery: DiscoveryV1Api };
+      discovery?: DiscoveryV1Api;
     } = {},
   ) {}
 
+  /**
+   * The running pods `selector` selects on KWOK's nodes, by uid: those that run nothing. A pod on the node agent's
+   * nodes (`--engine vllm`) runs for real, and gets no stand-in.
+   */
+  private async simulatedPods(selector: string): Promise<Map<string, V1Pod>> {
+    const [pods, nodes] = await Promise.all([
+      this.core.listPodForAllNamespaces({ labelSelector: selector }),
+      this.core.listNode(),
+    ]);
+    const kwok = new Set(
+      nodes.items.filter((n) => n.metadata?.annotations?.[KWOK_NODE] === 'fake').map((n) => n.metadata!.name!),
+    );
+    this.kwokNodes = kwok;
+    const live = new Map<string, V1Pod>();
+    for (const pod of pods.items) {
+      const running = pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp;
+      if (running && kwok.has(pod.spec?.nodeName ?? '')) live.set(pod.metadata!.uid!, pod);
+    }
+    return live;
+  }
+
   /** One pass: start stand-ins for new running pods, stop those of pods that are gone, rewrite the overrides. */
   async sync(): Promise<void> {
-    const pods = (await this.core.listPodForAllNamespaces({ labelSelector: ENGINE_SELECTOR })).items;
-    const live = new Map<string, V1Pod>();
-    for (const pod of pods) {
-      if (pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp) live.set(pod.metadata!.uid!, pod);
-    }
+    const live = await this.simulatedPods(ENGINE_SELECTOR);
     for (const [uid, running] of this.sims) {
       if (!live.has(uid)) {
         this.sims.delete(uid);
@@ -101,11 +122,7 @@ export class EngineSimSupervisor {
 
   /** Front pods: HAProxy for each new running one, stopped for each gone; a model's Service port while it has any. */
   private async syncFronts(): Promise<void> {
-    const pods = (await this.core.listPodForAllNamespaces({ labelSelector: FRONT_SELECTOR })).items;
-    const live = new Map<string, V1Pod>();
-    for (const pod of pods) {
-      if (pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp) live.set(pod.metadata!.uid!, pod);
-    }
+    const live = await this.simulatedPods(FRONT_SELECTOR);
     for (const [uid, front] of this.fronts) {
       if (live.has(uid)) continue;
       this.fronts.delete(uid);
@@ -130,31 +147,30 @@ export class EngineSimSupervisor {
       service.close();
       this.services.delete(key);
     }
-    await this.followAgent(fronted);
+    await this.followRealEngines(fronted);
   }
 
   /**
-   * For each fronted model the node agent serves (a real vLLM): the port of the agent's proxy for its engine Service,
-   * while that Service has a ready endpoint (the agent's proxy accepts even when it has none).
+   * For each fronted model whose engine runs for real (its pods on a node that is not KWOK's): a ready endpoint of its
+   * engine Service, `<model>-engine`, from its EndpointSlices, which the real controller keeps from the pods' probes.
    */
-  private async followAgent(fronted: Set<string>): Promise<void> {
-    const agent = this.options.agent;
-    const ports = new Map<string, number>();
-    if (agent && existsSync(agent.overridesFile) && fronted.size > 0) {
-      const urls = JSON.parse(readFileSync(agent.overridesFile, 'utf8')) as Record<string, string>;
-      for (const key of fronted) {
-        const url = urls[key];
-        if (!url) continue;
-        const [namespace, model] = key.split('/') as [string, string];
-        const slices = await agent.discovery.listNamespacedEndpointSlice({
-          namespace,
-          labelSelector: `kubernetes.io/service-name=${model}-engine`,
-        });
-        const ready = slices.items.some((s) => (s.endpoints ?? []).some((e) => e.conditions?.ready === true));
-        if (ready) ports.set(key, Number(new URL(url).port));
+  private async followRealEngines(fronted: Set<string>): Promise<void> {
+    const endpoints = new Map<string, Endpoint>();
+    for (const key of this.options.discovery ? fronted : []) {
+      const [namespace, model] = key.split('/') as [string, string];
+      const slices = await this.options.discovery!.listNamespacedEndpointSlice({
+        namespace,
+        labelSelector: `kubernetes.io/service-name=${model}-engine`,
+      });
+      for (const slice of slices.items) {
+        const port = slice.ports?.find((p) => p.name === 'http')?.port ?? slice.ports?.[0]?.port;
+        const ready = (slice.endpoints ?? []).find(
+          (e) => e.conditions?.ready === true && !this.kwokNodes.has(e.nodeName ?? ''),
+        );
+        if (port && ready?.addresses[0]) endpoints.set(key, { host: ready.addresses[0], port });
       }
     }
-    this.agentPorts = ports;
+    this.realEndpoints = endpoints;
   }
 
   private async startFront(uid: string, pod: V1Pod): Promise<void> {
@@ -168,7 +184,7 @@ export class EngineSimSupervisor {
     const key = `${namespace}/${model}`;
     let service = this.services.get(key);
     if (!service) {
-      service = await ServicePort.open(() => this.readyPort(namespace, model));
+      service = await ServicePort.open(() => this.readyEndpoint(namespace, model));
       this.services.set(key, service);
     }
     const proxy = await FrontProxy.start(config, service.port);
@@ -177,15 +193,15 @@ export class EngineSimSupervisor {
   }
 
   /**
-   * The port a ready stand-in of the model answers on (through admission when the pod has it), as its Service's; or,
-   * for a real vLLM under the node agent, the agent's proxy for the engine Service while it has a ready endpoint.
+   * Where the model's engine Service sends a connection: a ready stand-in (through admission when the pod has it), or
+   * a real engine's ready pod.
    */
-  private readyPort(namespace: string, model: string): number | undefined {
+  private readyEndpoint(namespace: string, model: string): Endpoint | undefined {
     const ready = [...this.sims.values()].find(
       (r) => r.namespace === namespace && r.model === model && r.sim.state.phase === 'ready',
     );
-    if (!ready) return this.agentPorts.get(`${namespace}/${model}`);
-    return Number(new URL(ready.admission?.proxy.url ?? ready.url).port);
+    if (!ready) return this.realEndpoints.get(`${namespace}/${model}`);
+    return { host: '127.0.0.1', port: Number(new URL(ready.admission?.proxy.url ?? ready.url).port) };
   }
 
   /** A new limit in the pod's admission ConfigMap reaches its nginx, as the kubelet and the sidecar bring it. */

@@ -124,7 +124,7 @@ start_kwok() {
 start_engine_sim() {
   [ -f "$endpoint_overrides" ] || echo '{}' > "$endpoint_overrides"
   start engine-sim engine_sim_healthy env KUBECONFIG="$kubeconfig" FERRY_ENDPOINT_OVERRIDES="$endpoint_overrides" \
-    FERRY_AGENT_OVERRIDES="$agent_overrides" node --import tsx "$repo/deploy/engine-sim/supervisor-main.ts"
+    node --import tsx "$repo/deploy/engine-sim/supervisor-main.ts"
 }
 
 # The real engine's kubelet (deploy/local/node-agent): runs pods bound to its nodes as processes. Root: each pod gets a
