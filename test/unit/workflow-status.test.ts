@@ -318,6 +318,25 @@ describe('watching', () => {
     const ready = readyModel();
     expect(observe(ready, { replicas: 1, readyReplicas: 1 }, t(100))).toBe(ready);
   });
+  it('at zero under scaling is Idle, not Degraded: a look keeps it, a problem degrades it and its end makes it Idle again; a wake starts it, an update updates it; a wait for Ready is met', () => {
+    const scaled = { ...readyModel(), scaling: { replicas: 0, minReplicas: 1, maxReplicas: 2, decisions: 1 } };
+    const idle = markReady({ ...scaled, replicas: 0 }, { generation: 1, readyReplicas: 0 }, t(100));
+    expect(idle.phase).toBe('Idle');
+    expect(idle.conditions.find((c) => c.type === 'Ready')).toMatchObject({ status: 'True', reason: 'Idle' });
+    expect(observe(idle, { replicas: 0, readyReplicas: 0 }, t(101))).toBe(idle);
+    const problem = { reason: 'EngineMissing', message: 'Deployment models/qwen does not exist' };
+    const degraded = observe(idle, { replicas: 0, readyReplicas: 0, problem }, t(102));
+    expect(degraded.phase).toBe('Degraded');
+    expect(observe(degraded, { replicas: 0, readyReplicas: 0 }, t(103)).phase).toBe('Idle');
+    expect(waitOutcome(idle, ['Ready'], 1)).toBe('done');
+    expect(waitOutcome(idle, ['Ready'], 2)).toBe('pending');
+    // Without scaling, replicas 0 is a model stopped on purpose: Ready, as before.
+    expect(markReady({ ...readyModel(), replicas: 0 }, { generation: 1, readyReplicas: 0 }, t(100)).phase).toBe(
+      'Ready',
+    );
+    expect(phaseForStep('startup', idle)).toBe('Starting');
+    expect(phaseForStep('rollout', beginUpdate(idle, 2, t(104), 'generation 2: in place'))).toBe('Updating');
+  });
 });
 
 describe('teardown', () => {

@@ -89,8 +89,8 @@ export function byWhom(requestedBy: string | undefined): string {
 export function phaseForStep(step: Step, status: ModelStatus): Phase {
   const { phase } = stepRow(step);
   if (phase !== 'engine') return phase;
-  // A model at zero woken: its replicas start again.
-  if (status.phase === 'Idle') return 'Starting';
+  // A model at zero woken (not updated): its replicas start again.
+  if (status.phase === 'Idle' && !openEntry(status, 'update')) return 'Starting';
   return status.observedGeneration > 0 ? 'Updating' : 'Starting';
 }
 
