@@ -6,8 +6,10 @@
 // it held in memory (LoRA adapters), as a real engine's process would. A pod with the admission sidecar gets Debian's
 // nginx in front of its stand-in (admission-proxy.ts), and the model's URL, which stands for the Service, points at it.
 // A model with a front (spec.front) gets each front pod played by Debian's HAProxy with the pod's own configuration
-// (front-proxy.ts): then the model's URL is a front pod's, `<namespace>/<model>-engine` (the engine's own Service) the
-// newest stand-in's, and `<namespace>/<model>/<front pod>` that pod's exporter (what the autoscaler reads).
+// (front-proxy.ts): then the model's URL is a port of its own that stands for its Service (to a front pod while there is
+// one, else to the engine, so that it does not change when the front comes or goes), `<namespace>/<model>-engine` (the
+// engine's own Service) the newest stand-in's, and `<namespace>/<model>/<front pod>` that pod's exporter (what the
+// autoscaler reads).
 import { renameSync, writeFileSync } from 'node:fs';
 import type { CoreV1Api, DiscoveryV1Api, V1Pod } from '@kubernetes/client-node';
 import { AdmissionProxy, NGINX } from './admission-proxy.js';
@@ -51,6 +53,14 @@ export class EngineSimSupervisor {
   private readonly fronts = new Map<string, RunningFront>();
   /** Each fronted model's engine Service, `<namespace>/<model>` → its port. */
   private readonly services = new Map<string, ServicePort>();
+  /**
+   * The model's Service for a model with a front (or that had one while its stand-ins run): a port of its own that
+   * stays while the Service does, whichever pods it selects — the front's, or the engine's once the front is removed —
+   * so that the model's URL does not change, as a Service's address does not.
+   */
+  private readonly modelServices = new Map<string, ServicePort>();
+  /** Models with a front now: their engine Service `<model>-engine` exists, or a front pod is played. */
+  private fronted = new Set<string>();
   /** Fronted models whose engine runs for real → a ready endpoint of their engine Service. */
   private realEndpoints = new Map<string, Endpoint>();
   /** KWOK's nodes, as of the last pass: their pods run nothing. */
@@ -117,7 +127,57 @@ export class EngineSimSupervisor {
     }
     await Promise.all([...this.sims.values()].map((running) => this.followLimit(running)));
     await this.syncFronts();
+    await this.syncModelServices();
     this.writeOverrides();
+  }
+
+  /**
+   * A stable port for each model with a front (its engine Service `<model>-engine` exists, or a front pod is played),
+   * kept while it has one or a stand-in; closed when it has neither.
+   */
+  private async syncModelServices(): Promise<void> {
+    const services = await this.core.listServiceForAllNamespaces({
+      labelSelector: 'app.kubernetes.io/managed-by=ferry,app.kubernetes.io/component=service',
+    });
+    const fronted = new Set([...this.fronts.values()].map((f) => `${f.namespace}/${f.model}`));
+    for (const service of services.items) {
+      const model = service.metadata?.labels?.['ferry.dev/model'];
+      if (model && service.metadata?.name === `${model}-engine` && !service.metadata.deletionTimestamp) {
+        fronted.add(`${service.metadata.namespace}/${model}`);
+      }
+    }
+    this.fronted = fronted;
+    for (const key of fronted) {
+      if (!this.modelServices.has(key))
+        this.modelServices.set(key, await ServicePort.open(() => this.modelTarget(key)));
+    }
+    const served = new Set([...this.sims.values()].map((r) => `${r.namespace}/${r.model}`));
+    for (const [key, service] of this.modelServices) {
+      if (fronted.has(key) || served.has(key)) continue;
+      service.close();
+      this.modelServices.delete(key);
+    }
+  }
+
+  /** Where the model's Service sends a connection: a front pod while it has any, else its newest stand-in. */
+  private modelTarget(key: string): Endpoint | undefined {
+    const front = [...this.fronts.values()]
+      .filter((f) => `${f.namespace}/${f.model}` === key)
+      .sort((a, b) => a.pod.localeCompare(b.pod))[0];
+    const engine = this.newest().get(key);
+    const url = front?.proxy.url ?? (engine && (engine.admission?.proxy.url ?? engine.url));
+    return url === undefined ? undefined : { host: '127.0.0.1', port: Number(new URL(url).port) };
+  }
+
+  /** Each model's stand-in of its newest running pod (the current revision). */
+  private newest(): Map<string, Running> {
+    const newest = new Map<string, Running>();
+    for (const r of this.sims.values()) {
+      const key = `${r.namespace}/${r.model}`;
+      const seen = newest.get(key);
+      if (!seen || r.createdAt > seen.createdAt) newest.set(key, r);
+    }
+    return newest;
   }
 
   /** Front pods: HAProxy for each new running one, stopped for each gone; a model's Service port while it has any. */
@@ -282,24 +342,18 @@ export class EngineSimSupervisor {
 
   /** The current URL map: `<namespace>/<model>` → its newest running pod's, `<namespace>/<model>/<pod>` → that pod's. */
   overrides(): Record<string, string> {
-    const newest = new Map<string, Running>();
     const entries: [string, string][] = [];
-    for (const r of this.sims.values()) {
-      const key = `${r.namespace}/${r.model}`;
-      const seen = newest.get(key);
-      if (!seen || r.createdAt > seen.createdAt) newest.set(key, r);
-      entries.push([`${key}/${r.pod}`, r.url]);
-    }
+    for (const r of this.sims.values()) entries.push([`${r.namespace}/${r.model}/${r.pod}`, r.url]);
+    for (const f of this.fronts.values()) entries.push([`${f.namespace}/${f.model}/${f.pod}`, f.proxy.metricsUrl]);
     // The model's URL stands for its Service, which reaches the engine through admission; a pod's, for the pod's IP
-    // and the engine's own port. With a front, the model's Service is the front's, and the engine's own is
-    // `<model>-engine`.
-    const fronted = new Map<string, RunningFront>();
-    for (const f of [...this.fronts.values()].sort((a, b) => a.pod.localeCompare(b.pod))) {
-      fronted.set(`${f.namespace}/${f.model}`, fronted.get(`${f.namespace}/${f.model}`) ?? f);
-      entries.push([`${f.namespace}/${f.model}/${f.pod}`, f.proxy.metricsUrl]);
+    // and the engine's own port. A model with a front has its Service on a port of its own (front or engine behind
+    // it), and the engine's own Service is `<model>-engine`.
+    for (const [k, r] of this.newest()) {
+      const url = r.admission?.proxy.url ?? r.url;
+      if (this.fronted.has(k)) entries.push([`${k}-engine`, url]);
+      if (!this.modelServices.has(k)) entries.push([k, url]);
     }
-    for (const [k, r] of newest) entries.push([fronted.has(k) ? `${k}-engine` : k, r.admission?.proxy.url ?? r.url]);
-    for (const [k, f] of fronted) entries.push([k, f.proxy.url]);
+    for (const [k, service] of this.modelServices) entries.push([k, `http://127.0.0.1:${service.port}`]);
     return Object.fromEntries(entries.sort(([a], [b]) => a.localeCompare(b)));
   }
 
@@ -314,9 +368,10 @@ export class EngineSimSupervisor {
 
   async stop(): Promise<void> {
     for (const f of this.fronts.values()) f.proxy.stop();
-    for (const service of this.services.values()) service.close();
+    for (const service of [...this.services.values(), ...this.modelServices.values()]) service.close();
     this.fronts.clear();
     this.services.clear();
+    this.modelServices.clear();
     for (const r of this.sims.values()) r.admission?.proxy.stop();
     await Promise.all([...this.sims.values()].map((r) => r.sim.stop().catch(() => undefined)));
     this.sims.clear();

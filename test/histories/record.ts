@@ -300,6 +300,32 @@ const scenarios: Scenario[] = [
     },
   },
   {
+    // Scale to zero: a model with a front goes to 0 on a decision (Idle), is updated while Idle (applied at 0), is woken
+    // by the next decision (Starting until /health, then Ready), then deleted.
+    name: 'idle-updated-woken',
+    model: 'replay-idle',
+    stub: () => new StubActivities(),
+    async run({ start }, stub) {
+      const doc = modelDoc((d) => {
+        d.spec.scaling = { minReplicas: 1, maxReplicas: 2, targetConcurrency: 2, idleToZeroAfter: '30m' };
+        d.spec.front = {};
+      }, this.model);
+      const handle = await start(doc, { ...FAST, safetyNetIntervalMs: 3_600_000 });
+      await waitForStatus(handle, readyAt(1));
+      await handle.signal(scaleSignal, { replicas: 0, from: 1, reason: 'no request for 30m 00s' });
+      await waitForStatus(handle, phaseIs('Idle'));
+      doc.metadata.labels = { team: 'search' };
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, (s) => s.phase === 'Idle' && s.observedGeneration === 2);
+      await handle.signal(scaleSignal, { replicas: 1, from: 0, reason: 'a request held at zero: 0 → 1 at once' });
+      await waitForStatus(handle, (s) => s.phase === 'Ready' && s.replicas === 1);
+      if (stub.callsOf('scaleEngine').length !== 2) throw new Error('expected the zero and the wake applied');
+      await handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'recorded' }] });
+      await handle.result();
+      return handle;
+    },
+  },
+  {
     // spec.expiresAt: moved once by an update (its timer replaced), then the model deletes itself.
     name: 'expired-after-moved',
     model: 'replay-expiry',

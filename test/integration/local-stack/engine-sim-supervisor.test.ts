@@ -181,8 +181,11 @@ describe('the engine stand-in supervisor', () => {
       await supervisor.sync();
       return overrides()[`${kube.ns}/held/held-front-0`] === undefined;
     });
-    // Without a front the model's URL is the stand-in's again.
-    expect(overrides()[`${kube.ns}/held`]).toBe(overrides()[`${kube.ns}/held/held-0`]);
     await expect(fetch(`${exporter}/metrics`)).rejects.toThrow();
+    // Without a front the model's URL stays (a Service's address does not change) and reaches the engine itself.
+    expect(overrides()[`${kube.ns}/held`]).toBe(front);
+    expect(overrides()[`${kube.ns}/held-engine`]).toBeUndefined();
+    const direct = await fetch(`${front}/v1/models`);
+    expect(((await direct.json()) as { data: { id: string }[] }).data.map((m) => m.id)).toEqual(['held']);
   });
 });
