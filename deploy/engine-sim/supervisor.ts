@@ -52,7 +52,7 @@ export class EngineSimSupervisor {
   private readonly starting = new Set<string>();
   private readonly fronts = new Map<string, RunningFront>();
   /** Each fronted model's engine Service, `<namespace>/<model>` → its port. */
-  private readonly services = new Map<string, ServicePort>();
+  private readonly engineServices = new Map<string, ServicePort>();
   /**
    * The model's Service for a model with a front (or that had one while its stand-ins run): a port of its own that
    * stays while the Service does, whichever pods it selects — the front's, or the engine's once the front is removed —
@@ -202,10 +202,10 @@ export class EngineSimSupervisor {
       }
     }
     const fronted = new Set([...this.fronts.values()].map((f) => `${f.namespace}/${f.model}`));
-    for (const [key, service] of this.services) {
+    for (const [key, service] of this.engineServices) {
       if (fronted.has(key)) continue;
       service.close();
-      this.services.delete(key);
+      this.engineServices.delete(key);
     }
     await this.followRealEngines(fronted);
   }
@@ -242,10 +242,10 @@ export class EngineSimSupervisor {
     const config = Object.values(data)[0];
     if (!config) throw new Error(`ConfigMap ${configMap} holds no configuration`);
     const key = `${namespace}/${model}`;
-    let service = this.services.get(key);
+    let service = this.engineServices.get(key);
     if (!service) {
       service = await ServicePort.open(() => this.readyEndpoint(namespace, model));
-      this.services.set(key, service);
+      this.engineServices.set(key, service);
     }
     const proxy = await FrontProxy.start(config, service.port);
     this.fronts.set(uid, { proxy, model, namespace, pod: pod.metadata!.name! });
@@ -368,9 +368,9 @@ export class EngineSimSupervisor {
 
   async stop(): Promise<void> {
     for (const f of this.fronts.values()) f.proxy.stop();
-    for (const service of [...this.services.values(), ...this.modelServices.values()]) service.close();
+    for (const service of [...this.engineServices.values(), ...this.modelServices.values()]) service.close();
     this.fronts.clear();
-    this.services.clear();
+    this.engineServices.clear();
     this.modelServices.clear();
     for (const r of this.sims.values()) r.admission?.proxy.stop();
     await Promise.all([...this.sims.values()].map((r) => r.sim.stop().catch(() => undefined)));
