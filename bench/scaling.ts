@@ -255,7 +255,14 @@ async function atZero(ref: ModelRef, name: string, loadEndedAt: number): Promise
     });
     return pods.items.length === 0;
   });
+  // And its stand-in stopped: the local stack stops it at its next pass (a second), where a Service would have let go
+  // of the pod before it went; a request sent in between would reach the stand-in and be cut with it.
+  await until('no stand-in', 60_000, async () =>
+    Object.keys(endpoints()).every((k) => !k.startsWith(`${namespace}/${name}/`) || k.includes(`/${name}-front-`)),
+  );
   const r = await streamOnce(front, config.outputTokens, 10 * 60_000);
+  // Answered otherwise, it woke nothing: say so, rather than wait for a Ready that will not come.
+  if (r.status !== 200) throw new Error(`the request at zero was answered ${r.status}: ${r.body.slice(0, 300)}`);
   await until('Ready again', 60_000, async () => (await getModelStatus(client, ref)).phase === 'Ready');
   return {
     idleAfterS,

@@ -77,8 +77,11 @@ export class ServicePort {
     return service;
   }
 
-  /** Listens while a stand-in is ready, not while none is. */
-  private async follow(): Promise<void> {
+  /**
+   * Listens while a target is ready, not while none is. Also called at once when a target goes (before it stops), so
+   * that no connection is taken in between: one taken and then closed unanswered is a 502 from HAProxy, not a retry.
+   */
+  async follow(): Promise<void> {
     const ready = this.target() !== undefined;
     if (ready && !this.server) {
       const server = createServer((client) => {

@@ -108,6 +108,7 @@ export class EngineSimSupervisor {
     for (const [uid, running] of this.sims) {
       if (!live.has(uid)) {
         this.sims.delete(uid);
+        await this.followServices(`${running.namespace}/${running.model}`);
         running.admission?.proxy.stop();
         await running.sim.stop().catch(() => undefined);
         log('stand-in stopped', { model: `${running.namespace}/${running.model}`, url: running.url });
@@ -159,6 +160,12 @@ export class EngineSimSupervisor {
     }
   }
 
+  /** The model's Service ports stop taking connections to a target that has just gone, before it stops. */
+  private async followServices(key: string): Promise<void> {
+    await this.engineServices.get(key)?.follow();
+    await this.modelServices.get(key)?.follow();
+  }
+
   /** Where the model's Service sends a connection: a front pod while it has any, else its newest stand-in. */
   private modelTarget(key: string): Endpoint | undefined {
     const front = [...this.fronts.values()]
@@ -186,6 +193,7 @@ export class EngineSimSupervisor {
     for (const [uid, front] of this.fronts) {
       if (live.has(uid)) continue;
       this.fronts.delete(uid);
+      await this.followServices(`${front.namespace}/${front.model}`);
       front.proxy.stop();
       log('front stopped', { pod: `${front.namespace}/${front.pod}` });
     }

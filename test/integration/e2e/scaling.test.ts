@@ -289,6 +289,11 @@ describe('autoscaling on the requests in flight, end to end', { timeout: 420_000
       });
       return pods.items.length === 0;
     });
+    // And its stand-in stopped (the supervisor's next pass): a request sent before would reach it and be cut with it.
+    await waitFor('the stand-in stopped', 60_000, async () => {
+      const urls = JSON.parse(readFileSync(join(repoRoot, '.ferry/run/endpoints.json'), 'utf8')) as object;
+      return Object.keys(urls).every((k) => !k.startsWith(`${kube.ns}/${name}/`) || k.includes(`/${name}-front-`));
+    });
 
     // A request at zero: held by the front, which wakes the model, and answered once a replica is ready.
     const started = performance.now();
