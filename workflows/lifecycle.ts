@@ -3,7 +3,7 @@
 // The workflow function in serve-model.ts owns one of these, wires its handlers to it, and runs its main loop.
 import { ApplicationFailure, condition, isCancellation, log, workflowInfo } from '@temporalio/workflow';
 import { patchedUnlessPinned } from './pinned.js';
-import { ActivityIds, activitiesFor, type Activities, type Naming, type ResolvedOptions } from './activity-options.js';
+import { ActivityIds, activitiesFor, type Naming, type ResolvedOptions } from './activity-options.js';
 import {
   describeRef,
   describeSource,
@@ -11,6 +11,7 @@ import {
   FAILURE,
   INVALID_SPEC,
   MODEL_DELETING,
+  newRevision,
   sameSource,
   specChanges,
   type AwaitPhaseInput,
@@ -48,11 +49,11 @@ import {
 import { adaptersStep } from './steps/adapters.js';
 import { admissionLimit, baselineStep } from './steps/baseline.js';
 import { claim } from './steps/claim.js';
-import { now, type ModelObjects } from './steps/context.js';
+import { now } from './steps/context.js';
 import { pullWeights } from './steps/download.js';
 import { awaitHealth } from './steps/health.js';
 import { look, readStatus } from './steps/look.js';
-import { readyWithoutEngine, rollOut } from './steps/rollout.js';
+import { applyMeasuredTarget, readyWithoutEngine, rollOut } from './steps/rollout.js';
 import { applyDecision, decisionRefusal, engineReplicas, engineScale, scalingStatus, wakeUp } from './steps/scale.js';
 import { applyFloor, withSchedule } from './steps/schedule.js';
 import { stopEngine } from './steps/stop.js';
@@ -149,6 +150,7 @@ export class ModelLifecycle extends ModelState {
     const next = acceptedUpdateSpec(this.desired, update.spec);
     const changes = specChanges(this.desired, next);
     const sourceChanged = !sameSource(this.desired.spec.source, next.spec.source);
+    if (newRevision(this.desired, next)) this.world.revision = (this.world.revision ?? 1) + 1;
     const { generation } = this.status;
     // An unchanged document is a no-op, except on a Failed model, where it is how a person asks for a retry.
     if (changes.length === 0 && this.status.phase !== 'Failed') {
@@ -406,7 +408,7 @@ export class ModelLifecycle extends ModelState {
     if (!managed && this.status.adapters) this.set({ ...this.status, adapters: undefined });
     if (managed) await adaptersStep(this, acts, objects, generation);
     await baselineStep(this, acts, objects, generation);
-    await this.applyMeasuredTarget(acts, objects, scale);
+    await applyMeasuredTarget(this, acts, objects, scale);
     this.set(markReady(this.status, ready, now()));
     // The base serves; an adapter that is not on every ready replica keeps the model from Ready.
     const problem = adapterProblem(this.status.adapters);
@@ -418,24 +420,6 @@ export class ModelLifecycle extends ModelState {
           now(),
         ),
       );
-  }
-
-  /**
-   * A model that scales on its measured capacity gets its target once the baseline step measured it: the Deployment
-   * is applied again with the policy (its pods unchanged, no rollout).
-   */
-  private async applyMeasuredTarget(
-    acts: Activities,
-    objects: ModelObjects,
-    applied: ReturnType<typeof engineScale>,
-  ): Promise<void> {
-    const spec = objects.model;
-    this.set(scalingStatus(this.status, spec, this.world));
-    const scale = engineScale(this.status, spec, this.world);
-    if (JSON.stringify(scale) === JSON.stringify(applied)) return;
-    await this.step('rollout', this.status.generation, () =>
-      acts.short.applyEngine({ ...objects, ...admissionLimit(this.status, spec), ...scale }),
-    );
   }
 
   // --- plumbing ----------------------------------------------------------------------------------------------

@@ -4,13 +4,13 @@
 // front.ts'; here it is placed in a ConfigMap and the pod template carries its hash, so a new configuration rolls the
 // front (with maxUnavailable 0: one front pod is always there to take requests). Pure. Applied with `spec.front`.
 import type { V1ConfigMap, V1Deployment, V1Service } from '@kubernetes/client-node';
-import { durationSeconds, type ServedModel } from '../../workflows/contract/index.js';
+import { durationSeconds, type RevisionShare, type ServedModel } from '../../workflows/contract/index.js';
 import { HTTP_PORT_NAME } from './deployment.js';
 import { FRONT_DEFAULTS, frontConfig, type FrontOptions } from './front.js';
 import { sha256Hex } from './hash.js';
 import { LABEL_COMPONENT, LABEL_INSTANCE, LABEL_NAME, selectorLabels } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
-import { engineServiceName, frontName, serviceName } from './names.js';
+import { engineServiceName, frontName, serviceName, slotEngineServiceName } from './names.js';
 import { containerSecurityContext } from './pod.js';
 import { modelService } from './service.js';
 
@@ -44,8 +44,18 @@ function holdSeconds(model: ServedModel): number {
   return model.spec.front ? durationSeconds(model.spec.front.holdFor) : FRONT_DEFAULTS.holdSeconds;
 }
 
-/** The front's haproxy.cfg for `model`: the model's port in front of the engine's own Service. */
-export function frontConfigFor(model: ServedModel, options: Partial<FrontOptions> = {}): string {
+/** Without a rollout: the one revision, in slot `a`, takes every request. */
+const ONE_REVISION: readonly RevisionShare[] = [{ revision: 'r1', slot: 'a', weight: 100 }];
+
+/**
+ * The front's haproxy.cfg for `model`: the model's port in front of the engine Service of each revision in `shares`
+ * (docs/design/rollout.md, section 3).
+ */
+export function frontConfigFor(
+  model: ServedModel,
+  options: Partial<FrontOptions> = {},
+  shares: readonly RevisionShare[] = ONE_REVISION,
+): string {
   const { name, namespace } = model.metadata;
   const port = model.spec.engine.port;
   return frontConfig({
@@ -53,7 +63,11 @@ export function frontConfigFor(model: ServedModel, options: Partial<FrontOptions
     holdSeconds: holdSeconds(model),
     ...(model.spec.front ? { maxQueued: model.spec.front.maxQueued } : {}),
     bind: `:${port}`,
-    engine: `${engineServiceName(name)}.${namespace}.svc:${port}`,
+    servers: shares.map((s) => ({
+      revision: s.revision,
+      address: `${slotEngineServiceName(name, s.slot)}.${namespace}.svc:${port}`,
+      weight: s.weight,
+    })),
     metricsBind: `:${FRONT_METRICS_PORT}`,
     readyPath: READY_PATH,
     ...options,
@@ -61,7 +75,11 @@ export function frontConfigFor(model: ServedModel, options: Partial<FrontOptions
 }
 
 /** The ConfigMap that holds the front's configuration. */
-export function frontConfigMap(model: ServedModel, options: ChildOptions, config = frontConfigFor(model)): V1ConfigMap {
+export function frontConfigMap(
+  model: ServedModel,
+  options: ChildOptions,
+  config = frontConfigFor(model, {}, options.shares),
+): V1ConfigMap {
   return {
     apiVersion: 'v1',
     kind: 'ConfigMap',
@@ -74,7 +92,7 @@ export function frontConfigMap(model: ServedModel, options: ChildOptions, config
 export function frontDeployment(
   model: ServedModel,
   options: ChildOptions,
-  config = frontConfigFor(model),
+  config = frontConfigFor(model, {}, options.shares),
 ): V1Deployment {
   const name = model.metadata.name;
   const labels = { ...objectMeta(model, 'front', '').labels, ...frontSelectorLabels(name) };
@@ -167,7 +185,7 @@ export function buildFront(
   options: ChildOptions,
 ): { engineService: V1Service; frontConfig: V1ConfigMap; frontDeployment: V1Deployment } | Record<string, never> {
   if (!model.spec.front) return {};
-  const config = frontConfigFor(model);
+  const config = frontConfigFor(model, {}, options.shares);
   return {
     engineService: engineService(model, options),
     frontConfig: frontConfigMap(model, options, config),

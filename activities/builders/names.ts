@@ -62,3 +62,11 @@ export function frontName(model: string): string {
 export function engineServiceName(model: string): string {
   return childName(model, 'engine');
 }
+
+/**
+ * The engine Service of the revision in `slot` (docs/design/rollout.md, section 2): slot `a` is the model's own engine
+ * (`<name>-engine`), slot `b` the names a model called `<name>-b` would give its engine.
+ */
+export function slotEngineServiceName(model: string, slot: 'a' | 'b'): string {
+  return slot === 'a' ? engineServiceName(model) : serviceName(childName(model, 'b'));
+}

@@ -8,6 +8,7 @@ import {
   failure,
   type ModelInput,
   type ObjectsInput,
+  type RevisionShare,
   type ScalingPolicy,
   type ServedModel,
 } from '../../workflows/contract/index.js';
@@ -81,10 +82,11 @@ export async function applyEngine(
     replicas,
     admissionLimit,
     scaling,
-  }: ObjectsInput & { replicas?: number; admissionLimit?: number; scaling?: ScalingPolicy },
+    shares,
+  }: ObjectsInput & { replicas?: number; admissionLimit?: number; scaling?: ScalingPolicy; shares?: RevisionShare[] },
 ): Promise<{ generation: number }> {
   const { cluster } = deps;
-  const options = childOptions(deps, rootUid);
+  const options = { ...childOptions(deps, rootUid), ...(shares ? { shares } : {}) };
   const pool = buildInferencePool(model, options);
   const policy = buildNetworkPolicy(model, options);
   const [existingDeployment, existingService, existingPolicy, poolServed] = await Promise.all([

@@ -103,7 +103,11 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
     read<V1Deployment>(ref('apps/v1', 'Deployment', deploymentName(model.metadata.name))).then(ours),
     read<V1Service>(ref('v1', 'Service', serviceName(model.metadata.name))).then(ours),
   ]);
-  const options = { ...childOptions(deps, input.rootUid), ...(input.scaling ? { scaling: input.scaling } : {}) };
+  const options = {
+    ...childOptions(deps, input.rootUid),
+    ...(input.scaling ? { scaling: input.scaling } : {}),
+    ...(input.shares ? { shares: input.shares } : {}),
+  };
   const desiredService = model.spec.front ? frontedService(model, options) : buildService(model, options);
   const serviceMeta = service ? metadataDrift(service, desiredService) : [];
   const serviceDrift = service

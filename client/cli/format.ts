@@ -81,6 +81,7 @@ export function formatStatus(status: ModelStatus, now: Date, webUi?: string, { w
   field('replicas', `${status.readyReplicas}/${status.replicas} ready`);
   field('generation', `${status.generation} (observed ${status.observedGeneration})`);
   field('source', status.sourceHash ? `${status.source}  (sha256 ${status.sourceHash.slice(0, 8)})` : status.source);
+  if (status.revision) field('revision', status.revision);
   if (status.download && status.phase === 'Downloading') {
     field('download', `${downloadAmount(status.download)}, ${status.download.state}`);
   }

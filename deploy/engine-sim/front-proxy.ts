@@ -16,10 +16,14 @@ const POD_METRICS_PORT = 9101;
 const READY_PATH = '/ready';
 
 /**
- * A front pod's haproxy.cfg on loopback: the model's port bound to `bind`, the exporter's to `metricsBind`, and the
- * engine's Service (`<name>-engine.<namespace>.svc:<port>`) replaced by `engine`. Everything else is the pod's.
+ * A front pod's haproxy.cfg on loopback: the model's port bound to `bind`, the exporter's to `metricsBind`, and each
+ * revision's engine Service (`<service>.<namespace>.svc:<port>`) replaced by `engine(<service>)`. Everything else is
+ * the pod's.
  */
-export function loopbackFrontConfig(config: string, to: { bind: string; metricsBind: string; engine: string }): string {
+export function loopbackFrontConfig(
+  config: string,
+  to: { bind: string; metricsBind: string; engine: (service: string) => string },
+): string {
   let binds = 0;
   let servers = 0;
   const lines = config.split('\n').map((line) => {
@@ -28,15 +32,15 @@ export function loopbackFrontConfig(config: string, to: { bind: string; metricsB
       binds++;
       return `${bind[1]}bind ${Number(bind[2]) === POD_METRICS_PORT ? to.metricsBind : to.bind}`;
     }
-    const server = /^(\s*)server engine \S+( .*)?$/.exec(line);
+    const server = /^(\s*)server (\S+) ([a-z0-9-]+)\.[a-z0-9-]+\.svc:\d+( .*)?$/.exec(line);
     if (server) {
       servers++;
-      return `${server[1]}server engine ${to.engine}${server[2] ?? ''}`;
+      return `${server[1]}server ${server[2]} ${to.engine(server[3]!)}${server[4] ?? ''}`;
     }
     return line;
   });
-  if (binds !== 2 || servers !== 1) {
-    throw new Error(`the front's configuration has ${binds} bind and ${servers} server lines, not 2 and 1`);
+  if (binds !== 2 || servers < 1) {
+    throw new Error(`the front's configuration has ${binds} bind and ${servers} server lines, not 2 and at least 1`);
   }
   return lines.join('\n');
 }
@@ -131,8 +135,11 @@ export class FrontProxy {
     return existsSync(HAPROXY);
   }
 
-  /** Starts HAProxy with the pod's `config` in front of the Service port `enginePort`; resolves once it is ready. */
-  static async start(config: string, enginePort: number): Promise<FrontProxy> {
+  /**
+   * Starts HAProxy with the pod's `config` in front of the Service port `enginePort(<service>)` of each revision;
+   * resolves once it is ready.
+   */
+  static async start(config: string, enginePort: (service: string) => number): Promise<FrontProxy> {
     const [port, metricsPort] = [await freePort(), await freePort()];
     const dir = mkdtempSync(join(tmpdir(), 'ferry-front-'));
     const file = join(dir, 'haproxy.cfg');
@@ -141,7 +148,7 @@ export class FrontProxy {
       loopbackFrontConfig(config, {
         bind: `127.0.0.1:${port}`,
         metricsBind: `127.0.0.1:${metricsPort}`,
-        engine: `127.0.0.1:${enginePort}`,
+        engine: (service) => `127.0.0.1:${enginePort(service)}`,
       }),
     );
     const child = spawn(HAPROXY, ['-db', '-f', file], { stdio: ['ignore', 'ignore', 'pipe'] });

@@ -134,18 +134,20 @@ export class EngineSimSupervisor {
 
   /**
    * A stable port for each model with a front (its engine Service `<model>-engine` exists, or a front pod is played),
-   * kept while it has one or a stand-in; closed when it has neither.
+   * kept while it has one, a stand-in or its own Service, as a Service keeps its address; closed when it has none.
    */
   private async syncModelServices(): Promise<void> {
     const services = await this.core.listServiceForAllNamespaces({
       labelSelector: 'app.kubernetes.io/managed-by=ferry,app.kubernetes.io/component=service',
     });
     const fronted = new Set([...this.fronts.values()].map((f) => `${f.namespace}/${f.model}`));
+    const kept = new Set<string>();
     for (const service of services.items) {
       const model = service.metadata?.labels?.['ferry.dev/model'];
-      if (model && service.metadata?.name === `${model}-engine` && !service.metadata.deletionTimestamp) {
-        fronted.add(`${service.metadata.namespace}/${model}`);
-      }
+      if (!model || service.metadata?.deletionTimestamp) continue;
+      const key = `${service.metadata?.namespace}/${model}`;
+      if (service.metadata?.name === `${model}-engine`) fronted.add(key);
+      if (service.metadata?.name === model) kept.add(key);
     }
     this.fronted = fronted;
     for (const key of fronted) {
@@ -154,7 +156,7 @@ export class EngineSimSupervisor {
     }
     const served = new Set([...this.sims.values()].map((r) => `${r.namespace}/${r.model}`));
     for (const [key, service] of this.modelServices) {
-      if (fronted.has(key) || served.has(key)) continue;
+      if (fronted.has(key) || served.has(key) || kept.has(key)) continue;
       service.close();
       this.modelServices.delete(key);
     }
@@ -255,7 +257,11 @@ export class EngineSimSupervisor {
       service = await ServicePort.open(() => this.readyEndpoint(namespace, model));
       this.engineServices.set(key, service);
     }
-    const proxy = await FrontProxy.start(config, service.port);
+    const enginePort = service.port;
+    const proxy = await FrontProxy.start(config, (name) => {
+      if (name === `${model}-engine`) return enginePort;
+      throw new Error(`the front of ${key} sends to Service ${name}, which the local stack does not play`);
+    });
     this.fronts.set(uid, { proxy, model, namespace, pod: pod.metadata!.name! });
     log('front started', { pod: `${namespace}/${pod.metadata!.name}`, url: proxy.url, metrics: proxy.metricsUrl });
   }

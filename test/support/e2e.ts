@@ -1,6 +1,7 @@
 // End-to-end plumbing: a real worker process (worker/main.ts with the real activities) on a cluster name of its own,
 // the `ferry` CLI as a child process, and the local cluster's objects of one model.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
@@ -92,6 +93,14 @@ export async function freePort(): Promise<number> {
   const address = server.address();
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return typeof address === 'object' && address ? address.port : 0;
+}
+
+/**
+ * The URLs the local stack's supervisor publishes (`.ferry/run/endpoints.json`): `<ns>/<model>` the model's Service,
+ * `<ns>/<model>-engine` its engine's own (with a front), `<ns>/<model>/<pod>` a pod's.
+ */
+export function localUrls(): Record<string, string> {
+  return JSON.parse(readFileSync(join(repoRoot, '.ferry/run/endpoints.json'), 'utf8')) as Record<string, string>;
 }
 
 export const uniqueCluster = (prefix: string): string => `${prefix}-${randomBytes(3).toString('hex')}`;

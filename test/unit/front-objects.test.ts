@@ -29,7 +29,8 @@ describe('the front of a model', () => {
   it("listens on the model's port and sends to the engine's own Service, with its exporter and ready path beside", () => {
     const config = frontConfigFor(model);
     expect(config).toContain(`bind :${port}\n`);
-    expect(config).toContain(`server engine ${name}-engine.${namespace}.svc:${port} maxconn 1024`);
+    expect(config).toContain(`server r1 ${name}-engine.${namespace}.svc:${port} weight 100 maxconn 1024`);
+    expect(config).toContain('http-response set-header x-ferry-revision %[srv_name]');
     expect(config).toContain(`bind :${FRONT_METRICS_PORT}\n  monitor-uri /ready\n`);
     expect(config).toContain('retries 600');
   });
@@ -133,20 +134,31 @@ describe('the front of a model', () => {
 
 describe("the local stack's front (deploy/engine-sim/front-proxy.ts)", () => {
   it("moves the pod's configuration onto loopback and changes nothing else", () => {
-    const config = frontConfigFor(fixtureModel('front'));
+    const front = fixtureModel('front');
+    const shares = [
+      { revision: 'r3', slot: 'a', weight: 90 },
+      { revision: 'r4', slot: 'b', weight: 10 },
+    ] as const;
+    const config = frontConfigFor(front, {}, shares);
+    const ports: Record<string, number> = {
+      [`${front.metadata.name}-engine`]: 41002,
+      [`${front.metadata.name}-b`]: 41003,
+    };
     const local = loopbackFrontConfig(config, {
       bind: '127.0.0.1:41000',
       metricsBind: '127.0.0.1:41001',
-      engine: '127.0.0.1:41002',
+      engine: (service) => `127.0.0.1:${ports[service]}`,
     });
     const changed = (text: string) => text.split('\n').filter((line) => !config.split('\n').includes(line));
     expect(changed(local)).toEqual([
       '  bind 127.0.0.1:41000',
       '  bind 127.0.0.1:41001',
-      expect.stringMatching(/^ {2}server engine 127\.0\.0\.1:41002 maxconn \d+$/),
+      expect.stringMatching(/^ {2}server r3 127\.0\.0\.1:41002 weight 90 maxconn \d+$/),
+      expect.stringMatching(/^ {2}server r4 127\.0\.0\.1:41003 weight 10 maxconn \d+$/),
     ]);
     expect(local.split('\n')).toHaveLength(config.split('\n').length);
-    expect(() => loopbackFrontConfig('global\n', { bind: 'a:1', metricsBind: 'a:2', engine: 'a:3' })).toThrow(
+    const engine = () => 'a:3';
+    expect(() => loopbackFrontConfig('global\n', { bind: 'a:1', metricsBind: 'a:2', engine })).toThrow(
       '0 bind and 0 server lines',
     );
   });

@@ -7,6 +7,7 @@ import {
   modelRefOf,
   type ModelStatus,
   parseServedModel,
+  newRevision,
   sameJson,
   searchAttributesFor,
   specChanges,
@@ -523,6 +524,28 @@ describe('spec changes', () => {
     expect(sameJson({ a: 1, b: [1, { c: 2 }] }, { b: [1, { c: 2 }], a: 1 })).toBe(true);
     expect(sameJson({ a: 1 }, { a: 1, b: undefined })).toBe(true);
     expect(sameJson([1, 2], [2, 1])).toBe(false);
+  });
+
+  it('calls a change of the weights or of the engine pods a new revision, and nothing else', () => {
+    const spec0 = {
+      apiVersion: 'ferry.dev/v1alpha1',
+      kind: 'ServedModel',
+      metadata: { name: 'qwen', namespace: 'models' },
+    };
+    const base = { cluster: 'gpu-a', source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct' } } };
+    const model = (spec: object) => parseServedModel({ ...spec0, spec: { ...base, ...spec } });
+    const changed = (next: object, from: object = {}) => newRevision(model(from), model(next));
+    expect(changed({})).toBe(false);
+    expect(changed({ replicas: 3 })).toBe(false);
+    expect(changed({ front: {} })).toBe(false);
+    const lora = { engine: { lora: { enabled: true } } };
+    const adapter = { name: 'sql', source: { huggingface: { repo: 'acme/sql-lora' } } };
+    expect(changed({ engine: { lora: { enabled: true, adapters: [adapter] } } }, lora)).toBe(false);
+    expect(changed(lora)).toBe(true);
+    expect(changed({ source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision: 'v2' } } })).toBe(true);
+    expect(changed({ engine: { args: ['--enforce-eager'] } })).toBe(true);
+    expect(changed({ engine: { image: 'vllm/vllm-openai:v0.33.0' } })).toBe(true);
+    expect(changed({ resources: { gpus: 2 } })).toBe(true);
   });
 });
 

@@ -70,6 +70,19 @@ export interface ObservedStatus {
 }
 
 /**
+ * One revision behind a model's front and its share of the requests (docs/design/rollout.md, section 3). Unset where
+ * an activity takes it: the one revision `r1`, in slot `a`, at 100.
+ */
+export interface RevisionShare {
+  /** `r<n>`: the front's server, and what `x-ferry-revision` says. */
+  revision: string;
+  /** Where its objects are: `a`, the model's own names, or `b` (docs/design/rollout.md, section 2). */
+  slot: 'a' | 'b';
+  /** Its share, in whole percent. */
+  weight: number;
+}
+
+/**
  * A look that reconciles: which model (the activity reads the spec itself, so it does not travel in history with
  * every look), the generation it is Ready at, and what the engine's objects are built from.
  */
@@ -89,6 +102,8 @@ export interface LookInput {
   delayMs?: number;
   /** The owning tenant (`status.tenant`): the look checks the model against its grant as it is now. */
   tenant?: string;
+  /** With `spec.front`: the revisions it sends requests to (unset: `r1` alone). */
+  shares?: RevisionShare[];
 }
 
 /** What a look found and did: the engine as it is, and what it put back. */
@@ -190,10 +205,16 @@ export interface FerryActivities {
   releaseVolume(input: ModelInput & { jobName: string; sourceHash: string; abandon?: boolean }): Promise<void>;
   /**
    * `admissionLimit`: with `spec.slo.admission`, the limit the sidecar's configuration starts with (unset: none);
-   * `scaling`: the policy the Deployment carries for the worker's autoscaler.
+   * `scaling`: the policy the Deployment carries for the worker's autoscaler; `shares`: with `spec.front`, the
+   * revisions it sends requests to (unset: `r1` alone).
    */
   applyEngine(
-    input: ObjectsInput & { replicas?: number; admissionLimit?: number; scaling?: ScalingPolicy },
+    input: ObjectsInput & {
+      replicas?: number;
+      admissionLimit?: number;
+      scaling?: ScalingPolicy;
+      shares?: RevisionShare[];
+    },
   ): Promise<{ generation: number }>;
   awaitRollout(input: ModelInput & { generation: number }): Promise<RolloutResult>;
   awaitHealth(input: ModelInput): Promise<HealthResult>;

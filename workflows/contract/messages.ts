@@ -69,6 +69,8 @@ export interface CarriedState {
    * (a new replica, a replacement pod, a restarted engine) loads them again.
    */
   adapterIncarnations?: string[];
+  /** The number of the newest revision accepted (docs/design/rollout.md, section 1); unset: 1. */
+  revision?: number;
   /** A model with `spec.scaling`: the replica count the last decision set (unset: it starts at the spec's). */
   scaledReplicas?: number;
   /** A model with `spec.scaling.schedule`: the fewest replicas its schedule last set (unset: `minReplicas`). */

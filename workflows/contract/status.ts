@@ -189,6 +189,11 @@ export interface ModelStatus {
   readyReplicas: number;
   /** sha256 of the source identity; `sourceHash.slice(0, 8)` names the puller Job and weights directory. */
   sourceHash?: string;
+  /**
+   * The revision the engine was last rolled out with, `r<n>` (docs/design/rollout.md): each change of the source or of
+   * the engine's pods is the next. What the front's `x-ferry-revision` header says.
+   */
+  revision?: string;
   /** Incremented by every accepted spec change (start is 1). */
   generation: number;
   /** Who asked for `generation`, as the caller said (`requestedBy` of its start or update); unset when it did not say. */

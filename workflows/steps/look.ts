@@ -8,6 +8,7 @@ import { observe, recordRepair } from '../status/transitions.js';
 import { keepAdapters } from './adapters.js';
 import { admissionLimit } from './baseline.js';
 import { now, type StepContext } from './context.js';
+import { frontShares, servingRevision } from './rollout.js';
 import { engineScale } from './scale.js';
 import type { StepRow } from './table.js';
 
@@ -26,6 +27,7 @@ export async function look(ctx: StepContext, acts: Activities, delayMs: number):
       ...(engineGeneration !== undefined ? { engineGeneration } : {}),
       ...admissionLimit(ctx.status, ctx.desired),
       ...engineScale(ctx.status, ctx.desired, ctx.world),
+      ...frontShares(ctx.desired, servingRevision(ctx)),
       ...(delayMs > 0 ? { delayMs } : {}),
       ...(ctx.status.tenant !== undefined ? { tenant: ctx.status.tenant } : {}),
     });

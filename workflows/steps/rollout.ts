@@ -1,9 +1,11 @@
 // The rollout: the engine's Deployment (and Service) applied for the spec, then its rollout awaited to the end.
 import type { Activities } from '../activity-options.js';
-import type { RolloutResult, ScalingPolicy } from '../contract/index.js';
+import type { RevisionShare, RolloutResult, ScalingPolicy, ServedModel } from '../contract/index.js';
 import { skipStep } from '../status/timeline.js';
 import { markReady } from '../status/transitions.js';
-import { now, type ModelObjects, type StepContext } from './context.js';
+import { admissionLimit } from './baseline.js';
+import { now, type ModelObjects, type StepContext, type World } from './context.js';
+import { engineScale, scalingStatus } from './scale.js';
 import type { StepRow } from './table.js';
 
 export const rolloutRow: StepRow = {
@@ -24,17 +26,31 @@ export async function rollOut(
   const spec = objects.model;
   // Set before the call: a cancelled applyEngine may still have created the Deployment.
   ctx.world.engineApplied = true;
+  const revision = revisionName(ctx.world);
+  const shares = frontShares(spec, revision);
   const rollout = await ctx.step(
     'rollout',
     generation,
     async () => {
-      const applied = await acts.short.applyEngine({ ...objects, ...engine });
+      const applied = await acts.short.applyEngine({ ...objects, ...engine, ...shares });
       return await acts.startup.awaitRollout({ model: spec, generation: applied.generation });
     },
     (r) => `revision ${r.generation}: ${r.readyReplicas} ready`,
   );
   ctx.world.engineGeneration = rollout.generation;
+  ctx.set({ ...ctx.status, revision });
   return rollout;
+}
+
+/** The newest revision's name, `r<n>` (docs/design/rollout.md, section 1). */
+const revisionName = (world: World): string => `r${world.revision ?? 1}`;
+
+/** The revision the engine was last rolled out with (the newest, before the first rollout that records it). */
+export const servingRevision = (ctx: StepContext): string => ctx.status.revision ?? revisionName(ctx.world);
+
+/** With `spec.front`: the revisions it sends requests to, for every activity that applies or repairs it. */
+export function frontShares(spec: ServedModel, revision: string): { shares?: RevisionShare[] } {
+  return spec.spec.front ? { shares: [{ revision, slot: 'a', weight: 100 }] } : {};
 }
 
 /** Ready with 0 replicas: no engine to check, and none holds an adapter (what status said of them is of replicas gone). */
@@ -42,4 +58,28 @@ export function readyWithoutEngine(ctx: StepContext, generation: number): void {
   if (ctx.status.adapters) ctx.set({ ...ctx.status, adapters: undefined });
   ctx.set(skipStep(ctx.status, 'startup', generation, now(), 'replicas is 0'));
   ctx.set(markReady(ctx.status, { generation, readyReplicas: 0 }, now()));
+}
+
+/**
+ * A model that scales on its measured capacity gets its target once the baseline step measured it: the Deployment
+ * is applied again with the policy (its pods unchanged, no rollout).
+ */
+export async function applyMeasuredTarget(
+  ctx: StepContext,
+  acts: Activities,
+  objects: ModelObjects,
+  applied: ReturnType<typeof engineScale>,
+): Promise<void> {
+  const spec = objects.model;
+  ctx.set(scalingStatus(ctx.status, spec, ctx.world));
+  const scale = engineScale(ctx.status, spec, ctx.world);
+  if (JSON.stringify(scale) === JSON.stringify(applied)) return;
+  await ctx.step('rollout', ctx.status.generation, () =>
+    acts.short.applyEngine({
+      ...objects,
+      ...admissionLimit(ctx.status, spec),
+      ...scale,
+      ...frontShares(spec, servingRevision(ctx)),
+    }),
+  );
 }

@@ -8,6 +8,7 @@ import type { ModelStatus, ScheduledFloor, ScheduleStatus, ServedModel } from '.
 import { endStep } from '../status/timeline.js';
 import { admissionLimit } from './baseline.js';
 import { now, type StepContext, type World } from './context.js';
+import { frontShares, servingRevision } from './rollout.js';
 import { engineReplicas, engineScale, scalingStatus, withRecentScaleEntries } from './scale.js';
 
 /** What status shows of `floor`. */
@@ -52,6 +53,7 @@ export async function applyFloor(
       sourceHash: world.sourceHash!,
       ...admissionLimit(ctx.status, spec),
       ...engineScale(ctx.status, spec, next),
+      ...frontShares(spec, servingRevision(ctx)),
     });
     world.engineGeneration = generation;
   } catch (err) {

@@ -62,7 +62,7 @@ describe('a model with spec.front', () => {
     expect(service?.spec?.selector).toEqual(frontSelectorLabels('held'));
     expect(engineService?.spec?.selector).toEqual(selectorLabels('held'));
     expect(engineService?.spec?.ports).toEqual(service?.spec?.ports);
-    expect(config?.data?.['haproxy.cfg']).toContain(`server engine held-engine.${env.ns}.svc:8000 maxconn 1024`);
+    expect(config?.data?.['haproxy.cfg']).toContain(`server r1 held-engine.${env.ns}.svc:8000 weight 100 maxconn 1024`);
     expect(config?.data?.['haproxy.cfg']).toContain('timeout queue 120s');
     // Two front pods, admitted under "restricted", on the Service's selector.
     expect(haproxy?.spec?.replicas).toBe(2);

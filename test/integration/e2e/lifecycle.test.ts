@@ -4,7 +4,7 @@ import { pvcName, sourceHash8 } from '../../../activities/builders/index.js';
 import { type ModelStatus, parseServedModel } from '../../../workflows/contract/index.js';
 import { runFerry, writeDoc } from '../../support/ferry-worker.js';
 import type { Doc } from '../../support/workflow-harness.js';
-import { expectOk, ferryJson, modelObjects, uniqueCluster } from '../../support/e2e.js';
+import { expectOk, ferryJson, localUrls, modelObjects, uniqueCluster } from '../../support/e2e.js';
 import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
 import { waitFor } from '../../support/kube.js';
 
@@ -163,7 +163,7 @@ describe('ferry end to end', { timeout: 360_000 }, () => {
     ).toBeUndefined();
   });
 
-  it('a front: Ready with the Service on it, the same endpoint; applied away, the Service goes back; delete leaves nothing', async () => {
+  it('a front: Ready with the Service on it, each answer naming its revision; applied away, the Service goes back, the same endpoint; delete leaves nothing', async () => {
     const selector = async (name: string) =>
       (await kube.core.readNamespacedService({ name, namespace: kube.ns })).spec?.selector?.[
         'app.kubernetes.io/component'
@@ -178,10 +178,27 @@ describe('ferry end to end', { timeout: 360_000 }, () => {
     expect(await modelObjects(kube, kube.ns, 'held')).toEqual(
       expect.arrayContaining(['Deployment/held-front', 'ConfigMap/held-front', 'Service/held-engine']),
     );
+    // Every response through the front names the revision that answered (the supervisor plays the front's pods).
+    expect(served.revision).toBe('r1');
+    const answeredBy = async () => {
+      const url = localUrls()[`${kube.ns}/held`];
+      const res = url ? await fetch(`${url}/v1/models`).catch(() => undefined) : undefined;
+      return res?.ok ? res.headers.get('x-ferry-revision') : undefined;
+    };
+    await waitFor('an answer through the front from r1', 60_000, async () => (await answeredBy()) === 'r1');
+    // New engine pods are the next revision; the front names it once it has rolled.
+    const env = [{ name: 'FERRY_SIM_TOKEN_DELAY_MS', value: '5' }];
+    const next = modelDoc(
+      'held',
+      (d) => ((d.spec.front = { holdFor: '2m' }), (d.spec.engine = { ...d.spec.engine, env })),
+    );
+    expectOk(await runFerry(['apply', '-f', writeDoc(next), '--wait', '--timeout', '3m']), 'ferry apply');
+    expect(await status('held')).toMatchObject({ phase: 'Ready', generation: 2, revision: 'r2' });
+    await waitFor('an answer through the front from r2', 60_000, async () => (await answeredBy()) === 'r2');
 
     expectOk(await runFerry(['apply', '-f', writeDoc(plain), '--wait', '--timeout', '2m']), 'ferry apply');
     const applied = await status('held');
-    expect(applied).toMatchObject({ phase: 'Ready', generation: 2, endpoint: served.endpoint });
+    expect(applied).toMatchObject({ phase: 'Ready', generation: 3, endpoint: served.endpoint, revision: 'r3' });
     expect(await selector('held')).toBe('engine');
     await waitFor('the front gone', 60_000, async () => {
       const left = await modelObjects(kube, kube.ns, 'held');

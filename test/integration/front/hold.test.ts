@@ -2,107 +2,26 @@
 // against a real HAProxy (Debian's, installed by deploy/local/install.sh) and the engine stand-in on loopback: a
 // request that comes while no replica answers is held and answered once one does — a streamed completion and a
 // 50 KB prompt too — and what is over the bound or outlasts the hold is answered 503 with Retry-After, never reset.
-// Nothing here runs in Kubernetes yet: the front's objects are built (front-objects.ts), not deployed by Ferry.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createConnection } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { streamOnce } from '../../../bench/lib.js';
-import { createEngineSim, type EngineSim } from '../../../deploy/engine-sim/server.js';
 import { FRONT_DEFAULTS, frontConfig, type FrontOptions } from '../../../activities/builders/front.js';
-import { frontConfigFor } from '../../../activities/builders/front-objects.js';
 import { frontLoad } from '../../../activities/scaling/load.js';
 import type { ServedModel } from '../../../workflows/contract/index.js';
 import { waitFor } from '../../support/kube.js';
 import { fixtureModel } from '../../unit/fixtures.js';
 import { freePort } from '../../support/e2e.js';
+import { ask, startEngine, startFront as startHarnessFront, stopAll } from './front-harness.js';
 
-/** Debian's HAProxy, as deploy/local/install.sh installs it. */
-const HAPROXY = '/usr/sbin/haproxy';
-const stops: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const stop of stops.splice(0).reverse()) await stop();
-});
+afterEach(stopAll);
 
 /** The exporter's port of the front started last. */
 let metricsPort = 0;
 const frontReading = async () => frontLoad(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text());
 
-/**
- * A running HAProxy with the front's configuration for `options`, in front of `127.0.0.1:<enginePort>`; with `model`,
- * the configuration as deployed for that model (front-objects.ts), with only its addresses moved onto loopback.
- */
-async function startFront(
-  enginePort: number,
-  options: Partial<FrontOptions> = {},
-  model?: ServedModel,
-): Promise<string> {
-  const port = await freePort();
-  metricsPort = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'ferry-front-'));
-  const file = join(dir, 'haproxy.cfg');
-  const loopback = {
-    bind: `127.0.0.1:${port}`,
-    engine: `127.0.0.1:${enginePort}`,
-    metricsBind: `127.0.0.1:${metricsPort}`,
-  };
-  const config = model
-    ? frontConfigFor(model, { ...loopback, ...options })
-    : frontConfig({ ...FRONT_DEFAULTS, ...loopback, ...options });
-  writeFileSync(file, config);
-  let log = '';
-  const proc: ChildProcess = spawn(HAPROXY, ['-db', '-f', file], { stdio: ['ignore', 'pipe', 'pipe'] });
-  proc.stdout!.on('data', (d) => (log += d));
-  proc.stderr!.on('data', (d) => (log += d));
-  const exited = new Promise((resolve) => proc.once('exit', resolve));
-  stops.push(async () => {
-    proc.kill('SIGTERM');
-    await exited;
-  });
-  for (let tries = 0; ; tries++) {
-    const up = await new Promise<boolean>((resolve) => {
-      const socket = createConnection(port, '127.0.0.1', () => {
-        socket.destroy();
-        resolve(true);
-      }).on('error', () => resolve(false));
-    });
-    if (up) return `http://127.0.0.1:${port}`;
-    if (proc.exitCode !== null || tries > 100) throw new Error(`haproxy did not start: ${log}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-async function startEngine(port: number): Promise<EngineSim> {
-  const sim = createEngineSim({ port, servedModelNames: ['m'], loadDelaySeconds: 0 });
-  await sim.start();
-  stops.push(() => sim.stop());
-  return sim;
-}
-
-interface Answer {
-  status: number;
-  retryAfter: string | null;
-  body: string;
-  ms: number;
-}
-
-async function ask(url: string, path: string, body?: unknown): Promise<Answer> {
-  const started = performance.now();
-  const res = await fetch(`${url}${path}`, {
-    method: body ? 'POST' : 'GET',
-    headers: body ? { 'content-type': 'application/json' } : {},
-    ...(body ? { body: JSON.stringify(body) } : {}),
-    signal: AbortSignal.timeout(60_000),
-  });
-  const text = await res.text();
-  return {
-    status: res.status,
-    retryAfter: res.headers.get('retry-after'),
-    body: text,
-    ms: performance.now() - started,
-  };
+async function startFront(enginePort: number, options: Partial<FrontOptions> = {}, model?: ServedModel) {
+  const front = await startHarnessFront(enginePort, options, model);
+  metricsPort = front.metricsPort;
+  return front.url;
 }
 
 describe('the front (HAProxy) of a model at zero', () => {
@@ -187,11 +106,17 @@ describe('the front (HAProxy) of a model at zero', () => {
   });
 
   it('refuses options that would make a broken configuration', () => {
-    const base = { ...FRONT_DEFAULTS, bind: ':8000', engine: 'm-engine.models.svc:8000' };
-    expect(frontConfig(base)).toContain('server engine m-engine.models.svc:8000 maxconn 1024');
+    const server = (address: string, revision = 'r1', weight = 100) => ({ revision, address, weight });
+    const base = { ...FRONT_DEFAULTS, bind: ':8000', servers: [server('m-engine.models.svc:8000')] };
+    expect(frontConfig(base)).toContain('server r1 m-engine.models.svc:8000 weight 100 maxconn 1024');
     expect(() => frontConfig({ ...base, holdSeconds: 0 })).toThrow(/holdSeconds must be a whole number above 0/);
-    expect(() => frontConfig({ ...base, engine: 'x; rm -rf' })).toThrow(/<host>:<port>/);
-    expect(() => frontConfig({ ...base, engine: ':8000' })).toThrow(/<host>:<port>/);
+    expect(() => frontConfig({ ...base, servers: [server('x; rm -rf')] })).toThrow(/<host>:<port>/);
+    expect(() => frontConfig({ ...base, servers: [server(':8000')] })).toThrow(/<host>:<port>/);
+    expect(() => frontConfig({ ...base, servers: [server('a:1', 'engine')] })).toThrow(/r<n>/);
+    expect(() => frontConfig({ ...base, servers: [server('a:1', 'r1', 101)] })).toThrow(/weight 0-100/);
+    expect(() => frontConfig({ ...base, servers: [server('a:1'), server('b:1')] })).toThrow(/each revision once/);
+    expect(() => frontConfig({ ...base, servers: [server('a:1', 'r1', 0)] })).toThrow(/a weight above 0/);
+    expect(() => frontConfig({ ...base, servers: [] })).toThrow(/a weight above 0/);
     expect(() => frontConfig({ ...base, metricsBind: 'any' })).toThrow(/<host>:<port>/);
     expect(() => frontConfig({ ...base, readyPath: '/ready' })).toThrow(/needs metricsBind/);
     expect(() => frontConfig({ ...base, metricsBind: ':9101', readyPath: '/r; x' })).toThrow(/plain path/);

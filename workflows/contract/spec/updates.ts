@@ -3,6 +3,7 @@ import { parseServedModel, SpecError, type SpecIssue } from './parse.js';
 import { parseQuantity } from './quantities.js';
 import { quote } from './rules.js';
 import type { ServedModel } from './schema.js';
+import { sameSource } from './source.js';
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -18,6 +19,21 @@ export function sameJson(a: unknown, b: unknown): boolean {
     return [...keys].every((key) => sameJson(a[key], b[key]));
   }
   return a === b;
+}
+
+/** What the engine's pods run, but for the adapters, which are loaded in place (docs/design/rollout.md, section 1). */
+const podFields = (m: ServedModel) => ({
+  engine: { ...m.spec.engine, lora: { ...m.spec.engine.lora, adapters: undefined } },
+  resources: m.spec.resources,
+  scheduling: m.spec.scheduling,
+});
+
+/**
+ * True when `next` is a new revision of the model: other weights, or other engine pods (`engine` but its adapters,
+ * `resources`, `scheduling`). Every other change applies to the revision in place.
+ */
+export function newRevision(previous: ServedModel, next: ServedModel): boolean {
+  return !sameSource(previous.spec.source, next.spec.source) || !sameJson(podFields(previous), podFields(next));
 }
 
 /** Dotted paths of what differs, down to the objects' leaves (lists count as one value): `spec.engine.args`. */
