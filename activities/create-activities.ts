@@ -12,6 +12,7 @@ import { awaitHealth, type ApiKeyResolver } from './steps/health.js';
 import { lookAtModel } from './steps/look.js';
 import { awaitPuller, startPuller } from './steps/puller.js';
 import { readStatus } from './steps/read-status.js';
+import { retireRevision, shiftTraffic } from './steps/traffic.js';
 import { releaseVolume } from './steps/release.js';
 import { awaitRollout } from './steps/rollout.js';
 import { applyStorage } from './steps/storage.js';
@@ -41,6 +42,8 @@ export function createActivities(deps: ActivityDeps, options: ActivityOptions = 
     awaitHealth: (input) => awaitHealth(deps, input, options.apiKeys),
     scaleEngine: (input) => scaleEngine(deps, input),
     readStatus: (input) => readStatus(deps, input, options.apiKeys),
+    shiftTraffic: (input) => shiftTraffic(deps, input),
+    retireRevision: (input) => retireRevision(deps, input),
     lookAtModel: (input) => lookAtModel(deps, input, options.apiKeys),
     tearDown: (input) => tearDown(deps, input),
     fetchAdapters: (input) => fetchAdapters(deps, input),

@@ -7,6 +7,7 @@ import {
   workflowIdFor,
   type ModelRef,
   type ServedModel,
+  type Slot,
 } from '../workflows/contract/index.js';
 import type { ModelWatcher } from './cluster/model-watcher.js';
 import type { ChildOptions, NetworkPolicyPeer } from './builders/index.js';
@@ -28,12 +29,14 @@ export interface EnginePod {
 export interface EngineAddress {
   metadata: { name: string; namespace: string };
   spec: { engine: { port: number }; front?: unknown };
+  /** The engine of the revision in this slot (docs/design/rollout.md, section 2); unset: `a`. */
+  slot?: Slot;
 }
 
 /** The model's own Service's URL, as clients reach it: the engine's, or with `spec.front` the front's. */
 export async function clientEndpoint(resolve: EndpointResolver, model: EngineAddress): Promise<string> {
   const { front: _front, ...spec } = model.spec;
-  return await resolve({ ...model, spec });
+  return await resolve({ metadata: model.metadata, spec });
 }
 
 /**

@@ -27,6 +27,7 @@ export interface ResolvedOptions {
   maximumAttempts: number;
   timeoutMarginMs: number;
   heartbeatTimeoutMs: number;
+  healthGateWindowMs: number;
 }
 
 export function resolveOptions(options: ServeModelOptions = {}): ResolvedOptions {
@@ -39,6 +40,7 @@ export function resolveOptions(options: ServeModelOptions = {}): ResolvedOptions
     maximumAttempts: options.retry?.maximumAttempts ?? 10,
     timeoutMarginMs: options.timeoutMarginMs ?? 5 * 60_000,
     heartbeatTimeoutMs: options.heartbeatTimeoutMs ?? 10_000,
+    healthGateWindowMs: options.healthGateWindowMs ?? 30_000,
   };
 }
 

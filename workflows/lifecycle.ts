@@ -49,11 +49,12 @@ import {
 import { adaptersStep } from './steps/adapters.js';
 import { admissionLimit, baselineStep } from './steps/baseline.js';
 import { claim } from './steps/claim.js';
-import { now } from './steps/context.js';
+import { now, slotOf } from './steps/context.js';
 import { pullWeights } from './steps/download.js';
 import { awaitHealth } from './steps/health.js';
 import { look, readStatus } from './steps/look.js';
 import { applyMeasuredTarget, readyWithoutEngine, rollOut } from './steps/rollout.js';
+import { abandonCandidate, rollOutRevision, rolloutFor, type Serving } from './steps/shift.js';
 import { applyDecision, decisionRefusal, engineReplicas, engineScale, scalingStatus, wakeUp } from './steps/scale.js';
 import { applyFloor, withSchedule } from './steps/schedule.js';
 import { stopEngine } from './steps/stop.js';
@@ -84,6 +85,8 @@ export class ModelLifecycle extends ModelState {
   private deleted: DeleteResult | undefined;
   /** A look found the root object or the weights volume gone: the whole sequence runs again. */
   private lost: LookResult['lost'];
+  /** The revision that serves, once a reconcile made it so: what a rollout goes out beside (steps/shift.ts). */
+  private serving: Serving | undefined;
   private readonly watch: Watch;
   /** The schedule's floor, changed and not yet applied; `failed` once applying it did (tried again a minute later). */
   private pendingFloor: { scheduledMin: number | undefined; floor: ScheduledFloor; failed?: boolean } | undefined;
@@ -98,6 +101,8 @@ export class ModelLifecycle extends ModelState {
   ) {
     super(spec, input.state?.status ?? initialStatus(spec, now(), input), input.state, options);
     this.attempted = input.state?.attemptedGeneration ?? 0;
+    // A run continued as new while the model served: its spec is what serves.
+    if (input.state && SETTLED.includes(this.status.phase) && this.status.phase !== 'Failed') this.servedBy(spec);
     const splitSafe = patchedUnlessPinned(SPLIT_SAFE);
     this.ids = new ActivityIds(splitSafe);
     this.watch = new Watch(options, splitSafe);
@@ -375,11 +380,20 @@ export class ModelLifecycle extends ModelState {
       world.volumeSource = undefined;
       world.appliedStorage = undefined;
     }
+    if (world.candidate) await abandonCandidate(this, acts, spec, generation); // a rollout this update cut short
+    const serving = lost ? undefined : this.serving;
+    if (serving && rolloutFor(spec, serving, world)) {
+      // Rolled back, the revision before serves, and its spec is the one in force (the same document tries again).
+      if ((await rollOutRevision(this, acts, spec, generation, serving)) === 'aborted') this.desired = serving.spec;
+      else this.servedBy(spec);
+      return;
+    }
+    this.serving = undefined;
     const newWeights = !world.volumeSource || !sameSource(world.volumeSource, spec.spec.source) || !world.rootUid;
     if (lost) {
       this.set(beginUpdate(this.status, generation, now(), `generation ${generation}: rebuild (${lost.message})`));
       if (world.engineApplied) {
-        await stopEngine(this, acts, spec, generation);
+        await stopEngine(this, acts, spec, generation, world.slot);
         // Stopped: the download need not stop it again, unless the claim finds the Deployment still there.
         world.engineApplied = false;
       }
@@ -390,7 +404,7 @@ export class ModelLifecycle extends ModelState {
       this.set(beginUpdate(this.status, generation, now(), `generation ${generation}: ${how}${by}`));
     }
     const sourceHash = newWeights ? await claim(this, acts, spec, generation) : world.sourceHash!;
-    const objects = { model: spec, rootUid: world.rootUid!, sourceHash };
+    const objects = { model: spec, rootUid: world.rootUid!, sourceHash, ...slotOf(world) };
     const storage = await applyStorage(this, acts, objects, newWeights, generation);
     if (newWeights) {
       await pullWeights(this, acts, objects, storage, generation);
@@ -402,7 +416,7 @@ export class ModelLifecycle extends ModelState {
     const scale = engineScale(this.status, spec, world);
     const rollout = await rollOut(this, acts, objects, { ...admissionLimit(this.status, spec), ...scale }, generation);
     if (engineReplicas(spec, world) === 0) return readyWithoutEngine(this, generation);
-    const health = await awaitHealth(this, acts, spec, generation);
+    const health = await awaitHealth(this, acts, spec, generation, world.slot);
     const ready = { generation, endpoint: health.endpoint, readyReplicas: rollout.readyReplicas };
     const managed = spec.spec.engine.lora.adapters !== undefined;
     if (!managed && this.status.adapters) this.set({ ...this.status, adapters: undefined });
@@ -410,6 +424,7 @@ export class ModelLifecycle extends ModelState {
     await baselineStep(this, acts, objects, generation);
     await applyMeasuredTarget(this, acts, objects, scale);
     this.set(markReady(this.status, ready, now()));
+    this.servedBy(spec);
     // The base serves; an adapter that is not on every ready replica keeps the model from Ready.
     const problem = adapterProblem(this.status.adapters);
     if (problem)
@@ -423,6 +438,10 @@ export class ModelLifecycle extends ModelState {
   }
 
   // --- plumbing ----------------------------------------------------------------------------------------------
+
+  private servedBy(spec: ServedModel): void {
+    this.serving = { spec, revision: this.status.revision ?? 'r1', slot: this.world.slot ?? 'a' };
+  }
 
   /** Names the activities of work on `generation` (see `ActivityIds`). */
   private naming(generation: number): Naming {

@@ -8,7 +8,7 @@ import { describeSource, durationSeconds, type AdapterSpec, type ServedModel } f
 import { canonicalJson, sha256Hex } from './hash.js';
 import { labelsFor } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
-import { childName, pvcName } from './names.js';
+import { childName, pvcName, slotBase } from './names.js';
 import { containerSecurityContext, onTheEnginesNode, podScheduling, podSecurityContext } from './pod.js';
 import { pullEnv } from './puller-job.js';
 import { PULLER_SCRIPT } from './puller-script.js';
@@ -56,7 +56,8 @@ export function buildAdapterJob(model: ServedModel, options: ChildOptions): V1Jo
   const adapters = model.spec.engine.lora.adapters ?? [];
   const { puller, engine } = model.spec;
   const image = puller.image ?? engine.image;
-  const volumes: V1Volume[] = [{ name: 'weights', persistentVolumeClaim: { claimName: pvcName(model.metadata.name) } }];
+  const base = slotBase(model.metadata.name, options.slot);
+  const volumes: V1Volume[] = [{ name: 'weights', persistentVolumeClaim: { claimName: pvcName(base) } }];
   const containers: V1Container[] = adapters.map((adapter, index) => {
     const mounts: V1VolumeMount[] = [{ name: 'weights', mountPath: MODELS_DIR }];
     if (adapter.source.pvc) {
@@ -99,11 +100,11 @@ export function buildAdapterJob(model: ServedModel, options: ChildOptions): V1Jo
     volumeMounts: [{ name: 'weights', mountPath: MODELS_DIR }],
   });
   const { affinity: _user, ...scheduling } = podScheduling(model);
-  const affinity = onTheEnginesNode(model);
+  const affinity = onTheEnginesNode(model, options.slot);
   return {
     apiVersion: 'batch/v1',
     kind: 'Job',
-    metadata: objectMeta(model, 'adapters', adapterJobName(model.metadata.name, adapters), {
+    metadata: objectMeta(model, 'adapters', adapterJobName(base, adapters), {
       rootUid: options.rootUid,
     }),
     spec: {

@@ -1,7 +1,7 @@
 import type { V1ConfigMap, V1Container, V1Volume } from '@kubernetes/client-node';
-import type { ServedModel } from '../../workflows/contract/index.js';
+import type { ServedModel, Slot } from '../../workflows/contract/index.js';
 import { objectMeta, type ChildOptions } from './meta.js';
-import { admissionConfigMapName } from './names.js';
+import { admissionConfigMapName, slotBase } from './names.js';
 import { containerSecurityContext } from './pod.js';
 
 // Admission (docs/design/baseline.md, section 5): an nginx sidecar in each engine pod, in front of the engine's port,
@@ -356,7 +356,7 @@ export function admissionConfigMap(
   return {
     apiVersion: 'v1',
     kind: 'ConfigMap',
-    metadata: objectMeta(model, 'admission', admissionConfigMapName(model.metadata.name), {
+    metadata: objectMeta(model, 'admission', admissionConfigMapName(slotBase(model.metadata.name, options.slot)), {
       rootUid: options.rootUid,
     }),
     data: {
@@ -367,8 +367,8 @@ export function admissionConfigMap(
 }
 
 /** The pod volume the sidecar reads its configuration from: the ConfigMap above. */
-export function admissionVolume(model: ServedModel): V1Volume {
-  return { name: VOLUME_NAME, configMap: { name: admissionConfigMapName(model.metadata.name) } };
+export function admissionVolume(model: ServedModel, slot?: Slot): V1Volume {
+  return { name: VOLUME_NAME, configMap: { name: admissionConfigMapName(slotBase(model.metadata.name, slot)) } };
 }
 
 /**

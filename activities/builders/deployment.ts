@@ -1,10 +1,10 @@
 import type { V1Deployment, V1EnvVar, V1PodTemplateSpec, V1Probe } from '@kubernetes/client-node';
-import { durationSeconds, type ScalingPolicy, type ServedModel } from '../../workflows/contract/index.js';
+import { durationSeconds, type ScalingPolicy, type ServedModel, type Slot } from '../../workflows/contract/index.js';
 import { admissionContainer, admissionVolume, hasSidecar } from './admission.js';
 import { canonicalJson, sha256Hex } from './hash.js';
 import { ANNOTATION_SCALING, ANNOTATION_SPEC_HASH, labelsFor, selectorLabels } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
-import { deploymentName, pvcName } from './names.js';
+import { deploymentName, pvcName, slotBase } from './names.js';
 import {
   containerEnvVar,
   containerSecurityContext,
@@ -87,12 +87,12 @@ function healthProbe(port: string, periodSeconds: number, failureThreshold: numb
  * agent first ran two real replicas). Whatever the replica count, so that scaling rolls out nothing; a spec accepted
  * before the field existed has none and keeps the template it had (a Ferry upgrade rolls out nothing).
  */
-function engineScheduling(model: ServedModel): ReturnType<typeof podScheduling> {
+function engineScheduling(model: ServedModel, slot: Slot | undefined): ReturnType<typeof podScheduling> {
   const scheduling = podScheduling(model);
   if (model.spec.scheduling.colocateReplicas !== true || model.spec.storage.accessMode !== 'ReadWriteOnce') {
     return scheduling;
   }
-  return { ...scheduling, affinity: onTheEnginesNode(model)! };
+  return { ...scheduling, affinity: onTheEnginesNode(model, slot)! };
 }
 
 function podTemplate(model: ServedModel, options: ChildOptions): V1PodTemplateSpec {
@@ -105,9 +105,10 @@ function podTemplate(model: ServedModel, options: ChildOptions): V1PodTemplateSp
     memory: resources.memory,
     ...(resources.gpus > 0 ? { [resources.gpuResource]: String(resources.gpus) } : {}),
   };
+  const base = slotBase(model.metadata.name, options.slot);
   const template: V1PodTemplateSpec = {
     metadata: {
-      labels: { ...labelsFor(model, 'engine'), ...selectorLabels(model.metadata.name) },
+      labels: { ...labelsFor(model, 'engine'), ...selectorLabels(base) },
       // A new source changes the template, so the Deployment rolls new pods.
       annotations: sourceAnnotations(source),
     },
@@ -116,7 +117,7 @@ function podTemplate(model: ServedModel, options: ChildOptions): V1PodTemplateSp
       enableServiceLinks: false,
       automountServiceAccountToken: false,
       securityContext: podSecurityContext(),
-      ...engineScheduling(model),
+      ...engineScheduling(model, options.slot),
       containers: [
         {
           name: ENGINE_CONTAINER,
@@ -143,10 +144,10 @@ function podTemplate(model: ServedModel, options: ChildOptions): V1PodTemplateSp
         ...(admission ? [admissionContainer(model)] : []),
       ],
       volumes: [
-        { name: 'weights', persistentVolumeClaim: { claimName: pvcName(model.metadata.name), readOnly: true } },
+        { name: 'weights', persistentVolumeClaim: { claimName: pvcName(base), readOnly: true } },
         // vLLM's worker processes share tensors through /dev/shm; the runtime's default is 64 MiB.
         { name: 'dshm', emptyDir: { medium: 'Memory', sizeLimit: resources.shmSize } },
-        ...(admission ? [admissionVolume(model)] : []),
+        ...(admission ? [admissionVolume(model, options.slot)] : []),
       ],
     },
   };
@@ -162,7 +163,7 @@ export function buildDeployment(model: ServedModel, options: DeploymentOptions):
   return {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
-    metadata: objectMeta(model, 'engine', deploymentName(model.metadata.name), {
+    metadata: objectMeta(model, 'engine', deploymentName(slotBase(model.metadata.name, options.slot)), {
       rootUid: options.rootUid,
       annotations: {
         ...sourceAnnotations(model.spec.source),
@@ -172,7 +173,7 @@ export function buildDeployment(model: ServedModel, options: DeploymentOptions):
     spec: {
       replicas: options.replicas ?? model.spec.replicas,
       strategy: { type: 'Recreate' },
-      selector: { matchLabels: selectorLabels(model.metadata.name) },
+      selector: { matchLabels: selectorLabels(slotBase(model.metadata.name, options.slot)) },
       progressDeadlineSeconds: startupBudgetSeconds(model) + PROGRESS_DEADLINE_MARGIN_SECONDS,
       template: podTemplate(model, options),
     },

@@ -10,7 +10,7 @@ import { FRONT_DEFAULTS, frontConfig, type FrontOptions } from './front.js';
 import { sha256Hex } from './hash.js';
 import { LABEL_COMPONENT, LABEL_INSTANCE, LABEL_NAME, selectorLabels } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
-import { engineServiceName, frontName, serviceName, slotEngineServiceName } from './names.js';
+import { frontName, serviceName, slotBase, slotEngineServiceName } from './names.js';
 import { containerSecurityContext } from './pod.js';
 import { modelService } from './service.js';
 
@@ -173,10 +173,14 @@ export function frontedService(model: ServedModel, options: ChildOptions): V1Ser
   return modelService(model, serviceName(name), frontSelectorLabels(name), options);
 }
 
-/** The engine pods' own Service, which the front passes requests to (through each pod's admission, if it has one). */
+/**
+ * The engine pods' own Service, which the front passes requests to (through each pod's admission, if it has one): in
+ * `options.slot`'s names (docs/design/rollout.md, section 2).
+ */
 export function engineService(model: ServedModel, options: ChildOptions): V1Service {
   const name = model.metadata.name;
-  return modelService(model, engineServiceName(name), selectorLabels(name), options);
+  const selector = selectorLabels(slotBase(name, options.slot));
+  return modelService(model, slotEngineServiceName(name, options.slot), selector, options);
 }
 
 /** With `spec.front`: the engine's own Service (first: HAProxy resolves it when it starts), the configuration, HAProxy. */

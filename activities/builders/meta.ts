@@ -1,5 +1,11 @@
 import type { V1ObjectMeta, V1OwnerReference } from '@kubernetes/client-node';
-import { modelRefOf, workflowIdFor, type RevisionShare, type ServedModel } from '../../workflows/contract/index.js';
+import {
+  modelRefOf,
+  workflowIdFor,
+  type RevisionShare,
+  type ServedModel,
+  type Slot,
+} from '../../workflows/contract/index.js';
 import { ANNOTATION_WORKFLOW_ID, labelsFor, type Component } from './labels.js';
 import { rootName } from './names.js';
 import type { NetworkPolicyPeer } from './network-policy.js';
@@ -12,6 +18,8 @@ export interface ChildOptions {
    * NetworkPolicy that admits only these pods (the worker's) to vLLM's own port (network-policy.ts).
    */
   networkPolicy?: NetworkPolicyPeer;
+  /** The slot of the revision whose engine objects are built (unset: `a`; docs/design/rollout.md, section 2). */
+  slot?: Slot;
   /** With `spec.front`: the revisions it sends requests to (unset: `r1` alone, in slot `a`). */
   shares?: readonly RevisionShare[];
 }

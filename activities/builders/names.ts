@@ -1,3 +1,4 @@
+import type { Slot } from '../../workflows/contract/index.js';
 import { sha256Hex } from './hash.js';
 
 /** The server-side apply field manager for every object Ferry builds. */
@@ -64,9 +65,15 @@ export function engineServiceName(model: string): string {
 }
 
 /**
- * The engine Service of the revision in `slot` (docs/design/rollout.md, section 2): slot `a` is the model's own engine
- * (`<name>-engine`), slot `b` the names a model called `<name>-b` would give its engine.
+ * What the engine objects of a revision in `slot` are named after (docs/design/rollout.md, section 2): the model's
+ * name in slot `a`, `<name>-b` in slot `b` (its Deployment, Service, volume, puller and admission ConfigMap are those a
+ * model of that name would have, and its pods' `app.kubernetes.io/instance` is that name).
  */
-export function slotEngineServiceName(model: string, slot: 'a' | 'b'): string {
-  return slot === 'a' ? engineServiceName(model) : serviceName(childName(model, 'b'));
+export function slotBase(model: string, slot: Slot | undefined): string {
+  return slot === 'b' ? childName(model, 'b') : model;
+}
+
+/** The engine Service of the revision in `slot` (the front's backend): `<name>-engine` in slot `a`, `<name>-b` in `b`. */
+export function slotEngineServiceName(model: string, slot: Slot | undefined): string {
+  return slot === 'b' ? serviceName(slotBase(model, slot)) : engineServiceName(model);
 }

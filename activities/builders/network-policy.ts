@@ -1,9 +1,9 @@
-import type { V1NetworkPolicy } from '@kubernetes/client-node';
+import type { V1LabelSelector, V1NetworkPolicy } from '@kubernetes/client-node';
 import type { ServedModel } from '../../workflows/contract/index.js';
 import { ENGINE_PORT_NAME, HTTP_PORT_NAME } from './deployment.js';
-import { selectorLabels } from './labels.js';
+import { LABEL_INSTANCE, selectorLabels } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
-import { deploymentName } from './names.js';
+import { deploymentName, slotBase } from './names.js';
 
 // A NetworkPolicy per model (docs/design/network-policy.md), when the worker runs with FERRY_NETWORK_POLICY=on: the
 // engine pods' `http` port (the gate sidecar's nginx, which serves clients only the inference routes) is open to every
@@ -25,6 +25,20 @@ export function networkPolicyName(model: string): string {
 /** Set by the namespace lifecycle controller on every namespace (Kubernetes 1.22 and later): its name. */
 const NAMESPACE_NAME_LABEL = 'kubernetes.io/metadata.name';
 
+/**
+ * The model's engine pods; with a front, those of both slots (docs/design/rollout.md, section 2): a candidate's pods
+ * are guarded from their first moment.
+ */
+function enginePods(model: ServedModel): V1LabelSelector {
+  const name = model.metadata.name;
+  if (!model.spec.front) return { matchLabels: selectorLabels(name) };
+  const { [LABEL_INSTANCE]: _instance, ...rest } = selectorLabels(name);
+  return {
+    matchLabels: rest,
+    matchExpressions: [{ key: LABEL_INSTANCE, operator: 'In', values: [name, slotBase(name, 'b')] }],
+  };
+}
+
 /** The model's NetworkPolicy for a worker that runs with one (`options.networkPolicy`); undefined otherwise. */
 export function buildNetworkPolicy(model: ServedModel, options: ChildOptions): V1NetworkPolicy | undefined {
   const peer = options.networkPolicy;
@@ -34,7 +48,7 @@ export function buildNetworkPolicy(model: ServedModel, options: ChildOptions): V
     kind: 'NetworkPolicy',
     metadata: objectMeta(model, 'network', networkPolicyName(model.metadata.name), { rootUid: options.rootUid }),
     spec: {
-      podSelector: { matchLabels: selectorLabels(model.metadata.name) },
+      podSelector: enginePods(model),
       policyTypes: ['Ingress'],
       ingress: [
         // Clients, the gateway and its endpoint picker, Prometheus: the inference routes, through the gate.

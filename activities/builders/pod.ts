@@ -1,6 +1,7 @@
 import type { V1Affinity, V1EnvVar, V1PodSecurityContext, V1PodSpec, V1SecurityContext } from '@kubernetes/client-node';
-import type { EnvVar, ServedModel } from '../../workflows/contract/index.js';
+import type { EnvVar, ServedModel, Slot } from '../../workflows/contract/index.js';
 import { selectorLabels } from './labels.js';
+import { slotBase } from './names.js';
 
 // The vLLM image's own user: `vllm`, uid 2000, gid 0. An arbitrary uid has no passwd entry and torch crashes at
 // start-up (getpwuid); the puller runs as the same user so the engine can read what it wrote.
@@ -50,11 +51,11 @@ export function containerEnvVar(variable: EnvVar): V1EnvVar {
  * on the same node may mount it too, one on another node waits with Multi-Attach for as long as they run. The first
  * engine pod may go anywhere (a pod that matches its own affinity term and finds no other is schedulable).
  */
-export function onTheEnginesNode(model: ServedModel): V1Affinity | undefined {
+export function onTheEnginesNode(model: ServedModel, slot?: Slot): V1Affinity | undefined {
   const { affinity } = podScheduling(model);
   if (model.spec.storage.accessMode !== 'ReadWriteOnce') return affinity;
   const withEngine = {
-    labelSelector: { matchLabels: selectorLabels(model.metadata.name) },
+    labelSelector: { matchLabels: selectorLabels(slotBase(model.metadata.name, slot)) },
     topologyKey: 'kubernetes.io/hostname',
   };
   const required = affinity?.podAffinity?.requiredDuringSchedulingIgnoredDuringExecution ?? [];

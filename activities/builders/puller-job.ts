@@ -2,7 +2,7 @@ import type { V1EnvVar, V1Job, V1Volume, V1VolumeMount } from '@kubernetes/clien
 import { describeSource, durationSeconds, type ServedModel, type SourceSpec } from '../../workflows/contract/index.js';
 import { labelsFor } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
-import { pullerJobName, pvcName } from './names.js';
+import { pullerJobName, pvcName, slotBase } from './names.js';
 import { containerEnvVar, containerSecurityContext, podScheduling, podSecurityContext } from './pod.js';
 import { PULLER_SCRIPT } from './puller-script.js';
 import { MODELS_DIR, SOURCE_DIR, sourceAnnotations, sourceHash8, weightsDir } from './source.js';
@@ -69,7 +69,8 @@ export function buildPullerJob(model: ServedModel, options: ChildOptions): V1Job
   const hash8 = sourceHash8(source);
   const annotations = sourceAnnotations(source);
   const mounts: V1VolumeMount[] = [{ name: 'weights', mountPath: MODELS_DIR }];
-  const volumes: V1Volume[] = [{ name: 'weights', persistentVolumeClaim: { claimName: pvcName(model.metadata.name) } }];
+  const base = slotBase(model.metadata.name, options.slot);
+  const volumes: V1Volume[] = [{ name: 'weights', persistentVolumeClaim: { claimName: pvcName(base) } }];
   if (source.pvc) {
     mounts.push({ name: 'source', mountPath: SOURCE_DIR, readOnly: true });
     volumes.push({ name: 'source', persistentVolumeClaim: { claimName: source.pvc.claimName, readOnly: true } });
@@ -77,7 +78,7 @@ export function buildPullerJob(model: ServedModel, options: ChildOptions): V1Job
   return {
     apiVersion: 'batch/v1',
     kind: 'Job',
-    metadata: objectMeta(model, 'puller', pullerJobName(model.metadata.name, hash8), {
+    metadata: objectMeta(model, 'puller', pullerJobName(base, hash8), {
       rootUid: options.rootUid,
       annotations,
     }),

@@ -1,8 +1,8 @@
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
-import { describeSource, type ServedModel } from '../../workflows/contract/index.js';
+import { describeSource, type ServedModel, type Slot } from '../../workflows/contract/index.js';
 import { ANNOTATION_WEIGHTS_SOURCE, ANNOTATION_WEIGHTS_SOURCE_HASH } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
-import { pvcName } from './names.js';
+import { pvcName, slotBase } from './names.js';
 import { sourceAnnotations, sourceHash } from './source.js';
 
 /**
@@ -16,7 +16,7 @@ export function buildPvc(model: ServedModel, options: ChildOptions): V1Persisten
   return {
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
-    metadata: objectMeta(model, 'storage', pvcName(model.metadata.name), {
+    metadata: objectMeta(model, 'storage', pvcName(slotBase(model.metadata.name, options.slot)), {
       ...(storage.retainOnDelete ? {} : { rootUid: options.rootUid }),
       annotations: sourceAnnotations(source),
     }),
@@ -33,12 +33,12 @@ export function buildPvc(model: ServedModel, options: ChildOptions): V1Persisten
  * A partial PVC to apply under WEIGHTS_FIELD_MANAGER once a pull has succeeded: it records which source the volume
  * completely holds, so a later run (a retained volume, a resumed workflow) can skip the download.
  */
-export function buildWeightsRecord(model: ServedModel): V1PersistentVolumeClaim {
+export function buildWeightsRecord(model: ServedModel, slot?: Slot): V1PersistentVolumeClaim {
   return {
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
     metadata: {
-      name: pvcName(model.metadata.name),
+      name: pvcName(slotBase(model.metadata.name, slot)),
       namespace: model.metadata.namespace,
       annotations: {
         [ANNOTATION_WEIGHTS_SOURCE_HASH]: sourceHash(model.spec.source),

@@ -3,11 +3,15 @@ import type { ServedModel } from '../../workflows/contract/index.js';
 import { HTTP_PORT_NAME } from './deployment.js';
 import { selectorLabels } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
-import { serviceName } from './names.js';
+import { serviceName, slotBase } from './names.js';
 
-/** The ClusterIP Service in front of the engine: `http://<name>.<namespace>.svc:<port>`. */
+/**
+ * The ClusterIP Service in front of the engine: `http://<name>.<namespace>.svc:<port>`; in slot `b`, that revision's
+ * engine Service, `<name>-b`, which only the front sends to (docs/design/rollout.md, section 2).
+ */
 export function buildService(model: ServedModel, options: ChildOptions): V1Service {
-  return modelService(model, serviceName(model.metadata.name), selectorLabels(model.metadata.name), options);
+  const base = slotBase(model.metadata.name, options.slot);
+  return modelService(model, serviceName(base), selectorLabels(base), options);
 }
 
 /** A ClusterIP Service `name` on the model's port, to the `http` port of the pods `selector` selects. */

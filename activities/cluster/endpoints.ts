@@ -6,7 +6,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { FAILURE, failure } from '../../workflows/contract/index.js';
 import { authenticatedFetch } from './authenticated-fetch.js';
 import type { EndpointResolver, EngineAddress, EnginePod } from '../deps.js';
-import { engineServiceName, HTTP_PORT_NAME, serviceName } from '../builders/index.js';
+import { engineServiceName, HTTP_PORT_NAME, serviceName, slotBase, slotEngineServiceName } from '../builders/index.js';
 
 const ENDPOINT_MODES = ['in-cluster', 'service-proxy', 'override'] as const;
 type EndpointMode = (typeof ENDPOINT_MODES)[number];
@@ -19,13 +19,21 @@ export interface EndpointSetup {
   http?: typeof fetch;
 }
 
-/** The Service the worker reaches the engine through: the model's, or with a front the engine's own. */
-const engineService = (model: EngineAddress): string =>
-  model.spec.front ? engineServiceName(model.metadata.name) : serviceName(model.metadata.name);
+/**
+ * The Service the worker reaches the engine through: the model's, or with a front the engine's own; in slot `b`, that
+ * revision's engine Service (docs/design/rollout.md, section 2).
+ */
+const engineService = (model: EngineAddress): string => {
+  if (model.slot === 'b') return slotEngineServiceName(model.metadata.name, model.slot);
+  return model.spec.front ? engineServiceName(model.metadata.name) : serviceName(model.metadata.name);
+};
 
-/** `<namespace>/<name>`, the key of a per-model override; `<namespace>/<name>/<pod>` for one of its pods. */
+/**
+ * `<namespace>/<name>`, the key of a per-model override; `<namespace>/<name>/<pod>` for one of its pods. In slot `b`,
+ * `<name>-b` (as the pods' `app.kubernetes.io/instance`).
+ */
 const modelKey = (model: EngineAddress, pod?: EnginePod): string =>
-  `${model.metadata.namespace}/${model.metadata.name}${pod ? `/${pod.name}` : ''}`;
+  `${model.metadata.namespace}/${slotBase(model.metadata.name, model.slot)}${pod ? `/${pod.name}` : ''}`;
 
 /**
  * The Service's cluster DNS name, `http://<service>.<namespace>.svc:<port>`; given `pod`, that pod's IP and the
@@ -67,7 +75,10 @@ export function overrideEndpoints(overrides: EndpointOverrides, fallback?: Endpo
     const key = modelKey(model, pod);
     // With a front, the engine's own Service is `<namespace>/<name>-engine` (the model's URL is the front's), where
     // the overrides name it; else the model's.
-    const engineKey = !pod && model.spec.front ? `${model.metadata.namespace}/${engineService(model)}` : undefined;
+    const engineKey =
+      !pod && (model.spec.front || model.slot === 'b')
+        ? `${model.metadata.namespace}/${engineService(model)}`
+        : undefined;
     const url = (engineKey !== undefined ? map[engineKey] : undefined) ?? map[key];
     if (url !== undefined) return checkedUrl(url, `the endpoint override for ${key}`);
     if (fallback) return fallback(model, pod);

@@ -8,8 +8,8 @@ import type {
   V1Pod,
   V1ReplicaSet,
 } from '@kubernetes/client-node';
-import type { ServedModel } from '../../workflows/contract/index.js';
-import { deploymentName, selectorLabels } from '../builders/index.js';
+import type { ServedModel, Slot } from '../../workflows/contract/index.js';
+import { deploymentName, selectorLabels, slotBase } from '../builders/index.js';
 import { classifyPod, type PodProblem } from '../readers/pod-problems.js';
 import { isPodReady, newestReplicaSet, POD_TEMPLATE_HASH, type EngineSnapshot } from '../readers/revision.js';
 import { pendingVolumeProblem } from '../readers/volume.js';
@@ -52,32 +52,29 @@ export const labelSelectorOf = (labels: Record<string, string>): string =>
     .map(([k, v]) => `${k}=${v}`)
     .join(',');
 
-/** What a wait on the engine watches: the Deployment, and the engine pods of every revision. */
-export function engineWatches(model: ServedModel): { path: string; query: Record<string, string> }[] {
+/**
+ * What a wait on the engine watches: the Deployment, and the engine pods of every revision (of `slot`'s engine;
+ * docs/design/rollout.md, section 2).
+ */
+export function engineWatches(model: ServedModel, slot?: Slot): { path: string; query: Record<string, string> }[] {
   const ns = model.metadata.namespace;
+  const base = slotBase(model.metadata.name, slot);
   return [
     {
       path: `/apis/apps/v1/namespaces/${ns}/deployments`,
-      query: { fieldSelector: `metadata.name=${deploymentName(model.metadata.name)}` },
+      query: { fieldSelector: `metadata.name=${deploymentName(base)}` },
     },
-    {
-      path: `/api/v1/namespaces/${ns}/pods`,
-      query: { labelSelector: labelSelectorOf(selectorLabels(model.metadata.name)) },
-    },
+    { path: `/api/v1/namespaces/${ns}/pods`, query: { labelSelector: labelSelectorOf(selectorLabels(base)) } },
   ];
 }
 
-/** The engine as it is now: Deployment, newest ReplicaSet, pods. */
-export async function readEngine(cluster: Reads, model: ServedModel): Promise<EngineSnapshot> {
+/** The engine (of `slot`) as it is now: Deployment, newest ReplicaSet, pods. */
+export async function readEngine(cluster: Reads, model: ServedModel, slot?: Slot): Promise<EngineSnapshot> {
   const ns = model.metadata.namespace;
-  const labelSelector = labelSelectorOf(selectorLabels(model.metadata.name));
+  const base = slotBase(model.metadata.name, slot);
+  const labelSelector = labelSelectorOf(selectorLabels(base));
   const [deployment, replicaSets, pods] = await Promise.all([
-    cluster.get<V1Deployment>({
-      apiVersion: 'apps/v1',
-      kind: 'Deployment',
-      name: deploymentName(model.metadata.name),
-      namespace: ns,
-    }),
+    cluster.get<V1Deployment>({ apiVersion: 'apps/v1', kind: 'Deployment', name: deploymentName(base), namespace: ns }),
     cluster.list<V1ReplicaSet>('apps/v1', 'ReplicaSet', ns, { labelSelector }),
     cluster.list<V1Pod>('v1', 'Pod', ns, { labelSelector }),
   ]);

@@ -9,6 +9,7 @@
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import type { ScaleDecision, ScalingPolicy } from '../../workflows/contract/index.js';
 import { ANNOTATION_SCALING, LABEL_COMPONENT, LABEL_MODEL, selectorLabels } from '../builders/labels.js';
+import { slotBase } from '../builders/names.js';
 import { ENGINE_CONTAINER } from '../builders/deployment.js';
 import { FRONT_METRICS_PORT, frontSelectorLabels } from '../builders/front-objects.js';
 import { labelSelectorOf } from '../cluster/model-reads.js';
@@ -146,11 +147,13 @@ export class Autoscaler {
    */
   private async engineLoad(namespace: string, name: string, deployment: V1Deployment): Promise<number | undefined> {
     const port = enginePort(deployment);
-    const pods = this.readyPods(namespace, selectorLabels(name));
+    // The Deployment's own pods: the current revision's, in whichever slot it is (docs/design/rollout.md, section 2).
+    const slot = deployment.metadata?.name === slotBase(name, 'b') ? 'b' : undefined;
+    const pods = this.readyPods(namespace, deployment.spec?.selector?.matchLabels ?? selectorLabels(name));
     if (pods.length === 0 || port === undefined) return undefined;
     const loads = await Promise.all(
       pods.map(async (pod) => {
-        const text = await this.metrics(namespace, name, port, pod);
+        const text = await this.metrics(namespace, name, port, pod, slot);
         return text === undefined ? undefined : replicaLoad(text);
       }),
     );
@@ -220,8 +223,14 @@ export class Autoscaler {
   }
 
   /** A pod's GET /metrics on `port`, or undefined when it did not answer in time with a success. */
-  private async metrics(namespace: string, name: string, port: number, pod: V1Pod): Promise<string | undefined> {
-    const address = { metadata: { name, namespace }, spec: { engine: { port } } };
+  private async metrics(
+    namespace: string,
+    name: string,
+    port: number,
+    pod: V1Pod,
+    slot?: 'b',
+  ): Promise<string | undefined> {
+    const address = { metadata: { name, namespace }, spec: { engine: { port } }, ...(slot ? { slot } : {}) };
     const { intervalMs, timeoutMs } = this.options;
     try {
       const base = await this.options.endpoints(address, { name: pod.metadata!.name!, ip: pod.status?.podIP });

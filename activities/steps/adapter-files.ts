@@ -10,7 +10,7 @@ import {
   type ObjectsInput,
   type ServedModel,
 } from '../../workflows/contract/index.js';
-import { adapterJobName, buildAdapterJob, FIELD_MANAGER, pvcName, sourceHash8 } from '../builders/index.js';
+import { adapterJobName, buildAdapterJob, FIELD_MANAGER, pvcName, slotBase, sourceHash8 } from '../builders/index.js';
 import { ProgressReporter } from '../cluster/progress.js';
 import { waitFor } from '../cluster/wait.js';
 import { timingOf, type ActivityDeps } from '../deps.js';
@@ -28,13 +28,14 @@ const FINAL_REASONS = new Set(['SourceNotFound', 'AccessDenied', 'NoSpace']);
 const DEADLINE_GRACE_MS = 60_000;
 
 export async function fetchAdapters(deps: ActivityDeps, input: ObjectsInput): Promise<AdapterFilesResult> {
-  const { model } = input;
+  const { model, slot } = input;
   const { cluster } = deps;
+  const base = slotBase(model.metadata.name, slot);
   const adapters = model.spec.engine.lora.adapters ?? [];
   const pvcRef = {
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
-    name: pvcName(model.metadata.name),
+    name: pvcName(base),
     namespace: model.metadata.namespace,
   };
   const pvc = assertOurs(model, await cluster.get<V1PersistentVolumeClaim>(pvcRef));
@@ -63,11 +64,12 @@ export async function fetchAdapters(deps: ActivityDeps, input: ObjectsInput): Pr
     ...model,
     spec: { ...model.spec, engine: { ...model.spec.engine, lora: { ...model.spec.engine.lora, adapters: fetchable } } },
   };
-  const jobName = adapterJobName(model.metadata.name, fetchable);
+  const jobName = adapterJobName(base, fetchable);
   const ref = jobRef(model, jobName);
   // A Job of this name is this very set's: one left by an attempt that was cut short is awaited, not made again.
   const existing = assertOurs(model, await cluster.get<V1Job>(ref));
-  const started = existing ?? (await cluster.apply(buildAdapterJob(forJob, { rootUid: input.rootUid }), FIELD_MANAGER));
+  const options = { rootUid: input.rootUid, ...(slot ? { slot } : {}) };
+  const started = existing ?? (await cluster.apply(buildAdapterJob(forJob, options), FIELD_MANAGER));
   const fetches = await awaitAdapterJob(deps, forJob, jobName, started);
 
   await cluster.delete(ref, 'Background', { uid: started.metadata?.uid });

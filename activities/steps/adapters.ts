@@ -29,14 +29,16 @@ interface ReplicaOutcome {
 
 export async function syncAdapters(
   deps: ActivityDeps,
-  { model }: ModelInput,
+  { model, slot }: ModelInput,
   apiKeys?: ApiKeyResolver,
 ): Promise<AdapterSyncResult> {
   const desired = new Map((model.spec.engine.lora.adapters ?? []).map((a) => [a.name, adapterDir(a.source)]));
-  const snapshot = await readEngine(deps.cluster, model);
+  const snapshot = await readEngine(deps.cluster, model, slot);
   const ready = snapshot.currentPods.filter(isPodReady);
   const apiKey = model.spec.engine.apiKeySecret ? await apiKeys?.(model).catch(() => undefined) : undefined;
-  const outcomes = await Promise.all(ready.map((pod) => syncReplica(deps, model, pod, desired, apiKey)));
+  // Each pod reached in its revision's slot (the local stack's per-pod stand-ins are keyed by it).
+  const at = slot ? { ...model, slot } : model;
+  const outcomes = await Promise.all(ready.map((pod) => syncReplica(deps, at, pod, desired, apiKey)));
   return {
     adapters: [...desired.keys()].map((name) => {
       const missing = outcomes.filter((o) => !o.loaded.has(name));

@@ -23,7 +23,7 @@ const REQUEST_TIMEOUT_MIN_MS = 30_000;
 
 export async function measureBaseline(
   deps: ActivityDeps,
-  { model }: ModelInput,
+  { model, slot }: ModelInput,
   apiKeys?: ApiKeyResolver,
 ): Promise<BaselineMeasurement> {
   const started = performance.now();
@@ -47,13 +47,13 @@ export async function measureBaseline(
   }
 
   // One replica, the same one each attempt while it lives: the first ready pod of the current revision by name.
-  const snapshot = await readEngine(deps.cluster, model);
+  const snapshot = await readEngine(deps.cluster, model, slot);
   const pod = snapshot.currentPods
     .filter(isPodReady)
     .sort((a, b) => (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''))[0];
   if (!pod) throw failure(FAILURE.EndpointUnknown, `${modelKey(model)} has no ready engine pod to measure`);
   const podName = pod.metadata?.name ?? '';
-  const url = await deps.endpoints(model, { name: podName, ip: pod.status?.podIP });
+  const url = await deps.endpoints(slot ? { ...model, slot } : model, { name: podName, ip: pod.status?.podIP });
 
   const goal: LatencyGoal = {
     ttftMs: parseDuration(slo.ttft),

@@ -11,6 +11,7 @@ import {
   type RevisionShare,
   type ScalingPolicy,
   type ServedModel,
+  type Slot,
 } from '../../workflows/contract/index.js';
 import type { Cluster } from '../cluster/api.js';
 import { childOptions, timingOf, type ActivityDeps } from '../deps.js';
@@ -32,6 +33,7 @@ import {
   networkPolicyName,
   selectorLabels,
   serviceName,
+  slotBase,
 } from '../builders/index.js';
 import { assertOurs, isOurs } from '../readers/ownership.js';
 import { syncFront } from './front.js';
@@ -41,10 +43,10 @@ import { engineWatches, labelSelectorOf } from '../cluster/model-reads.js';
 /** The field manager of `scaleEngine`'s replica count; the next applyEngine (forced, under FIELD_MANAGER) takes it back. */
 export const SCALE_FIELD_MANAGER = 'ferry-scale';
 
-const deploymentRef = (model: ServedModel) => ({
+const deploymentRef = (model: ServedModel, slot?: Slot) => ({
   apiVersion: 'apps/v1',
   kind: 'Deployment',
-  name: deploymentName(model.metadata.name),
+  name: deploymentName(slotBase(model.metadata.name, slot)),
   namespace: model.metadata.namespace,
 });
 
@@ -73,6 +75,8 @@ const serviceRef = (model: ServedModel) => ({
  * Applies the Service and the Deployment (`replicas` overrides spec.replicas; 0 releases a ReadWriteOnce volume) and
  * returns the Deployment's generation, the revision awaitRollout waits for. Applying the same spec again changes
  * nothing (same generation and resourceVersion). An object of the same name without our labels is never taken over.
+ * The engine objects are `slot`'s (docs/design/rollout.md, section 2); the model's own (its Service, front with
+ * `shares`, pool, policy) are the model's whichever slot is applied.
  */
 export async function applyEngine(
   deps: ActivityDeps,
@@ -83,14 +87,15 @@ export async function applyEngine(
     admissionLimit,
     scaling,
     shares,
+    slot,
   }: ObjectsInput & { replicas?: number; admissionLimit?: number; scaling?: ScalingPolicy; shares?: RevisionShare[] },
 ): Promise<{ generation: number }> {
   const { cluster } = deps;
-  const options = { ...childOptions(deps, rootUid), ...(shares ? { shares } : {}) };
+  const options = { ...childOptions(deps, rootUid), ...(shares ? { shares } : {}), ...(slot ? { slot } : {}) };
   const pool = buildInferencePool(model, options);
   const policy = buildNetworkPolicy(model, options);
   const [existingDeployment, existingService, existingPolicy, poolServed] = await Promise.all([
-    cluster.get<V1Deployment>(deploymentRef(model)),
+    cluster.get<V1Deployment>(deploymentRef(model, slot)),
     cluster.get<V1Service>(serviceRef(model)),
     policy ? cluster.get(networkPolicyRef(model)) : undefined,
     cluster.serves(INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND),
@@ -103,7 +108,9 @@ export async function applyEngine(
   // Before the engine's pods: none of them runs a moment without the policy.
   if (policy) await cluster.apply(policy, FIELD_MANAGER);
   // Before the Deployment: its pods mount the sidecar's configuration, and would not start without it.
-  if (hasSidecar(model, options)) await applyAdmission(deps, { model, rootUid, maxConcurrency: admissionLimit });
+  if (hasSidecar(model, options)) {
+    await applyAdmission(deps, { model, rootUid, maxConcurrency: admissionLimit, ...(slot ? { slot } : {}) });
+  }
   // A front is there before the model's Service points at it; one the spec no longer asks for goes once it points back.
   if (model.spec.front) await syncFront(deps, model, options);
   await cluster.apply(model.spec.front ? frontedService(model, options) : buildService(model, options), FIELD_MANAGER);
@@ -117,7 +124,7 @@ export async function applyEngine(
   if (generation === undefined) {
     throw failure(
       FAILURE.KubernetesIncomplete,
-      `the API server returned Deployment ${model.metadata.name} without a generation`,
+      `the API server returned Deployment ${applied.metadata?.name} without a generation`,
     );
   }
   return { generation };
@@ -161,16 +168,17 @@ async function syncInferencePool(
  */
 export async function applyAdmission(
   deps: ActivityDeps,
-  { model, rootUid, maxConcurrency }: ModelInput & { rootUid: string; maxConcurrency?: number },
+  { model, rootUid, maxConcurrency, slot }: ModelInput & { rootUid: string; maxConcurrency?: number },
 ): Promise<void> {
   const ref = {
     apiVersion: 'v1',
     kind: 'ConfigMap',
-    name: admissionConfigMapName(model.metadata.name),
+    name: admissionConfigMapName(slotBase(model.metadata.name, slot)),
     namespace: model.metadata.namespace,
   };
   assertOurs(model, await deps.cluster.get(ref));
-  await deps.cluster.apply(admissionConfigMap(model, maxConcurrency, childOptions(deps, rootUid)), FIELD_MANAGER);
+  const options = { ...childOptions(deps, rootUid), ...(slot ? { slot } : {}) };
+  await deps.cluster.apply(admissionConfigMap(model, maxConcurrency, options), FIELD_MANAGER);
 }
 
 /**
@@ -180,16 +188,17 @@ export async function applyAdmission(
  */
 export async function scaleEngine(
   deps: ActivityDeps,
-  { model, replicas }: ModelInput & { replicas: number },
+  { model, replicas, slot }: ModelInput & { replicas: number },
 ): Promise<void> {
   const { cluster } = deps;
-  const deployment = assertOurs(model, await cluster.get<V1Deployment>(deploymentRef(model)));
+  const ref = deploymentRef(model, slot);
+  const deployment = assertOurs(model, await cluster.get<V1Deployment>(ref));
   if (deployment) {
     await cluster.apply(
       {
         apiVersion: 'apps/v1',
         kind: 'Deployment',
-        metadata: { name: deploymentName(model.metadata.name), namespace: model.metadata.namespace },
+        metadata: { name: ref.name, namespace: ref.namespace },
         spec: { replicas },
       },
       SCALE_FIELD_MANAGER,
@@ -197,23 +206,23 @@ export async function scaleEngine(
   } else if (replicas > 0) {
     throw failure(
       FAILURE.KubernetesRejected,
-      `cannot scale Deployment ${model.metadata.namespace}/${model.metadata.name} to ${replicas}: it does not exist`,
+      `cannot scale Deployment ${ref.namespace}/${ref.name} to ${replicas}: it does not exist`,
     );
   }
-  if (replicas === 0) await waitForNoEnginePods(deps, model);
+  if (replicas === 0) await waitForNoEnginePods(deps, model, slot);
 }
 
 /** Waits until no pod of the model's engine is left, terminating ones included. */
-async function waitForNoEnginePods(deps: ActivityDeps, model: ServedModel): Promise<void> {
+async function waitForNoEnginePods(deps: ActivityDeps, model: ServedModel, slot?: Slot): Promise<void> {
   const ctx = Context.current();
   const timing = timingOf(deps);
   const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
   await waitFor(deps.cluster, {
     signal: ctx.cancellationSignal,
     pollMs: timing.pollMs,
-    watches: engineWatches(model),
+    watches: engineWatches(model, slot),
     check: async () => {
-      const pods = await enginePods(deps.cluster, model);
+      const pods = await enginePods(deps.cluster, model, slot);
       if (pods.length === 0) return true;
       await reporter.report({
         step: 'release',
@@ -225,8 +234,8 @@ async function waitForNoEnginePods(deps: ActivityDeps, model: ServedModel): Prom
   });
 }
 
-function enginePods(cluster: Cluster, model: ServedModel): Promise<V1Pod[]> {
+function enginePods(cluster: Cluster, model: ServedModel, slot?: Slot): Promise<V1Pod[]> {
   return cluster.list<V1Pod>('v1', 'Pod', model.metadata.namespace, {
-    labelSelector: labelSelectorOf(selectorLabels(model.metadata.name)),
+    labelSelector: labelSelectorOf(selectorLabels(slotBase(model.metadata.name, slot))),
   });
 }

@@ -2,17 +2,20 @@
 // front's configuration and its HAProxy Deployment, applied with the engine and before the model's Service points at
 // them; for a model without `spec.front`, any front it had is deleted once the Service points back at the engine.
 import type { KubernetesObject, V1Deployment } from '@kubernetes/client-node';
-import type { ServedModel } from '../../workflows/contract/index.js';
-import { buildFront, engineServiceName, FIELD_MANAGER, frontName, type ChildOptions } from '../builders/index.js';
+import type { ServedModel, Slot } from '../../workflows/contract/index.js';
+import { buildFront, FIELD_MANAGER, frontName, slotEngineServiceName, type ChildOptions } from '../builders/index.js';
 import type { ObjectRef } from '../cluster/api.js';
 import type { ActivityDeps } from '../deps.js';
 import { assertOurs, isOurs } from '../readers/ownership.js';
 
-/** The front's objects, in the order they are applied: the engine's own Service, the configuration, HAProxy. */
-export function frontRefs(model: ServedModel): [ObjectRef, ObjectRef, ObjectRef] {
+/**
+ * The front's objects, in the order they are applied: the engine's own Service (`slot`'s: docs/design/rollout.md,
+ * section 2), the configuration, HAProxy.
+ */
+export function frontRefs(model: ServedModel, slot?: Slot): [ObjectRef, ObjectRef, ObjectRef] {
   const { namespace, name } = model.metadata;
   return [
-    { apiVersion: 'v1', kind: 'Service', name: engineServiceName(name), namespace },
+    { apiVersion: 'v1', kind: 'Service', name: slotEngineServiceName(name, slot), namespace },
     { apiVersion: 'v1', kind: 'ConfigMap', name: frontName(name), namespace },
     { apiVersion: 'apps/v1', kind: 'Deployment', name: frontName(name), namespace },
   ];
@@ -23,7 +26,7 @@ export function frontRefs(model: ServedModel): [ObjectRef, ObjectRef, ObjectRef]
  * Without: deletes those that are there and this model's.
  */
 export async function syncFront(deps: ActivityDeps, model: ServedModel, options: ChildOptions): Promise<void> {
-  const refs = frontRefs(model);
+  const refs = frontRefs(model, options.slot);
   const existing = await Promise.all(refs.map((ref) => deps.cluster.get<KubernetesObject>(ref)));
   const front = buildFront(model, options);
   if (front.engineService) {

@@ -9,6 +9,7 @@ import {
   type ModelInput,
   parseDuration,
   type ServedModel,
+  type Slot,
 } from '../../workflows/contract/index.js';
 import { clientEndpoint, timingOf, type ActivityDeps } from '../deps.js';
 import { fatalProblems, podFailure } from './engine-failure.js';
@@ -42,11 +43,11 @@ const MODELS_PATH = '/v1/models';
 export async function probeEngine(
   deps: Pick<ActivityDeps, 'endpoints' | 'http'>,
   model: ServedModel,
-  opts: { signal?: AbortSignal; apiKey?: string; timeoutMs?: number } = {},
+  opts: { signal?: AbortSignal; apiKey?: string; timeoutMs?: number; slot?: Slot } = {},
 ): Promise<EngineProbe> {
   let endpoint: string;
   try {
-    endpoint = await deps.endpoints(model);
+    endpoint = await deps.endpoints(opts.slot ? { ...model, slot: opts.slot } : model);
   } catch (err) {
     return { ready: false, state: 'EndpointUnknown', message: errorText(err) };
   }
@@ -179,7 +180,7 @@ function errorText(err: unknown): string {
  */
 export async function awaitHealth(
   deps: ActivityDeps,
-  { model }: ModelInput,
+  { model, slot }: ModelInput,
   apiKeys?: ApiKeyResolver,
 ): Promise<HealthResult> {
   const ctx = Context.current();
@@ -195,7 +196,12 @@ export async function awaitHealth(
   }
   const apiKey = model.spec.engine.apiKeySecret ? await apiKeys?.(model).catch(() => undefined) : undefined;
   let last: { state: string; message: string } = { state: 'Pending', message: 'the engine was not looked at yet' };
-  const watch = { signal: ctx.cancellationSignal, pollMs: timing.pollMs, watches: engineWatches(model), deadline };
+  const watch = {
+    signal: ctx.cancellationSignal,
+    pollMs: timing.pollMs,
+    watches: engineWatches(model, slot),
+    deadline,
+  };
   // No watch tells when the engine starts answering: from the first ready replica on, the engine is probed over HTTP
   // every 100 ms for PROBE_FAST_MS, then backing off to pollMs, and the cluster is read again only when a watch
   // says it changed or a poll interval has passed (an instant engine answers a moment after its pod is ready).
@@ -209,7 +215,7 @@ export async function awaitHealth(
       const reread = !probing || trigger !== 'tick' || now - probing.readAt >= timing.pollMs;
       let readyReplicas = probing?.readyReplicas ?? 0;
       if (reread) {
-        const snapshot = await readEngine(deps.cluster, model);
+        const snapshot = await readEngine(deps.cluster, model, slot);
         const deployment = assertOurs(model, snapshot.deployment);
         readyReplicas = snapshot.currentPods.filter(isPodReady).length;
         if (!deployment) {
@@ -233,7 +239,11 @@ export async function awaitHealth(
         else probing = { since: now, gapMs: FIRST_PROBE_GAP_MS, ...probing, readAt: now, readyReplicas };
       }
       if (probing) {
-        const probe = await probeEngine(deps, model, { signal: ctx.cancellationSignal, apiKey });
+        const probe = await probeEngine(deps, model, {
+          signal: ctx.cancellationSignal,
+          apiKey,
+          ...(slot ? { slot } : {}),
+        });
         if (probe.ready) {
           const { endpoint, models, note } = probe;
           return note ? { endpoint, models, note } : { endpoint, models };

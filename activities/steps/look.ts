@@ -38,6 +38,7 @@ import {
   pvcName,
   rootName,
   serviceName,
+  slotBase,
 } from '../builders/index.js';
 import type { ObjectRef } from '../cluster/api.js';
 import { cachedReads, readEngine } from '../cluster/model-reads.js';
@@ -83,11 +84,14 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
     return owned ? obj : assertOurs(model, obj);
   };
 
+  // The engine objects are those of the slot the current revision is in (docs/design/rollout.md, section 2).
+  const { slot } = input;
+  const base = slotBase(model.metadata.name, slot);
   const [root, pvc] = await Promise.all([
     read<V1ConfigMap>(ref('v1', 'ConfigMap', rootName(model.metadata.name))),
-    read<V1PersistentVolumeClaim>(ref('v1', 'PersistentVolumeClaim', pvcName(model.metadata.name))),
+    read<V1PersistentVolumeClaim>(ref('v1', 'PersistentVolumeClaim', pvcName(base))),
   ]);
-  const lost = lostObject(model, input, root, pvc);
+  const lost = lostObject(model, input, root, pvc, pvcName(base));
   if (lost) return { replicas: model.spec.replicas, readyReplicas: 0, repaired: [], lost };
 
   const repaired: string[] = [];
@@ -100,13 +104,14 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
   }
 
   const [deployment, service] = await Promise.all([
-    read<V1Deployment>(ref('apps/v1', 'Deployment', deploymentName(model.metadata.name))).then(ours),
+    read<V1Deployment>(ref('apps/v1', 'Deployment', deploymentName(base))).then(ours),
     read<V1Service>(ref('v1', 'Service', serviceName(model.metadata.name))).then(ours),
   ]);
   const options = {
     ...childOptions(deps, input.rootUid),
     ...(input.scaling ? { scaling: input.scaling } : {}),
     ...(input.shares ? { shares: input.shares } : {}),
+    ...(slot ? { slot } : {}),
   };
   const desiredService = model.spec.front ? frontedService(model, options) : buildService(model, options);
   const serviceMeta = service ? metadataDrift(service, desiredService) : [];
@@ -154,7 +159,7 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
   // The front: the engine's own Service, the configuration, HAProxy (one the spec dropped goes with applyEngine).
   const front = buildFront(model, options);
   if (front.engineService) {
-    const [serviceRef, configRef, haproxyRef] = frontRefs(model);
+    const [serviceRef, configRef, haproxyRef] = frontRefs(model, slot);
     const [engineService, config, haproxy] = await Promise.all([
       read<V1Service>(serviceRef).then(ours),
       read<V1ConfigMap>(configRef).then(ours),
@@ -182,7 +187,7 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
     // Forced apply under Ferry's field manager: fields someone else took over (a `kubectl scale`, an edited image,
     // a label) come back; fields Ferry never sets stay as they are, and an unchanged spec is not written at all.
     const applied = await deps.cluster.apply(desiredDeployment, FIELD_MANAGER);
-    const name = applied.metadata?.name ?? deploymentName(model.metadata.name);
+    const name = applied.metadata?.name ?? deploymentName(base);
     if (!deployment) repaired.push(`Deployment/${name} deleted; re-created`);
     else if (gateDrift) repaired.push(`Deployment/${name} ${gateDrift}`);
     else if (applied.metadata?.generation !== engineGeneration) repaired.push(deploymentDrift(deployment, model));
@@ -192,11 +197,11 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
   }
   // After a repair the watch's memory lags behind what was just written: ask the API server.
   const current = repaired.length ? deps.cluster : reads;
-  const observed = await observeEngine(deps, current, model, apiKeys);
+  const observed = await observeEngine(deps, current, model, apiKeys, slot);
   // A model that lists adapters: which engines hold them is the workflow's to compare (a new one holds none).
   const incarnations =
     model.spec.engine.lora.adapters !== undefined
-      ? (await readEngine(current, model)).currentPods.filter(isPodReady).map(incarnation).sort()
+      ? (await readEngine(current, model, slot)).currentPods.filter(isPodReady).map(incarnation).sort()
       : undefined;
   return {
     ...observed,
@@ -224,6 +229,7 @@ function lostObject(
   input: LookInput,
   root: V1ConfigMap | undefined,
   pvc: V1PersistentVolumeClaim | undefined,
+  pvcObject: string,
 ): LookResult['lost'] {
   const ns = model.metadata.namespace;
   const rootObject = `ConfigMap/${rootName(model.metadata.name)}`;
@@ -235,17 +241,17 @@ function lostObject(
       message: `the model's root object ${ns}/${rootName(model.metadata.name)} ${what}; its objects go with it and are made again`,
     };
   }
-  const claim = `${ns}/${pvcName(model.metadata.name)}`;
+  const claim = `${ns}/${pvcObject}`;
   if (!pvc) {
     return {
-      object: `PersistentVolumeClaim/${pvcName(model.metadata.name)}`,
+      object: `PersistentVolumeClaim/${pvcObject}`,
       reason: 'VolumeMissing',
       message: `the weights volume ${claim} was deleted; it is provisioned and filled again`,
     };
   }
   if (pvc.metadata?.deletionTimestamp) {
     return {
-      object: `PersistentVolumeClaim/${pvcName(model.metadata.name)}`,
+      object: `PersistentVolumeClaim/${pvcObject}`,
       reason: 'VolumeTerminating',
       message: `the weights volume ${claim} is being deleted (it stays until the engine lets go); it is provisioned and filled again`,
     };
@@ -279,7 +285,12 @@ function policyDrifted(live: V1NetworkPolicy, desired: V1NetworkPolicy): boolean
       ports: rule.ports?.map((port) => ({ protocol: port.protocol ?? 'TCP', port: port.port })),
     }));
   const shape = (p: V1NetworkPolicy) =>
-    canonicalJson([p.spec?.podSelector?.matchLabels, p.spec?.policyTypes ?? ['Ingress'], rules(p)]);
+    canonicalJson([
+      p.spec?.podSelector?.matchLabels,
+      p.spec?.podSelector?.matchExpressions ?? [],
+      p.spec?.policyTypes ?? ['Ingress'],
+      rules(p),
+    ]);
   return shape(live) !== shape(desired);
 }
 

@@ -9,6 +9,7 @@ import {
   parseDuration,
   type PullerResult,
   type ServedModel,
+  type Slot,
   type StepProgress,
 } from '../../workflows/contract/index.js';
 import { refOf, type Cluster, type ObjectRef } from '../cluster/api.js';
@@ -20,6 +21,7 @@ import {
   FIELD_MANAGER,
   holdsWeightsFor,
   pvcName,
+  slotBase,
   PULLER_CONTAINER,
   sha256Hex,
   summarizePullerLog,
@@ -61,8 +63,8 @@ export const jobPodSelector = (jobName: string): string => `job-name=${jobName}`
 
 /** The puller Job as built, stamped with a hash of its spec: a Job's pod template is immutable, so a changed spec means
  * a new Job, and the stamp tells without comparing server-defaulted fields. */
-export function desiredPullerJob(model: ServedModel, rootUid: string): V1Job {
-  const job = buildPullerJob(model, { rootUid });
+export function desiredPullerJob(model: ServedModel, rootUid: string, slot?: Slot): V1Job {
+  const job = buildPullerJob(model, { rootUid, ...(slot ? { slot } : {}) });
   job.metadata!.annotations = {
     ...job.metadata!.annotations,
     [ANNOTATION_SPEC_HASH]: sha256Hex(canonicalJson(job.spec)),
@@ -77,10 +79,13 @@ const specHashOf = (job: V1Job): string | undefined => job.metadata?.annotations
  * failed (awaitPuller reports which; a failed one is kept for its logs). One with another spec (a new puller image,
  * deadline, …) is deleted with its pods and created again, unless it is complete: its weights are on the volume.
  */
-export async function startPuller(deps: ActivityDeps, { model, rootUid }: ObjectsInput): Promise<{ jobName: string }> {
+export async function startPuller(
+  deps: ActivityDeps,
+  { model, rootUid, slot }: ObjectsInput,
+): Promise<{ jobName: string }> {
   const { cluster } = deps;
   const timing = timingOf(deps);
-  const desired = desiredPullerJob(model, rootUid);
+  const desired = desiredPullerJob(model, rootUid, slot);
   const ref = refOf(desired);
   const existing = assertOurs(model, await cluster.get<V1Job>(ref));
   if (existing && !isTerminating(existing)) {
@@ -135,7 +140,7 @@ type Outcome = JobEnd | { kind: 'deleted' } | { kind: 'image'; problem: PodProbl
  */
 export async function awaitPuller(
   deps: ActivityDeps,
-  { model, jobName }: ModelInput & { jobName: string },
+  { model, jobName, slot }: ModelInput & { jobName: string },
 ): Promise<PullerResult> {
   const { cluster } = deps;
   const timing = timingOf(deps);
@@ -144,7 +149,7 @@ export async function awaitPuller(
   const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
 
   const initial = assertOurs(model, await cluster.get<V1Job>(ref));
-  if (!initial) return missingJob(cluster, model, jobName);
+  if (!initial) return missingJob(cluster, model, jobName, slot);
   const initialEnd = jobEnd(initial);
   if (initialEnd?.kind === 'complete') return { jobName, durationMs: jobDurationMs(initial) };
 
@@ -165,7 +170,7 @@ export async function awaitPuller(
     let problem = pod ? classifyPod(pod, events) : undefined;
     if (pod && !problem && !pod.spec?.nodeName && pod.status?.phase === 'Pending') {
       // Not scheduled and no word from the scheduler: it may be waiting for the volume to be provisioned.
-      problem = await volumeProblem(cluster, namespace, pvcName(model.metadata.name));
+      problem = await volumeProblem(cluster, namespace, pvcName(slotBase(model.metadata.name, slot)));
     }
     if (problem?.reason === FAILURE.ImagePullBackOff) {
       state.imageLooks = state.imagePod === problem.pod ? state.imageLooks + 1 : 1;
@@ -258,11 +263,11 @@ async function finish(
 }
 
 /** A missing Job whose volume records the source's weights was released after success: resume, don't re-pull. */
-async function missingJob(cluster: Cluster, model: ServedModel, jobName: string): Promise<PullerResult> {
+async function missingJob(cluster: Cluster, model: ServedModel, jobName: string, slot?: Slot): Promise<PullerResult> {
   const pvc = await cluster.get<V1PersistentVolumeClaim>({
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
-    name: pvcName(model.metadata.name),
+    name: pvcName(slotBase(model.metadata.name, slot)),
     namespace: model.metadata.namespace,
   });
   if (pvc && holdsWeightsFor(pvc, model)) return { jobName, durationMs: 0 };

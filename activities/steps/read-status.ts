@@ -7,17 +7,18 @@ import { probeEngine, type ApiKeyResolver } from './health.js';
 import { assertOurs } from '../readers/ownership.js';
 import { isPodReady } from '../readers/revision.js';
 import { currentPodProblems, readEngine, type Reads } from '../cluster/model-reads.js';
-import type { ModelInput, ObservedStatus, ServedModel } from '../../workflows/contract/index.js';
+import type { ModelInput, ObservedStatus, ServedModel, Slot } from '../../workflows/contract/index.js';
+import { deploymentName, slotBase } from '../builders/index.js';
 
 /** How long after an unreachable engine it is probed again (observeEngine). */
 const SECOND_PROBE_AFTER_MS = 1_000;
 
 export async function readStatus(
   deps: ActivityDeps,
-  { model }: ModelInput,
+  { model, slot }: ModelInput,
   apiKeys?: ApiKeyResolver,
 ): Promise<ObservedStatus> {
-  return await observeEngine(deps, deps.cluster, model, apiKeys);
+  return await observeEngine(deps, deps.cluster, model, apiKeys, slot);
 }
 
 /** The engine as it is, read through `reads` (the API server, or the worker's watch in front of it). */
@@ -26,8 +27,9 @@ export async function observeEngine(
   reads: Reads,
   model: ServedModel,
   apiKeys?: ApiKeyResolver,
+  slot?: Slot,
 ): Promise<ObservedStatus> {
-  const snapshot = await readEngine(reads, model);
+  const snapshot = await readEngine(reads, model, slot);
   const deployment = assertOurs(model, snapshot.deployment);
   const endpoint = await clientEndpoint(deps.endpoints, model).catch(() => undefined);
   const at = (s: ObservedStatus): ObservedStatus => (endpoint ? { ...s, endpoint } : s);
@@ -37,7 +39,7 @@ export async function observeEngine(
       readyReplicas: 0,
       problem: {
         reason: 'EngineMissing',
-        message: `Deployment ${model.metadata.namespace}/${model.metadata.name} does not exist`,
+        message: `Deployment ${model.metadata.namespace}/${deploymentName(slotBase(model.metadata.name, slot))} does not exist`,
       },
     });
   }
@@ -60,12 +62,13 @@ export async function observeEngine(
   }
   if (replicas > 0) {
     const apiKey = model.spec.engine.apiKeySecret ? await apiKeys?.(model).catch(() => undefined) : undefined;
-    let probe = await probeEngine(deps, model, { apiKey });
+    const how = { apiKey, ...(slot ? { slot } : {}) };
+    let probe = await probeEngine(deps, model, how);
     // A replica that has just gone (a scale-down, a pod deleted) may still be one of the Service's backends for a
     // moment: a connection it refuses is asked once more, a second later, before the model is called Unhealthy.
     if (!probe.ready && probe.state === 'Unreachable') {
       await new Promise((resolve) => setTimeout(resolve, SECOND_PROBE_AFTER_MS));
-      probe = await probeEngine(deps, model, { apiKey });
+      probe = await probeEngine(deps, model, how);
     }
     if (!probe.ready) {
       return at({

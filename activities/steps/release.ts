@@ -2,13 +2,14 @@
 // really gone before the engine's pod (maybe on another node) can mount it, or the engine fails with Multi-Attach.
 import type { V1Job, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
-import { FAILURE, failure, type ModelInput, type ServedModel } from '../../workflows/contract/index.js';
+import { FAILURE, failure, type ModelInput, type ServedModel, type Slot } from '../../workflows/contract/index.js';
 import type { Cluster } from '../cluster/api.js';
 import { timingOf, type ActivityDeps } from '../deps.js';
 import {
   buildWeightsRecord,
   modelLabelSelector,
   pvcName,
+  slotBase,
   sourceHash,
   WEIGHTS_FIELD_MANAGER,
 } from '../builders/index.js';
@@ -85,7 +86,7 @@ export async function releaseVolume(deps: ActivityDeps, input: ReleaseInput): Pr
     ctx.log.warn('puller Job released before it completed; the weights are not recorded', { jobName });
     return;
   }
-  await recordWeights(cluster, model);
+  await recordWeights(cluster, model, input.slot);
 }
 
 async function deletePods(cluster: Cluster, namespace: string, pods: V1Pod[]): Promise<void> {
@@ -98,17 +99,17 @@ async function deletePods(cluster: Cluster, namespace: string, pods: V1Pod[]): P
 }
 
 /** Records which source the volume completely holds, so a later run (or a retained volume) skips the download. */
-async function recordWeights(cluster: Cluster, model: ServedModel): Promise<void> {
+async function recordWeights(cluster: Cluster, model: ServedModel, slot: Slot | undefined): Promise<void> {
   const pvc = assertOurs(
     model,
     await cluster.get<V1PersistentVolumeClaim>({
       apiVersion: 'v1',
       kind: 'PersistentVolumeClaim',
-      name: pvcName(model.metadata.name),
+      name: pvcName(slotBase(model.metadata.name, slot)),
       namespace: model.metadata.namespace,
     }),
   );
   // No volume (torn down meanwhile) holds nothing to record; an apply would try to create one without a spec.
   if (!pvc || isTerminating(pvc)) return;
-  await cluster.apply(buildWeightsRecord(model), WEIGHTS_FIELD_MANAGER);
+  await cluster.apply(buildWeightsRecord(model, slot), WEIGHTS_FIELD_MANAGER);
 }

@@ -39,19 +39,19 @@ function engineMissing(model: ServedModel, what = 'does not exist'): Application
  */
 export async function awaitRollout(
   deps: ActivityDeps,
-  { model, generation }: ModelInput & { generation: number },
+  { model, generation, slot }: ModelInput & { generation: number },
 ): Promise<RolloutResult> {
   const ctx = Context.current();
   const timing = timingOf(deps);
   const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
   const confirmer = new ProblemConfirmer(timing.pollMs);
   const ns = model.metadata.namespace;
-  const watch = { signal: ctx.cancellationSignal, pollMs: timing.pollMs, watches: engineWatches(model) };
+  const watch = { signal: ctx.cancellationSignal, pollMs: timing.pollMs, watches: engineWatches(model, slot) };
 
   const result = await waitFor(deps.cluster, {
     ...watch,
     check: async (): Promise<RolloutResult | undefined> => {
-      const snapshot = await readEngine(deps.cluster, model);
+      const snapshot = await readEngine(deps.cluster, model, slot);
       const deployment = assertOurs(model, snapshot.deployment);
       if (!deployment) throw engineMissing(model);
       const state = rolloutState(deployment, generation, model.spec.scaling?.minReplicas);

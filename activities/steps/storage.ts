@@ -17,9 +17,9 @@ import { waitFor } from '../cluster/wait.js';
  * (ProvisioningFailed and other warnings that live only in Events) goes to progress, and the phase is returned: with
  * WaitForFirstConsumer storage it binds only when the puller's pod lands, so this step must not block on it.
  */
-export async function applyStorage(deps: ActivityDeps, { model, rootUid }: ObjectsInput): Promise<StorageResult> {
+export async function applyStorage(deps: ActivityDeps, { model, rootUid, slot }: ObjectsInput): Promise<StorageResult> {
   const { cluster } = deps;
-  const desired = buildPvc(model, { rootUid });
+  const desired = buildPvc(model, { rootUid, ...(slot ? { slot } : {}) });
   const ref = refOf(desired);
   const existing = assertOurs(model, await cluster.get<V1PersistentVolumeClaim>(ref));
   if (existing && isTerminating(existing)) {

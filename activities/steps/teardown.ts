@@ -27,6 +27,7 @@ import {
   pvcName,
   rootName,
   serviceName,
+  slotBase,
 } from '../builders/index.js';
 import { isOurs, isTerminating } from '../readers/ownership.js';
 import { frontRefs } from './front.js';
@@ -87,21 +88,28 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
   );
 
   // A retained PVC must lose its owner reference before the root goes, or the GC takes it along with the root.
+  const volumeOf = (pvcRef: ObjectRef) =>
+    attempt(`PersistentVolumeClaim/${pvcRef.name}`, async () => {
+      const pvc = await cluster.get<V1PersistentVolumeClaim>(pvcRef);
+      if (!model.spec.storage.retainOnDelete) return deleteOurs(pvcRef, pvc ?? null);
+      if (!pvc || !isOurs(pvc, model)) return;
+      const owners = pvc.metadata?.ownerReferences ?? [];
+      const kept = owners.filter((o) => !(o.kind === 'ConfigMap' && o.name === rootName(name)));
+      if (kept.length !== owners.length) {
+        // Conditional on the resourceVersion read: a concurrent change is a 409 and a retry, not a lost update.
+        await cluster.mergePatch(pvcRef, {
+          metadata: { resourceVersion: pvc.metadata?.resourceVersion, ownerReferences: kept.length ? kept : null },
+        });
+      }
+      retained.push(`PersistentVolumeClaim/${pvcRef.name}`);
+    });
   const pvcRef = ref(model, 'v1', 'PersistentVolumeClaim', pvcName(name));
-  const volume = attempt(`PersistentVolumeClaim/${pvcRef.name}`, async () => {
-    const pvc = await cluster.get<V1PersistentVolumeClaim>(pvcRef);
-    if (!model.spec.storage.retainOnDelete) return deleteOurs(pvcRef, pvc ?? null);
-    if (!pvc || !isOurs(pvc, model)) return;
-    const owners = pvc.metadata?.ownerReferences ?? [];
-    const kept = owners.filter((o) => !(o.kind === 'ConfigMap' && o.name === rootName(name)));
-    if (kept.length !== owners.length) {
-      // Conditional on the resourceVersion read: a concurrent change is a 409 and a retry, not a lost update.
-      await cluster.mergePatch(pvcRef, {
-        metadata: { resourceVersion: pvc.metadata?.resourceVersion, ownerReferences: kept.length ? kept : null },
-      });
-    }
-    retained.push(`PersistentVolumeClaim/${pvcRef.name}`);
-  });
+  // A model with a front may have a revision in slot b (docs/design/rollout.md, section 2): its engine objects too.
+  const slotB = model.spec.front ? slotBase(name, 'b') : undefined;
+  const slotBVolume = slotB ? ref(model, 'v1', 'PersistentVolumeClaim', pvcName(slotB)) : undefined;
+  const volume = Promise.all([volumeOf(pvcRef), ...(slotBVolume ? [volumeOf(slotBVolume)] : [])]).then((safe) =>
+    safe.every(Boolean),
+  );
 
   // The weights' puller and the LoRA adapters' Job alike.
   const pullerSelector = `${modelLabelSelector(name)},${LABEL_COMPONENT} in (puller,adapters)`;
@@ -115,6 +123,19 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
       deleteOurs(ref(model, 'apps/v1', 'Deployment', deploymentName(name))),
     ),
     attempt(`Service/${serviceName(name)}`, () => deleteOurs(ref(model, 'v1', 'Service', serviceName(name)))),
+    ...(slotB
+      ? [
+          attempt(`Deployment/${deploymentName(slotB)}`, () =>
+            deleteOurs(ref(model, 'apps/v1', 'Deployment', deploymentName(slotB))),
+          ),
+          attempt(`Service/${serviceName(slotB)}`, () => deleteOurs(ref(model, 'v1', 'Service', serviceName(slotB)))),
+          attempt(`ConfigMap/${admissionConfigMapName(slotB)}`, async () => {
+            const target = ref(model, 'v1', 'ConfigMap', admissionConfigMapName(slotB));
+            const found = await cluster.get(target);
+            if (found) await deleteOurs(target, found);
+          }),
+        ]
+      : []),
     // The front the spec asks for; one an update dropped went with that update's applyEngine.
     ...(model.spec.front ? frontRefs(model).map((r) => attempt(`${r.kind}/${r.name}`, () => deleteOurs(r))) : []),
     // A pool the spec asks for; one an update dropped went with that update's applyEngine.
@@ -167,7 +188,10 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
   if (!volumeSafe) {
     failures.push({
       object: `ConfigMap/${rootRef.name}`,
-      error: `kept: the retained PersistentVolumeClaim/${pvcRef.name} still names it as owner, and deleting it would let the garbage collector delete the volume`,
+      error: `kept: a retained PersistentVolumeClaim (${[pvcRef, slotBVolume]
+        .map((r) => r?.name)
+        .filter(Boolean)
+        .join(', ')}) still names it as owner, and deleting it would let the garbage collector delete the volume`,
     });
   } else if ('err' in root) {
     failures.push({ object: `ConfigMap/${rootRef.name}`, error: describeError(root.err) });

@@ -10,7 +10,7 @@
 import type { V1Deployment, V1Job, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import { FAILURE, failure, type ServedModel } from '../../workflows/contract/index.js';
 import type { Cluster } from '../cluster/api.js';
-import { deploymentName, LABEL_COMPONENT } from '../builders/index.js';
+import { deploymentName, LABEL_COMPONENT, pvcName, slotBase } from '../builders/index.js';
 import { isOurs } from '../readers/ownership.js';
 
 const JOB_NAME_LABELS = ['batch.kubernetes.io/job-name', 'job-name'];
@@ -53,7 +53,10 @@ export async function releaseTerminatingPvc(
   if (holders.length === 0) return [];
 
   if (holders.some((p) => p.metadata?.labels?.[LABEL_COMPONENT] === 'engine')) {
-    const ref = { apiVersion: 'apps/v1', kind: 'Deployment', name: deploymentName(model.metadata.name), namespace };
+    // The engine of whichever slot mounts it (docs/design/rollout.md, section 2).
+    const claimed = pvc.metadata?.name === pvcName(slotBase(model.metadata.name, 'b')) ? 'b' : undefined;
+    const name = deploymentName(slotBase(model.metadata.name, claimed));
+    const ref = { apiVersion: 'apps/v1', kind: 'Deployment', name, namespace };
     const deployment = await cluster.get<V1Deployment>(ref);
     if (deployment && isOurs(deployment, model) && deployment.spec?.replicas !== 0) {
       await cluster.mergePatch(ref, { spec: { replicas: 0 } });

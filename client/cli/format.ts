@@ -63,6 +63,13 @@ function downloadAmount(download: NonNullable<ModelStatus['download']>): string 
   return `${formatBytes(bytes)} of ${formatBytes(totalBytes)} (${Math.floor((100 * bytes) / totalBytes)}%)`;
 }
 
+/** `r2 from r1, Canary step 1 of 3 at 50%: Progressing for 2m`, and why it was aborted. */
+function describeRollout(r: NonNullable<ModelStatus['rollout']>, now: Date): string {
+  const when = r.endedAt ? `${age(r.endedAt, now)} ago` : `for ${age(r.startedAt, now)}`;
+  const why = r.message ? `: ${oneLine(r.message)}` : '';
+  return `${r.revision} from ${r.from}, ${r.strategy} step ${r.step} of ${r.steps} at ${r.traffic}%: ${r.state} ${when}${why}`;
+}
+
 /** A progress bar `[#######-------------]` of `width` characters inside the brackets. */
 export function progressBar(fraction: number, width = 24): string {
   const filled = Math.round(Math.min(1, Math.max(0, fraction)) * width);
@@ -82,6 +89,10 @@ export function formatStatus(status: ModelStatus, now: Date, webUi?: string, { w
   field('generation', `${status.generation} (observed ${status.observedGeneration})`);
   field('source', status.sourceHash ? `${status.source}  (sha256 ${status.sourceHash.slice(0, 8)})` : status.source);
   if (status.revision) field('revision', status.revision);
+  if (status.rollout) field('rollout', describeRollout(status.rollout, now));
+  if (status.revisions && status.revisions.length > 1) {
+    field('revisions', status.revisions.map((r) => `${r.name} ${r.role} ${r.weight}% (slot ${r.slot})`).join(', '));
+  }
   if (status.download && status.phase === 'Downloading') {
     field('download', `${downloadAmount(status.download)}, ${status.download.state}`);
   }

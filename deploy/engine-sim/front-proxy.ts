@@ -174,8 +174,17 @@ export class FrontProxy {
     }
   }
 
-  stop(): void {
-    this.child.kill('SIGTERM');
+  /**
+   * As the kubelet stops a front pod: SIGUSR1, HAProxy's soft stop (the image's STOPSIGNAL), so it stops listening and
+   * finishes what it holds; SIGTERM if it is still there after `graceMs` (0: at once, as the local stack stops).
+   */
+  stop(graceMs = 30_000): void {
+    this.child.kill(graceMs > 0 ? 'SIGUSR1' : 'SIGTERM');
+    if (this.child.exitCode === null) {
+      const hard = setTimeout(() => this.child.kill('SIGTERM'), graceMs);
+      hard.unref();
+      this.child.once('exit', () => clearTimeout(hard));
+    }
     rmSync(this.dir, { recursive: true, force: true });
   }
 }

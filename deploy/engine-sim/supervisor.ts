@@ -213,7 +213,7 @@ export class EngineSimSupervisor {
     }
     const fronted = new Set([...this.fronts.values()].map((f) => `${f.namespace}/${f.model}`));
     for (const [key, service] of this.engineServices) {
-      if (fronted.has(key)) continue;
+      if (fronted.has(key) || fronted.has(key.replace(/-b$/, ''))) continue;
       service.close();
       this.engineServices.delete(key);
     }
@@ -257,10 +257,20 @@ export class EngineSimSupervisor {
       service = await ServicePort.open(() => this.readyEndpoint(namespace, model));
       this.engineServices.set(key, service);
     }
-    const enginePort = service.port;
+    // A revision in the model's second slot (a rollout) has its own engine Service, `<model>-b`.
+    const slotB = `${namespace}/${model}-b`;
+    if (config.includes(` ${model}-b.${namespace}.svc:`) && !this.engineServices.has(slotB)) {
+      this.engineServices.set(slotB, await ServicePort.open(() => this.readyEndpoint(namespace, `${model}-b`)));
+    }
+    const ports = new Map([
+      [`${model}-engine`, service.port],
+      [`${model}-b`, this.engineServices.get(slotB)?.port],
+    ]);
     const proxy = await FrontProxy.start(config, (name) => {
-      if (name === `${model}-engine`) return enginePort;
-      throw new Error(`the front of ${key} sends to Service ${name}, which the local stack does not play`);
+      const port = ports.get(name);
+      if (port === undefined)
+        throw new Error(`the front of ${key} sends to Service ${name}, which the local stack does not play`);
+      return port;
     });
     this.fronts.set(uid, { proxy, model, namespace, pod: pod.metadata!.name! });
     log('front started', { pod: `${namespace}/${pod.metadata!.name}`, url: proxy.url, metrics: proxy.metricsUrl });
@@ -331,7 +341,8 @@ export class EngineSimSupervisor {
     const running: Running = {
       sim,
       url: `http://127.0.0.1:${port}`,
-      model: labels['ferry.dev/model'] ?? labels['app.kubernetes.io/instance'] ?? pod.metadata!.name!,
+      // The instance: the model's name, or `<model>-b` for a revision in the model's second slot (a rollout).
+      model: labels['app.kubernetes.io/instance'] ?? labels['ferry.dev/model'] ?? pod.metadata!.name!,
       namespace: pod.metadata!.namespace!,
       pod: pod.metadata!.name!,
       createdAt: new Date(pod.metadata?.creationTimestamp ?? 0).getTime(),
@@ -381,7 +392,7 @@ export class EngineSimSupervisor {
   }
 
   async stop(): Promise<void> {
-    for (const f of this.fronts.values()) f.proxy.stop();
+    for (const f of this.fronts.values()) f.proxy.stop(0);
     for (const service of [...this.engineServices.values(), ...this.modelServices.values()]) service.close();
     this.fronts.clear();
     this.engineServices.clear();

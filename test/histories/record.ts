@@ -326,6 +326,36 @@ const scenarios: Scenario[] = [
     },
   },
   {
+    // spec.rollout Canary: a new source promoted through a 50 % step with a pause, then one whose health gate fails and
+    // is rolled back, then delete.
+    name: 'canary-promoted-rolled-back',
+    model: 'replay-canary',
+    stub: () =>
+      new StubActivities().on('readStatus', async (input) =>
+        input.model.spec.source.huggingface?.revision === 'broken'
+          ? { replicas: 1, readyReplicas: 0, problem: { reason: 'CrashLoopBackOff', message: 'vllm exited 1' } }
+          : { replicas: 1, readyReplicas: 1 },
+      ),
+    async run({ start }) {
+      const doc = modelDoc((d) => {
+        d.spec.front = {};
+        d.spec.rollout = { strategy: 'Canary', steps: [{ traffic: 10 }, { traffic: 50, gate: '1s' }] };
+      }, this.model);
+      const options = { ...FAST, safetyNetIntervalMs: 3_600_000, healthGateWindowMs: 200 };
+      const handle = await start(doc, options);
+      await waitForStatus(handle, readyAt(1));
+      doc.spec.source.huggingface.revision = 'v2';
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, (s) => s.rollout?.state === 'Promoted' && s.phase === 'Ready');
+      doc.spec.source.huggingface.revision = 'broken';
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, (s) => s.rollout?.state === 'Aborted');
+      await handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'recorded' }] });
+      await handle.result();
+      return handle;
+    },
+  },
+  {
     // spec.expiresAt: moved once by an update (its timer replaced), then the model deletes itself.
     name: 'expired-after-moved',
     model: 'replay-expiry',

@@ -100,6 +100,8 @@ const ACTIVITY_NAMES = Object.keys({
   awaitHealth: true,
   scaleEngine: true,
   readStatus: true,
+  shiftTraffic: true,
+  retireRevision: true,
   lookAtModel: true,
   tearDown: true,
   fetchAdapters: true,
@@ -224,6 +226,8 @@ export class StubActivities {
       }),
       scaleEngine: () => undefined,
       readStatus: () => ({ replicas: model.spec.replicas, readyReplicas: model.spec.replicas }),
+      shiftTraffic: () => ({ frontPods: 2 }),
+      retireRevision: () => ({ deleted: [] }),
       lookAtModel: () => ({ replicas: model.spec.replicas, readyReplicas: model.spec.replicas, repaired: [] }),
       tearDown: () => {
         const pvc = `PersistentVolumeClaim/${modelName}-weights`;

@@ -173,7 +173,18 @@ describe('golden objects', () => {
           expect(objects.inferencePool.spec.targetPorts).toEqual([{ number: admissionPort(fixtureModel(fixture)) }]);
         }
         const policy = objects.networkPolicy!;
-        expect(policy.spec!.podSelector.matchLabels).toEqual(objects.deployment.spec!.selector.matchLabels);
+        // The engine's pods; with a front, those of both slots (a rollout's candidate is in the second).
+        const { name: model } = fixtureModel(fixture).metadata;
+        const engine = objects.deployment.spec!.selector.matchLabels!;
+        if (!fixtureModel(fixture).spec.front) expect(policy.spec!.podSelector.matchLabels).toEqual(engine);
+        else {
+          const { 'app.kubernetes.io/instance': instance, ...rest } = engine;
+          expect(instance).toBe(model);
+          expect(policy.spec!.podSelector).toEqual({
+            matchLabels: rest,
+            matchExpressions: [{ key: 'app.kubernetes.io/instance', operator: 'In', values: [model, `${model}-b`] }],
+          });
+        }
         const [open, worker] = policy.spec!.ingress!;
         expect(open).toEqual({ ports: [{ protocol: 'TCP', port: 'http' }] });
         expect(worker!._from).toEqual([

@@ -367,3 +367,59 @@ describe('errorLines', () => {
     );
   });
 });
+
+describe('ferry status of a rollout', () => {
+  it('says where the rollout stands and each revision with its share', () => {
+    const text = formatStatus(
+      status({
+        phase: 'Updating',
+        revision: 'r1',
+        rollout: {
+          revision: 'r2',
+          from: 'r1',
+          strategy: 'Canary',
+          generation: 2,
+          state: 'Progressing',
+          step: 1,
+          steps: 3,
+          traffic: 10,
+          gates: [],
+          startedAt: '2026-01-01T12:08:00Z',
+        },
+        revisions: [
+          { name: 'r1', role: 'current', slot: 'a', source: 'huggingface:q@main', weight: 90 },
+          { name: 'r2', role: 'candidate', slot: 'b', source: 'huggingface:q@v2', weight: 10 },
+        ],
+      }),
+      now,
+    );
+    expect(text).toContain('  revision:    r1\n');
+    expect(text).toContain('  rollout:     r2 from r1, Canary step 1 of 3 at 10%: Progressing for 2m');
+    expect(text).toContain('  revisions:   r1 current 90% (slot a), r2 candidate 10% (slot b)\n');
+    const back = formatStatus(
+      status({
+        revision: 'r1',
+        rollout: {
+          revision: 'r2',
+          from: 'r1',
+          strategy: 'Canary',
+          generation: 2,
+          state: 'Aborted',
+          step: 1,
+          steps: 3,
+          traffic: 0,
+          gates: [],
+          message: 'step 1 (10%): gate health: CrashLoopBackOff: vllm exited 1',
+          startedAt: '2026-01-01T12:08:00Z',
+          endedAt: '2026-01-01T12:09:00Z',
+        },
+        revisions: [{ name: 'r1', role: 'current', slot: 'a', source: 'huggingface:q@main', weight: 100 }],
+      }),
+      now,
+    );
+    expect(back).toContain(
+      '  rollout:     r2 from r1, Canary step 1 of 3 at 0%: Aborted 60s ago: step 1 (10%): gate health: CrashLoopBackOff: vllm exited 1',
+    );
+    expect(back).not.toContain('revisions:');
+  });
+});

@@ -49,7 +49,7 @@ describe('the JSON Schema, with a JSON Schema validator', () => {
     validate(doc) ? [] : validate.errors!.map((e) => `${e.instancePath} ${e.message}`);
   const example = (file: string): unknown => parseYaml(read(`examples/${file}`));
 
-  it.each(['qwen.yaml', 'qwen-full.yaml'])('accepts examples/%s', (file) => {
+  it.each(['qwen.yaml', 'qwen-full.yaml', 'canary.yaml'])('accepts examples/%s', (file) => {
     expect(errorsOf(example(file))).toEqual([]);
   });
 

@@ -15,8 +15,16 @@ export interface StepProgress {
   readyReplicas?: number;
 }
 
+/**
+ * Where a revision's engine objects live (docs/design/rollout.md, section 2): `a`, the model's own names (every model
+ * before its first rollout), or `b`, the names a model called `<name>-b` would give its engine.
+ */
+export type Slot = 'a' | 'b';
+
 export interface ModelInput {
   model: ServedModel;
+  /** The revision's slot whose engine objects the activity works on; unset: `a`. */
+  slot?: Slot;
 }
 
 export interface ClaimResult {
@@ -76,8 +84,8 @@ export interface ObservedStatus {
 export interface RevisionShare {
   /** `r<n>`: the front's server, and what `x-ferry-revision` says. */
   revision: string;
-  /** Where its objects are: `a`, the model's own names, or `b` (docs/design/rollout.md, section 2). */
-  slot: 'a' | 'b';
+  /** Where its objects are. */
+  slot: Slot;
   /** Its share, in whole percent. */
   weight: number;
 }
@@ -104,6 +112,8 @@ export interface LookInput {
   tenant?: string;
   /** With `spec.front`: the revisions it sends requests to (unset: `r1` alone). */
   shares?: RevisionShare[];
+  /** The slot of the current revision, whose engine objects the look keeps (unset: `a`). */
+  slot?: Slot;
 }
 
 /** What a look found and did: the engine as it is, and what it put back. */
@@ -221,6 +231,10 @@ export interface FerryActivities {
   scaleEngine(input: ModelInput & { replicas: number }): Promise<void>;
   /** The look of runs from before `lookAtModel` (kept so they replay). */
   readStatus(input: ModelInput): Promise<ObservedStatus>;
+  /** A rollout: the front with `shares`, applied and rolled (docs/design/rollout.md, section 3). */
+  shiftTraffic(input: ObjectsInput & { shares: RevisionShare[] }): Promise<{ frontPods: number }>;
+  /** A rollout: the engine of the revision in `slot` taken away (its volume kept with `keepVolume`). */
+  retireRevision(input: ModelInput & { slot: Slot; keepVolume: boolean }): Promise<{ deleted: string[] }>;
   lookAtModel(input: LookInput): Promise<LookResult>;
   tearDown(input: ModelInput): Promise<TeardownResult>;
   /** Puts the files of `engine.lora.adapters` on the volume (one Job), removing those no longer listed. */

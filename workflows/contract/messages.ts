@@ -1,7 +1,7 @@
 // The ServeModelWorkflow's messages, input and result: defined once, imported by the workflow, the client,
 // the worker and the activities alike. Pure: this file is part of the workflow bundle.
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { StepProgress, TeardownResult } from './activities.js';
+import type { Slot, StepProgress, TeardownResult } from './activities.js';
 import { FAILURE } from './failures.js';
 import { UPDATE_NAMES } from './identity.js';
 import type { ServedModel, SourceSpec } from './spec/index.js';
@@ -37,6 +37,8 @@ export interface ServeModelOptions {
    * heartbeats a running step every few seconds; the SDK sends at most one per 8 s, none for a step under 3 s).
    */
   heartbeatTimeoutMs?: number;
+  /** How long a rollout's `health` gate watches the candidate take its share before judging it. Default 30 s. */
+  healthGateWindowMs?: number;
 }
 
 /** A puller Job that was started and not yet released. */
@@ -45,6 +47,8 @@ export interface PendingPull {
   sourceHash: string;
   /** The download failed: the Job is kept for its logs until the next attempt replaces it. */
   failed: boolean;
+  /** The slot whose volume it fills (unset: `a`). */
+  slot?: Slot;
 }
 
 /** What a run hands to the next one when it continues as new. */
@@ -71,6 +75,15 @@ export interface CarriedState {
   adapterIncarnations?: string[];
   /** The number of the newest revision accepted (docs/design/rollout.md, section 1); unset: 1. */
   revision?: number;
+  /**
+   * The slot the current revision's engine objects are in (docs/design/rollout.md, section 2); unset: `a`. Every
+   * activity on the engine is given it.
+   */
+  slot?: Slot;
+  /** A rollout's candidate while it has objects in the other slot: an update or a delete that cuts it short takes them away. */
+  candidate?: { revision: string; slot: Slot };
+  /** The revision before the current one, while `rollout.keepRevisions` keeps its volume (its slot is the other). */
+  previous?: { revision: string; source: SourceSpec };
   /** A model with `spec.scaling`: the replica count the last decision set (unset: it starts at the spec's). */
   scaledReplicas?: number;
   /** A model with `spec.scaling.schedule`: the fewest replicas its schedule last set (unset: `minReplicas`). */

@@ -50,6 +50,7 @@ export type Step =
   | 'startup'
   | 'adapters'
   | 'baseline'
+  | 'shift'
   | 'update'
   | 'degraded'
   | 'repair'
@@ -215,8 +216,46 @@ export interface ModelStatus {
   scaling?: ScalingStatus;
   /** A waiting state that needs no person, such as Unschedulable until a GPU node appears. */
   waiting?: { reason: string; message: string; since: string };
+  /** The last rollout of a new revision beside the current one (`spec.rollout` BlueGreen or Canary). */
+  rollout?: RolloutStatus;
+  /** The revisions the model has objects for, with their share of the requests (docs/design/rollout.md). */
+  revisions?: RevisionStatus[];
   startedAt: string;
   updatedAt: string;
+}
+
+/** One rollout (docs/design/rollout.md, section 4). */
+export interface RolloutStatus {
+  /** The candidate, `r<n>`, and the revision it replaces. */
+  revision: string;
+  from: string;
+  strategy: 'BlueGreen' | 'Canary';
+  /** The spec generation that asked for it. */
+  generation: number;
+  /** Progressing until the candidate takes every request (Promoted) or none any more (Aborted). */
+  state: 'Progressing' | 'Promoted' | 'Aborted';
+  /** The step under way or last held (1-based; 0 while the candidate starts), of `steps`. */
+  step: number;
+  steps: number;
+  /** The candidate's share of the requests now, in percent. */
+  traffic: number;
+  /** Each gate decided, in order. */
+  gates: { step: number; gate: string; result: 'Passed' | 'Failed'; message: string; at: string }[];
+  /** Why it was aborted. */
+  message?: string;
+  startedAt: string;
+  endedAt?: string;
+}
+
+/** A revision with objects in one of the model's slots. */
+export interface RevisionStatus {
+  name: string;
+  role: 'current' | 'candidate' | 'previous';
+  slot: 'a' | 'b';
+  /** Its weights, as `status.source` says them. */
+  source: string;
+  /** Its share of the requests through the front, in percent (a previous revision: 0, its engine stopped). */
+  weight: number;
 }
 
 /** What a status means for someone waiting for `phases` at spec `generation`. */
@@ -230,6 +269,11 @@ export type WaitOutcome = 'done' | 'failed' | 'deleted' | 'pending';
 export function waitOutcome(status: ModelStatus, phases: readonly Phase[], generation: number): WaitOutcome {
   // Idle serves as Ready does: its front holds a request and wakes it.
   const reached = phases.includes(status.phase) || (status.phase === 'Idle' && phases.includes('Ready'));
+  // A rollout that was rolled back leaves the model Ready on the revision before: what was asked for did not happen.
+  const { rollout } = status;
+  if (rollout?.state === 'Aborted' && rollout.generation >= generation && status.generation === rollout.generation) {
+    return 'failed';
+  }
   if (reached && atGeneration(status, generation)) return 'done';
   if (status.phase === 'Failed' && atGeneration(status, generation)) return 'failed';
   // The base serves, but an adapter the spec lists was refused for good: only another spec brings it.

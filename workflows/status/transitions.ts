@@ -87,6 +87,8 @@ export function byWhom(requestedBy: string | undefined): string {
 
 /** The phase a step puts the model in. Engine steps of a model that has served before are an update. */
 export function phaseForStep(step: Step, status: ModelStatus): Phase {
+  // The current revision serves while a candidate rolls out beside it (docs/design/rollout.md): Updating throughout.
+  if (rollingOut(status)) return 'Updating';
   const { phase } = stepRow(step);
   if (phase !== 'engine') return phase;
   // A model at zero woken (not updated): its replicas start again.
@@ -133,10 +135,13 @@ export function beginStep(
     generation,
     now,
   );
-  if (step !== 'teardown')
+  if (step !== 'teardown' && !rollingOut(status))
     next = notReady(next, phase, `generation ${generation}: ${step} in progress`, generation, now);
   return next;
 }
+
+/** A candidate is rolling out beside the current revision, which serves meanwhile. */
+const rollingOut = (status: ModelStatus): boolean => status.rollout?.state === 'Progressing';
 
 /** A step succeeded: its entry closed, its condition True, a transient error it had is over. */
 export function finishStep(
@@ -227,6 +232,8 @@ export function failStep(
   now: string,
 ): ModelStatus {
   let next = endStep(status, step, 'Failed', now, `${failure.reason}: ${failure.message}`);
+  // A candidate's step: the rollout is rolled back (status/rollout.ts), and the current revision serves on.
+  if (rollingOut(status)) return { ...next, lastError: errorOf(failure, step, generation, now), waiting: undefined };
   if (openEntry(next, 'update')) next = endStep(next, 'update', 'Failed', now, `failed at ${step}: ${failure.reason}`);
   next = { ...withPhase(next, 'Failed', now), lastError: errorOf(failure, step, generation, now), waiting: undefined };
   next = stepCondition(

@@ -5,7 +5,7 @@ import type { Activities } from '../activity-options.js';
 import type { LookResult, ModelStatus } from '../contract/index.js';
 import { adapterProblem, adapterStatuses, adaptersForgotten } from '../status/adapters.js';
 import { observe } from '../status/transitions.js';
-import { now, type ModelObjects, type StepContext } from './context.js';
+import { now, slotOf, type ModelObjects, type StepContext } from './context.js';
 import type { StepRow } from './table.js';
 
 export const adaptersRow: StepRow = { phase: 'engine', progress: ['adapters'] };
@@ -41,7 +41,7 @@ async function loadAdapters(ctx: StepContext, acts: Activities, objects: ModelOb
   const missing = new Set(files.failed.map((f) => f.name));
   const lora = { ...model.spec.engine.lora, adapters: adapters.filter((a) => !missing.has(a.name)) };
   const onVolume = { ...model, spec: { ...model.spec, engine: { ...model.spec.engine, lora } } };
-  const sync = await acts.short.syncAdapters({ model: onVolume });
+  const sync = await acts.short.syncAdapters({ model: onVolume, ...slotOf(objects) });
   ctx.world.adapterIncarnations = sync.incarnations;
   const names = adapters.map((a) => a.name);
   ctx.set({ ...ctx.status, adapters: adapterStatuses(names, files, sync) });

@@ -5,7 +5,7 @@ import type { Activities } from '../activity-options.js';
 import type { ModelStatus, ServedModel } from '../contract/index.js';
 import { baselineKey, baselineOf, baselineSummary } from '../status/baseline.js';
 import { skipStep } from '../status/timeline.js';
-import { now, type ModelObjects, type StepContext } from './context.js';
+import { now, slotOf, type ModelObjects, type StepContext } from './context.js';
 import type { StepRow } from './table.js';
 
 export const baselineRow: StepRow = { phase: 'engine', progress: ['baseline'] };
@@ -61,7 +61,7 @@ export async function baselineStep(
       const result =
         done && patchedUnlessPinned(ADMISSION_RETRIED_ALONE)
           ? done
-          : await acts.measure.measureBaseline({ model: spec });
+          : await acts.measure.measureBaseline({ model: spec, ...slotOf(objects) });
       done = result;
       // The replicas' sidecars admit what one replica was measured to carry, from now on; in place, no rollout.
       if (admit && !result.skipped) {

@@ -4,7 +4,7 @@ import { isCancellation } from '@temporalio/workflow';
 import type { Activities } from '../activity-options.js';
 import { describeSource, type PendingPull, type StorageResult } from '../contract/index.js';
 import { downloadWritten, skipDownload } from '../status/transitions.js';
-import { now, type ModelObjects, type StepContext } from './context.js';
+import { now, slotOf, type ModelObjects, type StepContext } from './context.js';
 import { abandonPull, releaseVolume } from './release.js';
 import { stopEngine } from './stop.js';
 import type { StepRow } from './table.js';
@@ -39,17 +39,17 @@ export async function pullWeights(
   }
   if (world.engineApplied) {
     // ReadWriteOnce: the engine's pod must let go of the volume before the puller can mount it.
-    await stopEngine(ctx, acts, spec, generation);
+    await stopEngine(ctx, acts, spec, generation, objects.slot);
   }
   const pulled = await ctx.step(
     'download',
     generation,
     async () => {
       const { jobName } = await acts.short.startPuller(objects);
-      const pull: PendingPull = { jobName, sourceHash, failed: false };
+      const pull: PendingPull = { jobName, sourceHash, failed: false, ...slotOf(objects) };
       world.pendingPull = pull;
       try {
-        return await acts.puller.awaitPuller({ model: spec, jobName });
+        return await acts.puller.awaitPuller({ model: spec, jobName, ...slotOf(objects) });
       } catch (err) {
         if (!isCancellation(err)) pull.failed = true;
         throw err;
@@ -58,6 +58,6 @@ export async function pullWeights(
     (r) => `${r.jobName} in ${Math.round(r.durationMs / 1000)}s`,
   );
   if (pulled.bytes !== undefined) ctx.set(downloadWritten(ctx.status, pulled.bytes, now()));
-  await releaseVolume(ctx, acts, spec, { jobName: pulled.jobName, sourceHash }, generation);
+  await releaseVolume(ctx, acts, spec, { jobName: pulled.jobName, sourceHash, ...slotOf(objects) }, generation);
   world.pendingPull = undefined;
 }

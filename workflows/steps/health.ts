@@ -1,8 +1,8 @@
 // Startup: a replica of the current revision answers /health (and, when it can be read, lists the models it serves),
 // within engine.startupTimeout.
 import type { Activities } from '../activity-options.js';
-import type { HealthResult, ServedModel } from '../contract/index.js';
-import type { StepContext } from './context.js';
+import type { HealthResult, ServedModel, Slot } from '../contract/index.js';
+import { slotOf, type StepContext } from './context.js';
 import type { StepRow } from './table.js';
 
 export const startupRow: StepRow = {
@@ -18,11 +18,12 @@ export async function awaitHealth(
   acts: Activities,
   spec: ServedModel,
   generation: number,
+  slot?: Slot,
 ): Promise<HealthResult> {
   return await ctx.step(
     'startup',
     generation,
-    () => acts.startup.awaitHealth({ model: spec }),
+    () => acts.startup.awaitHealth({ model: spec, ...slotOf({ slot }) }),
     (r) =>
       r.models.length
         ? `${r.endpoint} serves ${r.models.join(', ')}`

@@ -7,7 +7,7 @@ import { adapterProblem } from '../status/adapters.js';
 import { observe, recordRepair } from '../status/transitions.js';
 import { keepAdapters } from './adapters.js';
 import { admissionLimit } from './baseline.js';
-import { now, type StepContext } from './context.js';
+import { now, slotOf, type StepContext } from './context.js';
 import { frontShares, servingRevision } from './rollout.js';
 import { engineScale } from './scale.js';
 import type { StepRow } from './table.js';
@@ -27,7 +27,8 @@ export async function look(ctx: StepContext, acts: Activities, delayMs: number):
       ...(engineGeneration !== undefined ? { engineGeneration } : {}),
       ...admissionLimit(ctx.status, ctx.desired),
       ...engineScale(ctx.status, ctx.desired, ctx.world),
-      ...frontShares(ctx.desired, servingRevision(ctx)),
+      ...frontShares(ctx.desired, servingRevision(ctx), ctx.world),
+      ...slotOf(ctx.world),
       ...(delayMs > 0 ? { delayMs } : {}),
       ...(ctx.status.tenant !== undefined ? { tenant: ctx.status.tenant } : {}),
     });
@@ -57,7 +58,7 @@ export async function look(ctx: StepContext, acts: Activities, delayMs: number):
 /** One look at a Ready or Degraded model in runs from before the watch reconciled: status only, nothing repaired. */
 export async function readStatus(ctx: StepContext, acts: Activities): Promise<void> {
   try {
-    ctx.set(observe(ctx.status, await acts.short.readStatus({ model: ctx.desired }), now()));
+    ctx.set(observe(ctx.status, await acts.short.readStatus({ model: ctx.desired, ...slotOf(ctx.world) }), now()));
   } catch (err) {
     if (isCancellation(err) || !(err instanceof ActivityFailure)) throw err;
     log.warn('readStatus failed', { error: String(err.cause ?? err) });

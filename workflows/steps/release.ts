@@ -1,8 +1,8 @@
 // Releasing the volume: the puller's Job and pod gone, so the ReadWriteOnce volume is free for the engine. Also how a
 // stale puller (other weights, or a failed one) is abandoned.
 import type { Activities } from '../activity-options.js';
-import type { PendingPull, ServedModel } from '../contract/index.js';
-import type { StepContext } from './context.js';
+import type { PendingPull, ServedModel, Slot } from '../contract/index.js';
+import { slotOf, type StepContext } from './context.js';
 import type { StepRow } from './table.js';
 
 export const releaseRow: StepRow = {
@@ -20,11 +20,11 @@ export async function releaseVolume(
   ctx: StepContext,
   acts: Activities,
   spec: ServedModel,
-  pull: { jobName: string; sourceHash: string },
+  pull: { jobName: string; sourceHash: string; slot?: Slot },
   generation: number,
 ): Promise<void> {
   await ctx.step('release', generation, () =>
-    acts.short.releaseVolume({ model: spec, jobName: pull.jobName, sourceHash: pull.sourceHash }),
+    acts.short.releaseVolume({ model: spec, jobName: pull.jobName, sourceHash: pull.sourceHash, ...slotOf(pull) }),
   );
 }
 
@@ -45,6 +45,7 @@ export async function abandonPull(
         jobName: pending.jobName,
         sourceHash: pending.sourceHash,
         abandon: true,
+        ...slotOf(pending),
       }),
     () => `abandoned ${pending.jobName}`,
   );

@@ -1,10 +1,10 @@
 // The rollout: the engine's Deployment (and Service) applied for the spec, then its rollout awaited to the end.
 import type { Activities } from '../activity-options.js';
-import type { RevisionShare, RolloutResult, ScalingPolicy, ServedModel } from '../contract/index.js';
+import type { RevisionShare, RolloutResult, ScalingPolicy, ServedModel, Slot } from '../contract/index.js';
 import { skipStep } from '../status/timeline.js';
 import { markReady } from '../status/transitions.js';
 import { admissionLimit } from './baseline.js';
-import { now, type ModelObjects, type StepContext, type World } from './context.js';
+import { now, slotOf, type ModelObjects, type StepContext, type World } from './context.js';
 import { engineScale, scalingStatus } from './scale.js';
 import type { StepRow } from './table.js';
 
@@ -27,13 +27,13 @@ export async function rollOut(
   // Set before the call: a cancelled applyEngine may still have created the Deployment.
   ctx.world.engineApplied = true;
   const revision = revisionName(ctx.world);
-  const shares = frontShares(spec, revision);
+  const shares = frontShares(spec, revision, objects);
   const rollout = await ctx.step(
     'rollout',
     generation,
     async () => {
       const applied = await acts.short.applyEngine({ ...objects, ...engine, ...shares });
-      return await acts.startup.awaitRollout({ model: spec, generation: applied.generation });
+      return await acts.startup.awaitRollout({ model: spec, generation: applied.generation, ...slotOf(objects) });
     },
     (r) => `revision ${r.generation}: ${r.readyReplicas} ready`,
   );
@@ -48,9 +48,12 @@ const revisionName = (world: World): string => `r${world.revision ?? 1}`;
 /** The revision the engine was last rolled out with (the newest, before the first rollout that records it). */
 export const servingRevision = (ctx: StepContext): string => ctx.status.revision ?? revisionName(ctx.world);
 
-/** With `spec.front`: the revisions it sends requests to, for every activity that applies or repairs it. */
-export function frontShares(spec: ServedModel, revision: string): { shares?: RevisionShare[] } {
-  return spec.spec.front ? { shares: [{ revision, slot: 'a', weight: 100 }] } : {};
+/**
+ * With `spec.front`: the revisions it sends requests to, for every activity that applies or repairs it: the current
+ * one alone, in its slot.
+ */
+export function frontShares(spec: ServedModel, revision: string, at: { slot?: Slot }): { shares?: RevisionShare[] } {
+  return spec.spec.front ? { shares: [{ revision, slot: at.slot ?? 'a', weight: 100 }] } : {};
 }
 
 /** Ready with 0 replicas: no engine to check, and none holds an adapter (what status said of them is of replicas gone). */
@@ -79,7 +82,7 @@ export async function applyMeasuredTarget(
       ...objects,
       ...admissionLimit(ctx.status, spec),
       ...scale,
-      ...frontShares(spec, servingRevision(ctx)),
+      ...frontShares(spec, servingRevision(ctx), objects),
     }),
   );
 }

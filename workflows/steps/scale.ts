@@ -17,7 +17,7 @@ import { baselineKey } from '../status/baseline.js';
 import { endStep, openEntry } from '../status/timeline.js';
 import { markReady } from '../status/transitions.js';
 import { awaitHealth } from './health.js';
-import { now, type StepContext, type World } from './context.js';
+import { now, slotOf, type StepContext, type World } from './context.js';
 import type { StepRow } from './table.js';
 
 /** A decision applied; recorded closed, with the counts and the autoscaler's reason. */
@@ -147,7 +147,7 @@ export async function applyDecision(ctx: StepContext, acts: Activities, decision
   const spec = ctx.desired;
   const from = engineReplicas(spec, ctx.world);
   try {
-    await acts.short.scaleEngine({ model: spec, replicas: decision.replicas });
+    await acts.short.scaleEngine({ model: spec, replicas: decision.replicas, ...slotOf(ctx.world) });
   } catch (err) {
     if (isCancellation(err) || !(err instanceof ActivityFailure)) throw err;
     log.warn('scaleEngine failed', { error: String(err.cause ?? err), replicas: decision.replicas });
@@ -188,7 +188,7 @@ export async function wakeUp(ctx: StepContext, acts: Activities): Promise<void> 
   if (ctx.status.phase !== 'Idle' || engineReplicas(ctx.desired, ctx.world) === 0) return;
   const generation = ctx.status.observedGeneration;
   try {
-    const health = await awaitHealth(ctx, acts, ctx.desired, generation);
+    const health = await awaitHealth(ctx, acts, ctx.desired, generation, ctx.world.slot);
     // One replica answered; the next look counts them all.
     ctx.set(markReady(ctx.status, { generation, endpoint: health.endpoint, readyReplicas: 1 }, now()));
   } catch (err) {

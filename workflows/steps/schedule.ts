@@ -7,7 +7,7 @@ import type { Activities } from '../activity-options.js';
 import type { ModelStatus, ScheduledFloor, ScheduleStatus, ServedModel } from '../contract/index.js';
 import { endStep } from '../status/timeline.js';
 import { admissionLimit } from './baseline.js';
-import { now, type StepContext, type World } from './context.js';
+import { now, slotOf, type StepContext, type World } from './context.js';
 import { frontShares, servingRevision } from './rollout.js';
 import { engineReplicas, engineScale, scalingStatus, withRecentScaleEntries } from './scale.js';
 
@@ -53,7 +53,8 @@ export async function applyFloor(
       sourceHash: world.sourceHash!,
       ...admissionLimit(ctx.status, spec),
       ...engineScale(ctx.status, spec, next),
-      ...frontShares(spec, servingRevision(ctx)),
+      ...frontShares(spec, servingRevision(ctx), world),
+      ...slotOf(world),
     });
     world.engineGeneration = generation;
   } catch (err) {

@@ -1,7 +1,7 @@
 // Stopping the engine: scaled to 0, its pods gone, so the ReadWriteOnce volume is free for a puller or a rebuild.
 import type { Activities } from '../activity-options.js';
-import type { ServedModel } from '../contract/index.js';
-import type { StepContext } from './context.js';
+import type { ServedModel, Slot } from '../contract/index.js';
+import { slotOf, type StepContext } from './context.js';
 import type { StepRow } from './table.js';
 
 export const stopRow: StepRow = { phase: 'Updating', progress: ['stop'] };
@@ -12,11 +12,12 @@ export async function stopEngine(
   acts: Activities,
   spec: ServedModel,
   generation: number,
+  slot?: Slot,
 ): Promise<void> {
   await ctx.step(
     'stop',
     generation,
-    () => acts.short.scaleEngine({ model: spec, replicas: 0 }),
+    () => acts.short.scaleEngine({ model: spec, replicas: 0, ...slotOf({ slot }) }),
     () => 'scaled to 0',
   );
 }

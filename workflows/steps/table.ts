@@ -11,6 +11,7 @@ import { repairRow } from './look.js';
 import { releaseRow } from './release.js';
 import { rolloutRow } from './rollout.js';
 import { scaleRow } from './scale.js';
+import { shiftRow } from './shift.js';
 import { stopRow } from './stop.js';
 import { storageRow } from './storage.js';
 import { teardownRow } from './teardown.js';
@@ -42,6 +43,7 @@ function table(): Readonly<Record<Step, StepRow>> {
     startup: startupRow,
     adapters: adaptersRow,
     baseline: baselineRow,
+    shift: shiftRow,
     teardown: teardownRow,
     /** An update: a span over the steps it runs. */
     update: { phase: 'Updating', progress: [], span: true },

@@ -10,6 +10,7 @@ import { parseDuration, parseQuantity } from './quantities.js';
 import { dnsLabel, int, labelMap, modelName, mustBe, quote, strict } from './rules.js';
 import { expiresAtSchema, MIN_IDLE_TO_ZERO_MS, scalingSchema } from './scaling-schema.js';
 import { inferencePoolSchema, sloSchema } from './slo-schema.js';
+import { rolloutIssues, rolloutSchema } from './rollout-schema.js';
 import { sourceSchema } from './source-schema.js';
 
 export { asAcceptedBefore, asAcceptedBeforeBounds } from './accepted-before.js';
@@ -100,6 +101,11 @@ const specSchema = strict({
     .describe(
       "An always-on HAProxy, <name>-front, that the model's Service points at instead of the engine pods: it holds a request while no replica answers (a rollout, a restart) for up to holdFor, and answers what is over its bound with 503 and Retry-After, never a refused connection. status.endpoint stays the same. Unset: the Service points at the engine pods.",
     ),
+  rollout: rolloutSchema
+    .optional()
+    .describe(
+      'How a new revision (a change of the source, or of the engine pods: engine, resources, scheduling) replaces the one that serves (docs/design/rollout.md). Unset: Recreate.',
+    ),
   inferencePool: inferencePoolSchema
     .optional()
     .describe(
@@ -177,6 +183,7 @@ function crossFieldIssues(doc: Document, ctx: z.core.$RefinementCtx<Document>): 
     }
   });
   scalingIssues(spec, ctx);
+  if (spec.rollout) for (const issue of rolloutIssues(spec.rollout, spec)) ctx.addIssue({ code: 'custom', ...issue });
   if (spec.storage.accessMode === ONE_POD && spec.replicas > ONE_POD_MAX_REPLICAS) {
     ctx.addIssue({
       code: 'custom',

@@ -1,0 +1,100 @@
+// A rollout's moves of the requests between revisions (docs/design/rollout.md, sections 3 and 4): the front's
+// configuration with new shares, applied and rolled (every front pod runs it), and a revision's engine objects taken
+// away once the front sends it nothing.
+import type { V1Deployment } from '@kubernetes/client-node';
+import { Context } from '@temporalio/activity';
+import {
+  FAILURE,
+  failure,
+  type ModelInput,
+  type ObjectsInput,
+  type RevisionShare,
+  type Slot,
+} from '../../workflows/contract/index.js';
+import { admissionConfigMapName, deploymentName, pvcName, serviceName, slotBase } from '../builders/index.js';
+import type { ObjectRef } from '../cluster/api.js';
+import { ProgressReporter } from '../cluster/progress.js';
+import { waitFor } from '../cluster/wait.js';
+import { childOptions, timingOf, type ActivityDeps } from '../deps.js';
+import { isOurs, isTerminating } from '../readers/ownership.js';
+import { rolloutState } from '../readers/revision.js';
+import { frontRefs, syncFront } from './front.js';
+
+/**
+ * Applies the front with `shares` and waits until every front pod runs it (its Deployment rolled out: the old pods,
+ * with the old shares, gone). Each revision with a share must have its engine Service already (applyEngine in its
+ * slot): HAProxy resolves them when it starts.
+ */
+export async function shiftTraffic(
+  deps: ActivityDeps,
+  { model, rootUid, shares }: ObjectsInput & { shares: RevisionShare[] },
+): Promise<{ frontPods: number }> {
+  if (!model.spec.front) {
+    throw failure(FAILURE.InvalidInput, `shiftTraffic: model ${model.metadata.name} has no front to share requests`);
+  }
+  await syncFront(deps, model, { ...childOptions(deps, rootUid), shares });
+  const ref = frontRefs(model)[2];
+  const applied = await deps.cluster.get<V1Deployment>(ref);
+  const generation = applied?.metadata?.generation ?? 0;
+  const timing = timingOf(deps);
+  const reporter = new ProgressReporter(deps.progress, timing.progressIntervalMs);
+  const said = shares.map((s) => `${s.revision} ${s.weight}%`).join(', ');
+  const rolled = await waitFor(deps.cluster, {
+    signal: Context.current().cancellationSignal,
+    pollMs: timing.pollMs,
+    watches: [
+      {
+        path: `/apis/apps/v1/namespaces/${ref.namespace}/deployments`,
+        query: { fieldSelector: `metadata.name=${ref.name}` },
+      },
+    ],
+    check: async () => {
+      const front = await deps.cluster.get<V1Deployment>(ref);
+      if (!front) throw failure(FAILURE.KubernetesRejected, `the front Deployment ${ref.name} is gone`);
+      const state = rolloutState(front, generation);
+      if (state.done) return { frontPods: state.readyReplicas };
+      await reporter.report({
+        step: 'shift',
+        state: state.reason,
+        message: `the front moving to ${said}: ${state.message}`,
+      });
+      return undefined;
+    },
+  });
+  // No deadline: the wait ends with an answer, or with its activity's cancellation.
+  return rolled ?? { frontPods: 0 };
+}
+
+/**
+ * Takes away the engine of the revision in `slot`, which the front no longer sends requests to: its Deployment, its
+ * admission configuration, slot b's engine Service, and its volume unless `keepVolume` (then its weights stay for an
+ * undo). Objects gone or not this model's are left; returns what was deleted.
+ */
+export async function retireRevision(
+  deps: ActivityDeps,
+  { model, slot, keepVolume }: ModelInput & { slot: Slot; keepVolume: boolean },
+): Promise<{ deleted: string[] }> {
+  const ns = model.metadata.namespace;
+  const base = slotBase(model.metadata.name, slot);
+  const ref = (apiVersion: string, kind: string, name: string): ObjectRef => ({
+    apiVersion,
+    kind,
+    name,
+    namespace: ns,
+  });
+  const refs = [
+    ref('apps/v1', 'Deployment', deploymentName(base)),
+    ref('v1', 'ConfigMap', admissionConfigMapName(base)),
+    // Slot a's engine Service is the front's `<name>-engine`, which stays with the front.
+    ...(slot === 'b' ? [ref('v1', 'Service', serviceName(base))] : []),
+    ...(keepVolume ? [] : [ref('v1', 'PersistentVolumeClaim', pvcName(base))]),
+  ];
+  const deleted: string[] = [];
+  for (const target of refs) {
+    const obj = await deps.cluster.get(target);
+    if (!obj || !isOurs(obj, model) || isTerminating(obj)) continue;
+    await deps.cluster.delete(target, 'Background', { uid: obj.metadata?.uid });
+    deleted.push(`${target.kind}/${target.name}`);
+  }
+  return { deleted };
+}

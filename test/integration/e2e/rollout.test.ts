@@ -1,0 +1,166 @@
+// A canary on the whole path (docs/design/rollout.md): the CLI, a real worker process, the real control plane with
+// KWOK nodes, and the local stack's supervisor, which plays each slot's engine pods with a stand-in and the front's
+// pods with Debian's HAProxy and their own configuration. A client sends requests through the model's Service the
+// whole time and counts them by the revision that answered: both answer during the 50 % step, the new one alone after
+// the promotion, and no request fails.
+import { request } from 'node:http';
+import type { V1Deployment } from '@kubernetes/client-node';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { ModelStatus } from '../../../workflows/contract/index.js';
+import { expectOk, ferryJson, localUrls, modelObjects, uniqueCluster } from '../../support/e2e.js';
+import { runFerry, writeDoc } from '../../support/ferry-worker.js';
+import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
+import { waitFor } from '../../support/kube.js';
+import type { Doc } from '../../support/workflow-harness.js';
+
+const kube = useNamespace('e2e-rollout', RESTRICTED);
+const startWorkerProcess = useWorkerProcesses();
+const cluster = uniqueCluster('e2e');
+
+beforeAll(async () => {
+  await startWorkerProcess(cluster);
+}, 180_000);
+
+const ref = (name: string) => [name, '-n', kube.ns, '--cluster', cluster];
+const status = (name: string) => ferryJson<ModelStatus>(['status', ...ref(name)]);
+
+function canaryDoc(name: string, revision: string): Doc {
+  return {
+    apiVersion: 'ferry.dev/v1alpha1',
+    kind: 'ServedModel',
+    metadata: {
+      name,
+      namespace: kube.ns,
+      labels: { 'sim.ferry.dev/load-delay-seconds': '1', 'sim.ferry.dev/complete-delay': '2s' },
+    },
+    spec: {
+      cluster,
+      source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision } },
+      engine: { startupTimeout: '3m' },
+      puller: { deadline: '5m' },
+      front: { holdFor: '1m' },
+      rollout: { strategy: 'Canary', steps: [{ traffic: 50, gate: '20s' }] },
+    },
+  };
+}
+
+/**
+ * One completion on a connection of its own, as a client behind a Service with many connections sees it: a front pod
+ * that stops finishes what it has and takes no new connection (a kept-alive one reused as it closes would be a race
+ * of the client's connection pool, not of Ferry).
+ */
+function complete(url: string, model: string): Promise<{ status: number; revision: string }> {
+  return new Promise((resolve, reject) => {
+    const body = JSON.stringify({ model, prompt: 'a b', max_tokens: 2 });
+    const req = request(
+      `${url}/v1/completions`,
+      { method: 'POST', agent: false, headers: { 'content-type': 'application/json' }, timeout: 90_000 },
+      (res) => {
+        res.resume();
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, revision: String(res.headers['x-ferry-revision'] ?? 'none') }),
+        );
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('no answer in 90 s')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** Sends one request after another through the model's Service until stopped; counts answers by revision. */
+function steadyClient(name: string) {
+  const byRevision: Record<string, number> = {};
+  const failures: string[] = [];
+  let stopped = false;
+  const done = (async () => {
+    while (!stopped) {
+      const url = localUrls()[`${kube.ns}/${name}`];
+      try {
+        const { status, revision } = await complete(url!, name);
+        if (status !== 200) failures.push(`HTTP ${status}`);
+        byRevision[revision] = (byRevision[revision] ?? 0) + 1;
+      } catch (err) {
+        failures.push(String(err));
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
+  return {
+    byRevision,
+    failures,
+    stop: async () => {
+      stopped = true;
+      await done;
+    },
+  };
+}
+
+describe('a canary rollout end to end', { timeout: 420_000 }, () => {
+  it('moves a steady client from r1 to r2 through a 50 % step with no failed request, and keeps r1 for an undo', async () => {
+    const name = 'canary';
+    expectOk(await runFerry(['serve', '-f', writeDoc(canaryDoc(name, 'main')), '--wait', '--timeout', '4m']), 'serve');
+    await waitFor('the front answering', 60_000, async () => {
+      const url = localUrls()[`${kube.ns}/${name}`];
+      const res = url ? await fetch(`${url}/v1/models`).catch(() => undefined) : undefined;
+      return res?.ok && res.headers.get('x-ferry-revision') === 'r1';
+    });
+    const client = steadyClient(name);
+    try {
+      // The new checkpoint: pulled into slot b while r1 serves, then half the requests, then all of them.
+      const apply = runFerry(['apply', '-f', writeDoc(canaryDoc(name, 'v2')), '--wait', '--timeout', '5m']);
+      const split = await waitFor('r2 taking its share', 240_000, async () => {
+        const s = await status(name);
+        return s.rollout?.traffic === 50 ? s : undefined;
+      });
+      expect(split).toMatchObject({ phase: 'Updating', revision: 'r1', rollout: { state: 'Progressing', step: 1 } });
+      expect(split.conditions.find((c) => c.type === 'Ready')?.status).toBe('True');
+      expectOk(await apply, 'apply');
+      const done = await status(name);
+      expect(done).toMatchObject({
+        phase: 'Ready',
+        revision: 'r2',
+        rollout: { state: 'Promoted', traffic: 100 },
+        revisions: [
+          { name: 'r2', role: 'current', slot: 'b', weight: 100 },
+          { name: 'r1', role: 'previous', slot: 'a', weight: 0 },
+        ],
+      });
+      const atPromotion = { ...client.byRevision };
+      await waitFor('r2 alone answering', 90_000, async () => {
+        const r2 = client.byRevision.r2 ?? 0;
+        const r1 = client.byRevision.r1 ?? 0;
+        await new Promise((r) => setTimeout(r, 2_000));
+        return (client.byRevision.r2 ?? 0) > r2 + 5 && (client.byRevision.r1 ?? 0) === r1;
+      });
+      expect(atPromotion.r1).toBeGreaterThan(0);
+      expect(atPromotion.r2).toBeGreaterThan(0);
+    } finally {
+      await client.stop();
+    }
+    console.info('a steady client through the canary', {
+      answeredBy: client.byRevision,
+      failed: client.failures.length,
+    });
+    expect(client.failures).toEqual([]);
+    // r2's engine in slot b; r1's Deployment gone, its volume kept.
+    const objects = await modelObjects(kube, kube.ns, name);
+    expect(objects).toEqual(
+      expect.arrayContaining(['Deployment/canary-b', 'Service/canary-b', 'PersistentVolumeClaim/canary-weights']),
+    );
+    await waitFor('r1 engine gone', 60_000, async () => {
+      const left = await kube.apps.listNamespacedDeployment({
+        namespace: kube.ns,
+        labelSelector: 'ferry.dev/model=canary',
+      });
+      return left.items.every((d: V1Deployment) => d.metadata?.name !== 'canary');
+    });
+    expectOk(await runFerry(['delete', ...ref(name), '--wait']), 'delete');
+    await waitFor(
+      'every object of both slots gone',
+      60_000,
+      async () => (await modelObjects(kube, kube.ns, name)).length === 0,
+    );
+  });
+});

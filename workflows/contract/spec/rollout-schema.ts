@@ -1,0 +1,115 @@
+// How a new revision replaces the one that serves (docs/design/rollout.md): all at once as before (Recreate), or beside
+// it in the model's second slot, taking a share of the requests through the front step by step (Canary) or all of
+// them once its gates pass (BlueGreen). Pure (no Node): it is bundled into workflow code.
+import { z } from 'zod';
+import { parserOnly } from './parser-only.js';
+import { NONZERO_DURATION, parseDuration } from './quantities.js';
+import { int, mustBe, quote, rules, strict } from './rules.js';
+
+const ROLLOUT_STRATEGIES = ['Recreate', 'BlueGreen', 'Canary'] as const;
+const MAX_ROLLOUT_STEPS = 10;
+/** The longest pause a step may hold the rollout for. */
+const MAX_PAUSE_MS = 7 * 24 * 3_600_000;
+
+const gateMessage = (v: string) =>
+  `must be health (the candidate's replicas ready and answering) or a pause like 10m, got ${quote(v)}`;
+
+/** A step's gate: `health`, or a pause (a duration). */
+const gateSchema = rules(z.string({ error: 'must be health or a pause like 10m' }), (v) => {
+  if (v === 'health') return undefined;
+  if (!NONZERO_DURATION.test(v)) return gateMessage(v);
+  let ms: number;
+  try {
+    ms = parseDuration(v);
+  } catch {
+    return gateMessage(v);
+  }
+  if (!(ms > 0)) return { message: gateMessage(v), rule: 'duration-range' };
+  return ms <= MAX_PAUSE_MS
+    ? undefined
+    : { message: `must be a pause of at most 7d, got ${quote(v)}`, rule: 'rollout' };
+}).meta({ anyOf: [{ const: 'health' }, { pattern: NONZERO_DURATION.source }] });
+
+const stepSchema = strict({
+  traffic: int('a whole percent from 0 to 100')
+    .min(0, 'must be from 0 to 100')
+    .max(100, 'must be from 0 to 100')
+    .describe("The candidate's share of the model's requests during this step, in percent (BlueGreen: 0)."),
+  gate: gateSchema
+    .default('health')
+    .describe(
+      "What must hold before the next step: health (the candidate's replicas ready and answering /health), or a pause like 10m.",
+    ),
+});
+
+export const rolloutSchema = strict({
+  strategy: z
+    .enum(ROLLOUT_STRATEGIES, { error: mustBe(...ROLLOUT_STRATEGIES) })
+    .default('Recreate')
+    .describe(
+      "Recreate: a new revision replaces the engine in place (it serves nothing meanwhile). BlueGreen: it starts beside the current one, and takes every request once its steps' gates pass. Canary: it takes each step's share of the requests, then all of them. BlueGreen and Canary need front.",
+    ),
+  steps: z
+    .array(stepSchema)
+    .max(MAX_ROLLOUT_STEPS, `must have at most ${MAX_ROLLOUT_STEPS} steps`)
+    .default([])
+    .describe(
+      'Canary: the shares, in order, each held by its gate (at least one; shares never go down). BlueGreen: the gates before the switch, at share 0. Recreate: none.',
+    ),
+  keepRevisions: int('0 or 1')
+    .min(0, 'must be 0 or 1')
+    .max(1, 'must be 0 or 1: the model has two slots, the current revision and one other')
+    .default(1)
+    .describe(
+      "Previous revisions whose weights stay on their volume after a rollout (0 or 1): an undo then needn't pull.",
+    ),
+});
+
+type Rollout = z.output<typeof rolloutSchema>;
+
+/** Issues of `rollout` against the rest of the spec (parser-only rule `rollout`). */
+export function rolloutIssues(
+  rollout: Rollout,
+  spec: { front?: unknown; inferencePool?: unknown; slo?: unknown; engine: { lora: { adapters?: unknown[] } } },
+): { path: (string | number)[]; message: string; params: ReturnType<typeof parserOnly> }[] {
+  const issues: { path: (string | number)[]; message: string; params: ReturnType<typeof parserOnly> }[] = [];
+  const issue = (path: (string | number)[], message: string) =>
+    issues.push({ path: ['spec', 'rollout', ...path], message, params: parserOnly('rollout') });
+  const { strategy, steps } = rollout;
+  if (strategy === 'Recreate') {
+    if (steps.length > 0) issue(['steps'], 'must be empty with strategy Recreate: steps are for Canary and BlueGreen');
+    return issues;
+  }
+  if (!spec.front) {
+    issue(
+      ['strategy'],
+      `${strategy} needs front (add \`front: {}\`): the front is what shares the requests between revisions`,
+    );
+  }
+  // Not yet: each would need the candidate's own step before it takes requests (docs/design/rollout.md, section 5).
+  const notYet = [
+    spec.inferencePool ? "inferencePool (the pool selects the first slot's pods only)" : undefined,
+    spec.slo ? "slo (the candidate's capacity is not measured before it takes requests)" : undefined,
+    spec.engine.lora.adapters
+      ? 'engine.lora.adapters (they are not loaded on the candidate before it takes requests)'
+      : undefined,
+  ].filter((x): x is string => x !== undefined);
+  for (const what of notYet) issue(['strategy'], `${strategy} cannot be used with ${what} yet; use Recreate`);
+  if (strategy === 'Canary' && steps.length === 0) issue(['steps'], 'needs at least one step with Canary');
+  steps.forEach((step, i) => {
+    if (strategy === 'BlueGreen' && step.traffic !== 0) {
+      issue(
+        ['steps', i, 'traffic'],
+        `must be 0 with BlueGreen: the candidate takes no request until the switch, got ${step.traffic}`,
+      );
+    }
+    if (strategy === 'Canary' && step.traffic === 0) {
+      issue(['steps', i, 'traffic'], 'must be above 0 with Canary: a step at 0 is a BlueGreen gate');
+    }
+    const before = steps[i - 1];
+    if (strategy === 'Canary' && before && step.traffic < before.traffic) {
+      issue(['steps', i, 'traffic'], `must be at least the step before's ${before.traffic}: a share never goes down`);
+    }
+  });
+  return issues;
+}
