@@ -6,12 +6,12 @@ import { objectMeta, type ChildOptions } from './meta.js';
 import { serviceName, slotBase } from './names.js';
 
 /**
- * The ClusterIP Service in front of the engine: `http://<name>.<namespace>.svc:<port>`; in slot `b`, that revision's
- * engine Service, `<name>-b`, which only the front sends to (docs/design/rollout.md, section 2).
+ * The ClusterIP Service in front of the engine: `http://<name>.<namespace>.svc:<port>`, selecting the engine pods of
+ * the current revision's slot (docs/design/rollout.md, section 2).
  */
 export function buildService(model: ServedModel, options: ChildOptions): V1Service {
-  const base = slotBase(model.metadata.name, options.slot);
-  return modelService(model, serviceName(base), selectorLabels(base), options);
+  const name = model.metadata.name;
+  return modelService(model, serviceName(name), selectorLabels(slotBase(name, options.slot)), options);
 }
 
 /** A ClusterIP Service `name` on the model's port, to the `http` port of the pods `selector` selects. */

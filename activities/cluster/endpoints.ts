@@ -24,8 +24,10 @@ export interface EndpointSetup {
  * revision's engine Service (docs/design/rollout.md, section 2).
  */
 const engineService = (model: EngineAddress): string => {
-  if (model.slot === 'b') return slotEngineServiceName(model.metadata.name, model.slot);
-  return model.spec.front ? engineServiceName(model.metadata.name) : serviceName(model.metadata.name);
+  if (!model.spec.front) return serviceName(model.metadata.name);
+  return model.slot === 'b'
+    ? slotEngineServiceName(model.metadata.name, model.slot)
+    : engineServiceName(model.metadata.name);
 };
 
 /**

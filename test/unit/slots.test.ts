@@ -55,10 +55,13 @@ describe("a model's slots", () => {
     expect(job.spec?.template.spec?.volumes?.[0]?.persistentVolumeClaim?.claimName).toBe(`${name}-b-weights`);
     expect(admissionConfigMap(model, undefined, b).metadata?.name).toBe(`${name}-b-admission`);
 
-    const service = buildService(model, b);
+    // Its engine Service, which the front sends its share to; the model's own Service keeps its name whatever the slot.
+    const service = engineService(model, b);
     expect(service.metadata?.name).toBe(`${name}-b`);
     expect(service.spec?.selector).toEqual(deployment.spec?.selector.matchLabels);
-    expect(engineService(model, b)).toEqual(service);
+    const own = buildService(model, b);
+    expect(own.metadata?.name).toBe(name);
+    expect(own.spec?.selector).toEqual(deployment.spec?.selector.matchLabels);
   });
 
   it("sends the front's shares to each slot's engine Service", () => {
@@ -81,6 +84,9 @@ describe("a model's slots", () => {
   it("reaches slot b's engine at its own Service, and by its instance in the local stack's overrides", async () => {
     expect(inClusterEndpoint({ ...model, slot: 'b' })).toBe(`http://${name}-b.${namespace}.svc:8000`);
     expect(inClusterEndpoint(model)).toBe(`http://${name}-engine.${namespace}.svc:8000`);
+    // A model whose front was removed after a rollout: its own Service, on slot b's pods.
+    const { front: _front, ...unfronted } = model.spec;
+    expect(inClusterEndpoint({ ...model, spec: unfronted, slot: 'b' })).toBe(`http://${name}.${namespace}.svc:8000`);
     const resolve = overrideEndpoints({
       [`${namespace}/${name}`]: 'http://front',
       [`${namespace}/${name}-engine`]: 'http://slot-a',
