@@ -13,6 +13,11 @@ export class FerryClientError extends Error {
   override readonly name: string = 'FerryClientError';
 }
 
+/** `ferry rollout approve|abort` found nothing to act on: no rollout under way, none waiting for an approval. */
+export class NoRolloutError extends FerryClientError {
+  override readonly name = 'NoRolloutError';
+}
+
 /** The document is not a valid ServedModel: rejected by the client before anything started, or by the workflow's
  * update validator (`rejectedBy: 'workflow'`, e.g. an immutable field changed). */
 export class InvalidSpecError extends FerryClientError {

@@ -13,6 +13,7 @@ export {
   ModelFailedError,
   ModelNotFoundError,
   ModelWorkflowClosedError,
+  NoRolloutError,
   NoWorkerError,
   SpecConflictError,
   WaitTimeoutError,
@@ -34,6 +35,7 @@ export {
   type TemporalOverrides,
   type TemporalSettings,
 } from './temporal-env.js';
+export { rolloutAction, type RolloutActionOptions } from './rollout-model.js';
 export { updateModel, type UpdateModelResult, type UpdateOptions } from './update-model.js';
 export { waitForPhase, type WaitOptions } from './wait-for-phase.js';
 export type { DryRunObject, ModelRef, ServeModelOptions } from '../workflows/contract/index.js';

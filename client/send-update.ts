@@ -21,7 +21,14 @@ import {
   workflowIdFor,
 } from '../workflows/contract/index.js';
 import { ACCEPT_TIMEOUT_MS, type EarlyUpdate } from './early-update.js';
-import { InvalidSpecError, ModelDeletedError, ModelNotFoundError, NoWorkerError, WaitTimeoutError } from './errors.js';
+import {
+  InvalidSpecError,
+  ModelDeletedError,
+  ModelNotFoundError,
+  NoRolloutError,
+  NoWorkerError,
+  WaitTimeoutError,
+} from './errors.js';
 import { hasWorker, modelHandle } from './model-status.js';
 
 export { ACCEPT_TIMEOUT_MS } from './early-update.js';
@@ -191,6 +198,7 @@ function updateError(err: unknown, ref: ModelRef): unknown {
     if (failure.type === MODEL_DELETING) return new ModelDeletedError(ref, 'Deleting');
     // A tenant's change to a model it does not own (docs/security.md).
     if (failure.type === FAILURE.ModelNotFound) return new ModelNotFoundError(ref);
+    if (failure.type === FAILURE.NoRolloutWaiting) return new NoRolloutError(failure.message, { cause: err });
   }
   return err;
 }

@@ -32,6 +32,7 @@ import { summarizeStatus } from './status/summary.js';
 import { withUsage } from './status/usage.js';
 import { beginStep, failStep, finishStep, retryingStep } from './status/transitions.js';
 import { now, type StepContext, type World } from './steps/context.js';
+import { RolloutControl } from './steps/rollout-control.js';
 
 /** The worker's side of status changes: log lines, metrics, Kubernetes Events (contract/model-events.ts). */
 const { ferry: worker } = proxySinks<FerrySinks>();
@@ -48,6 +49,7 @@ export function budgetsOf(spec: ServedModel): Budgets {
 
 export class ModelState implements StepContext {
   readonly world: World;
+  readonly rollout = new RolloutControl();
   /** The spec the running reconcile works towards (an update may already have replaced `desired`). */
   protected reconciling: ServedModel | undefined;
 

@@ -23,6 +23,8 @@ import {
   INVALID_SPEC,
   modelChangedSignal,
   progressSignal,
+  rolloutActionUpdate,
+  type RolloutActionInput,
   safeParseServedModel,
   scaleSignal,
   specQuery,
@@ -40,6 +42,7 @@ import {
 import { withAcceptedDefaults } from './accepted-defaults.js';
 import { ModelLifecycle } from './lifecycle.js';
 import { validateAwaitPhase } from './phase-waits.js';
+import { validateRolloutAction } from './steps/rollout-control.js';
 import { SignalledChanges, withSignalledSpec } from './signalled.js';
 
 export async function ServeModelWorkflow(started: ServeModelInput): Promise<FinalStatus> {
@@ -72,6 +75,18 @@ export async function ServeModelWorkflow(started: ServeModelInput): Promise<Fina
     validator: (request: DeleteModelInput | undefined) => model.validateDelete(request),
     description: 'Tear the model down; returns what was deleted and retained',
   });
+  setHandler(
+    rolloutActionUpdate,
+    (input) => {
+      model.rollout.take(input);
+      return { revision: model.status.rollout!.revision, action: input.action };
+    },
+    {
+      validator: (input: RolloutActionInput) => validateRolloutAction(model.status, input),
+      description:
+        'Approve the approval gate a rollout waits at, or abort the rollout (the candidate rolled back); input { action: "approve" | "abort", revision?, reason? }',
+    },
+  );
   setHandler(updateModelSignal, (update) => signalled.update(update), {
     description:
       'Change the spec, for clients that can only signal: applied like the update Update, or refused and the reason shown in status (lastError, the timeline); input { spec: <ServedModel document> }',

@@ -9,6 +9,7 @@ import type { TemporalOverrides } from '../temporal-env.js';
 import { type DryRun, dryRunOf, withDryRunDefault } from './dry-run-arg.js';
 import { didYouMean, nearest } from './nearest.js';
 import { labelSelector, readArgs, type ReadArgs, WATCH_OPTIONS } from './read-args.js';
+import { rolloutArgs, type RolloutArgs } from './rollout-args.js';
 
 export { DRY_RUNS } from './dry-run-arg.js';
 
@@ -21,6 +22,7 @@ export const COMMANDS = [
   'delete',
   'diff',
   'watch',
+  'rollout',
   'explain',
   'completion',
 ] as const;
@@ -96,7 +98,8 @@ export type Command =
   | (Common & DeleteArgs & { kind: 'delete' } & ({ ref: RefArgs } | Sources))
   /** What update or apply would change: the spec and the Kubernetes objects, as unified diffs. */
   | (Common & Sources & { kind: 'diff' })
-  | (Common & { kind: 'watch'; ref: RefArgs; timeoutMs?: number });
+  | (Common & { kind: 'watch'; ref: RefArgs; timeoutMs?: number })
+  | (Common & RolloutArgs & { kind: 'rollout'; ref: RefArgs });
 
 const SHELLS = ['bash', 'zsh', 'fish'] as const;
 type Shell = (typeof SHELLS)[number];
@@ -170,6 +173,7 @@ const OPTIONS = {
   },
   diff: SOURCE_OPTIONS,
   watch: { ...REF_OPTIONS, timeout: { type: 'string' } },
+  rollout: { ...REF_OPTIONS, revision: { type: 'string' }, reason: { type: 'string' } },
   explain: {},
   completion: {},
 } as const satisfies Record<CommandName, ParseArgsConfig['options']>;
@@ -302,6 +306,15 @@ export function parseCommand(argv: readonly string[]): Command {
         ...(timeoutMs !== undefined ? { timeoutMs } : {}),
         ...(str('reason') ? { reason: str('reason') } : {}),
       };
+    case 'rollout': {
+      const [action, ...rest] = positionals;
+      return {
+        kind: 'rollout',
+        ...common,
+        ...rolloutArgs(action, str, usage(command)),
+        ref: refArgs(rest, values, command),
+      };
+    }
     case 'list': {
       noPositionals(positionals, command, 'filter with --phase, -n, -A and --cluster');
       // As kubectl: -A wins over -n (the namespace is ignored, though it must still be a namespace).

@@ -31,6 +31,7 @@ Commands:
   list [-n NS | -A] [--phase P[,P]] [-l SEL]   models in namespace default or NS; -A: every namespace; -w: watch
   delete NAME [-n NS] [--wait]                 tear the model down (-f FILE: the models FILE names)
   watch NAME [-n NS]                           follow phase changes and download progress live
+  rollout status|approve|abort NAME [-n NS]    where a canary stands; pass its approval gate; roll it back
   explain [PATH]                               what a field of the document means, like spec.engine.port
   completion bash|zsh|fish                     the shell's completion script: source <(ferry completion bash)
 
@@ -156,6 +157,23 @@ other commands exit 1 with exits 2).
 Prints phase changes, waiting reasons and download progress as they happen (a progress bar on a terminal,
 plain lines otherwise; -o json prints one status per line, -o yaml one document per status). Exits when the model is Ready (0), Failed (1) or
 Deleted (0), or on Ctrl-C (130).
+`,
+  rollout: `Usage: ferry rollout status|approve|abort NAME [-n NAMESPACE] [--cluster CLUSTER] [--revision rN] [--reason TEXT] [-o json]
+
+A model whose spec.rollout is Canary or BlueGreen rolls a new revision out beside the one that serves
+(docs/design/rollout.md).
+
+  status                 where the rollout stands: the candidate, its step and share, each gate, each revision
+  approve                pass the approval gate the rollout waits at (refused when it waits for none)
+  abort                  roll the candidate back now, whatever step it is at: every request to the revision that
+                         served, the candidate deleted; the model stays Ready on that revision
+
+  -n, --namespace NS     the model's namespace (default: default)
+  --cluster CLUSTER      the cluster serving it (default: found by name)
+  --revision rN          act only if rN is the candidate (refused otherwise): a word meant for one rollout
+                         never reaches the next
+  --reason TEXT          recorded on the gate and in the rollout's status
+  -o json                print the rollout's status (status), or {revision, action}
 `,
   explain: `Usage: ferry explain [PATH]
 

@@ -154,6 +154,8 @@ async function run(ctx: CliContext, command: ServerCommand, docs: ModelDocument[
       return (await import('./delete.js')).deleteCommand(ctx, command, docs);
     case 'diff':
       return (await import('./diff.js')).diffCommand(ctx, docs);
+    case 'rollout':
+      return (await import('./rollout.js')).rolloutCommand(ctx, command);
     case 'watch': {
       const { watchCommand } = await import('./watch.js');
       // A watch is one long wait: --timeout bounds it.

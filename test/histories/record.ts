@@ -12,6 +12,7 @@ import {
   deleteModelUpdate,
   FAILURE,
   modelChangedSignal,
+  rolloutActionUpdate,
   scaleSignal,
   updateModelUpdate,
   workflowIdFor,
@@ -350,6 +351,35 @@ const scenarios: Scenario[] = [
       doc.spec.source.huggingface.revision = 'broken';
       await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
       await waitForStatus(handle, (s) => s.rollout?.state === 'Aborted');
+      await handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'recorded' }] });
+      await handle.result();
+      return handle;
+    },
+  },
+  {
+    // spec.rollout Canary with an approval gate: approved by `ferry rollout approve`, then the next rollout aborted by
+    // `ferry rollout abort` during its pause, then delete.
+    name: 'canary-approved-aborted',
+    model: 'replay-approval',
+    stub: () => new StubActivities(),
+    async run({ start }) {
+      const doc = modelDoc((d) => {
+        d.spec.front = {};
+        d.spec.rollout = { strategy: 'Canary', steps: [{ traffic: 20, gate: 'approval', timeout: '1h' }] };
+      }, this.model);
+      const handle = await start(doc, { ...FAST, safetyNetIntervalMs: 3_600_000 });
+      await waitForStatus(handle, readyAt(1));
+      doc.spec.source.huggingface.revision = 'v2';
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, (s) => s.rollout?.awaiting !== undefined);
+      await handle.executeUpdate(rolloutActionUpdate, { args: [{ action: 'approve', reason: 'recorded' }] });
+      await waitForStatus(handle, readyAt(2));
+      doc.spec.rollout.steps = [{ traffic: 20, gate: '1h' }];
+      doc.spec.source.huggingface.revision = 'v3';
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, (s) => s.rollout?.revision === 'r3' && s.rollout.traffic === 20);
+      await handle.executeUpdate(rolloutActionUpdate, { args: [{ action: 'abort', reason: 'recorded' }] });
+      await waitForStatus(handle, (s) => s.rollout?.state === 'Aborted' && s.phase === 'Ready');
       await handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'recorded' }] });
       await handle.result();
       return handle;

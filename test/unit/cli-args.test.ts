@@ -206,7 +206,7 @@ describe('parseCommand', () => {
 
   it('suggests the nearest command or flag for a typo, and nothing for what is not near', () => {
     expect(parseError(['lsit']).message).toBe(
-      'unknown command "lsit"; did you mean list? commands: serve, update, apply, status, list, delete, diff, watch, explain, completion',
+      'unknown command "lsit"; did you mean list? commands: serve, update, apply, status, list, delete, diff, watch, rollout, explain, completion',
     );
     expect(parseError(['serve', '-f', 'm.yaml', '--wiat']).message).toBe(
       "Unknown option '--wiat'; did you mean --wait?",
@@ -449,5 +449,34 @@ describe('ferry explain', () => {
     );
     expect(parseError(['explain', 'a', 'b']).message).toMatch(/one field at a time/);
     expect(parseError(['explain', 'spec..port']).message).toMatch(/names joined by dots/);
+  });
+});
+
+describe('ferry rollout', () => {
+  it('takes an action, then NAME, with --revision and --reason for a word on it', () => {
+    expect(
+      parseCommand(['rollout', 'approve', 'qwen', '-n', 'models', '--revision', 'r2', '--reason', 'eval ok']),
+    ).toMatchObject({
+      kind: 'rollout',
+      action: 'approve',
+      ref: { name: 'qwen', namespace: 'models' },
+      revision: 'r2',
+      reason: 'eval ok',
+    });
+    expect(parseCommand(['rollout', 'status', 'qwen'])).toMatchObject({ action: 'status', ref: { name: 'qwen' } });
+    expect(parseCommand(['rollout', 'abort', 'qwen', '--cluster', 'east'])).toMatchObject({
+      action: 'abort',
+      ref: { name: 'qwen', cluster: 'east' },
+    });
+    expect(parseError(['rollout', 'qwen']).message).toBe(
+      'rollout takes status, approve, abort first, then NAME; got "qwen"',
+    );
+    expect(parseError(['rollout', 'approve']).message).toBe('NAME is required (the metadata.name of the model)');
+    expect(parseError(['rollout', 'approve', 'qwen', '--revision', '2']).message).toBe(
+      '--revision names a revision like r2, got "2"',
+    );
+    expect(parseError(['rollout', 'status', 'qwen', '--reason', 'x']).message).toBe(
+      'rollout status takes no --revision or --reason',
+    );
   });
 });

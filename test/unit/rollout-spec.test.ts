@@ -69,10 +69,23 @@ describe('spec.rollout', () => {
     expect(refusals({ rollout: { steps: [{ traffic: 10 }] } })).toEqual([
       'spec.rollout.steps: must be empty with strategy Recreate: steps are for Canary and BlueGreen',
     ]);
-    expect(refusals({ rollout: { strategy: 'Canary', steps: [{ traffic: 101, gate: 'approval' }] } })).toEqual([
+    expect(refusals({ rollout: { strategy: 'Canary', steps: [{ traffic: 101, gate: 'vote' }] } })).toEqual([
       'spec.rollout.steps[0].traffic: must be from 0 to 100',
-      'spec.rollout.steps[0].gate: must be health (the candidate\'s replicas ready and answering) or a pause like 10m, got "approval"',
+      'spec.rollout.steps[0].gate: must be health (the candidate\'s replicas ready and answering), approval (ferry rollout approve) or a pause like 10m, got "vote"',
     ]);
+    expect(
+      refusals({ rollout: { strategy: 'Canary', steps: [{ traffic: 1, gate: 'health', timeout: '1h' }] } }),
+    ).toEqual(['spec.rollout.steps[0].timeout: is only for gate approval']);
+    expect(
+      parseServedModel(
+        doc({
+          rollout: {
+            strategy: 'Canary',
+            steps: [{ traffic: 5, gate: 'approval', timeout: '2h', onTimeout: 'approve' }],
+          },
+        }),
+      ).spec.rollout?.steps,
+    ).toEqual([{ traffic: 5, gate: 'approval', timeout: '2h', onTimeout: 'approve' }]);
     expect(refusals({ rollout: { strategy: 'Canary', steps: [{ traffic: 1, gate: '8d' }] } })).toEqual([
       'spec.rollout.steps[0].gate: must be a pause of at most 7d, got "8d"',
     ]);

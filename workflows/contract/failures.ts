@@ -89,6 +89,11 @@ export const FAILURES = {
   InvalidInput: { retryable: false, meaning: 'an activity or a message was called with inconsistent input (a bug)' },
   UnsupportedInput: { retryable: false, meaning: 'the workflow was started with an input version it does not know' },
   ModelNotFound: { retryable: false, meaning: 'no model of that name was ever served on that cluster' },
+  NoRolloutWaiting: {
+    retryable: false,
+    meaning:
+      'ferry rollout approve|abort found no rollout under way, or none waiting for an approval, or another candidate',
+  },
   ModelDeleting: { retryable: false, meaning: 'the model is being deleted: no update is accepted' },
   ServeFailed: {
     retryable: false,

@@ -186,6 +186,32 @@ export const updateModelSignal = defineSignal<[UpdateModelInput]>(UPDATE_NAMES.u
 /** The same as the `delete` Update, without its answer: the model is torn down and the workflow completes. */
 export const deleteModelSignal = defineSignal<[DeleteModelInput?]>(UPDATE_NAMES.delete);
 
+/** A person's or a program's word on a rollout under way (docs/design/rollout.md): `ferry rollout approve|abort`. */
+export interface RolloutActionInput {
+  /** approve: pass the `approval` gate the rollout waits at. abort: roll the candidate back, whatever step it is at. */
+  action: 'approve' | 'abort';
+  /** The candidate the action is meant for (`r<n>`); refused when another is rolling out. Unset: the one there is. */
+  revision?: string;
+  /** Why, in the caller's words: recorded on the gate and in the rollout's status. */
+  reason?: string;
+  /** Who asked, in the caller's own words (recorded, never decided on). */
+  requestedBy?: string;
+  /** Set only by a tenant's Nexus handler (docs/security.md). */
+  tenant?: string;
+}
+
+export interface RolloutActionResult {
+  /** The candidate it was taken for. */
+  revision: string;
+  action: RolloutActionInput['action'];
+}
+
+/**
+ * Approve or abort the rollout under way; refused (`NoRolloutWaiting`) when there is none, when an approve finds the
+ * rollout not waiting for one, or when `revision` names another candidate. Returns once the workflow has it.
+ */
+export const rolloutActionUpdate = defineUpdate<RolloutActionResult, [RolloutActionInput]>('ferry.rollout');
+
 /** A wait for a phase, held inside the workflow: see `awaitPhaseUpdate`. */
 export interface AwaitPhaseInput {
   phases: Phase[];

@@ -243,6 +243,8 @@ export interface RolloutStatus {
   gates: { step: number; gate: string; result: 'Passed' | 'Failed'; message: string; at: string }[];
   /** Why it was aborted. */
   message?: string;
+  /** An approval gate waiting: since when, until when, and what its timeout does. */
+  awaiting?: { gate: 'approval'; since: string; until: string; onTimeout: 'abort' | 'approve' };
   startedAt: string;
   endedAt?: string;
 }

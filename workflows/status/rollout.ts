@@ -49,6 +49,12 @@ export function rolloutAt(status: ModelStatus, r: RolloutRevisions, step: number
   return { ...withRollout(status, { ...rollout, step, traffic }, now), revisions: revisions(r, traffic) };
 }
 
+/** An approval gate starts (or stops) waiting. */
+export function awaitingApproval(status: ModelStatus, awaiting: RolloutStatus['awaiting'], now: string): ModelStatus {
+  const { awaiting: _was, ...rollout } = status.rollout!;
+  return withRollout(status, awaiting ? { ...rollout, awaiting } : rollout, now);
+}
+
 /** A gate decided. */
 export function gateDecided(
   status: ModelStatus,

@@ -2,6 +2,7 @@
 // A step module holds its row of the step table, its orchestration and its patches; the lifecycle runs them in order.
 import type { ResolvedOptions } from '../activity-options.js';
 import type { CarriedState, ModelStatus, ServedModel, Slot, Step } from '../contract/index.js';
+import type { RolloutControl } from './rollout-control.js';
 
 /** Where the model's objects stand in the cluster; carried over by continue-as-new. */
 export type World = Omit<CarriedState, 'status' | 'attemptedGeneration'>;
@@ -24,6 +25,8 @@ export function slotOf(from: { slot?: Slot }): { slot?: 'b' } {
 
 export interface StepContext {
   readonly status: ModelStatus;
+  /** What `ferry rollout approve|abort` says to a rollout under way. */
+  readonly rollout: RolloutControl;
   /** The latest accepted spec (looks and the adapters they reload work on it). */
   readonly desired: ServedModel;
   readonly world: World;

@@ -13,8 +13,17 @@ import {
   type ServedModel,
   type Slot,
 } from '../contract/index.js';
-import { aborted, beginRollout, gateDecided, promoted, rolloutAt, type RolloutRevisions } from '../status/rollout.js';
-import { beginUpdate, byWhom, markReady, skipDownload } from '../status/transitions.js';
+import {
+  aborted,
+  awaitingApproval,
+  beginRollout,
+  gateDecided,
+  promoted,
+  rolloutAt,
+  type RolloutRevisions,
+} from '../status/rollout.js';
+import { beginUpdate, byWhom, markReady, skipDownload, supersede } from '../status/transitions.js';
+import { describeWord } from './rollout-control.js';
 import { admissionLimit } from './baseline.js';
 import { now, type StepContext, type World } from './context.js';
 import { awaitHealth } from './health.js';
@@ -74,13 +83,15 @@ export async function rollOutRevision(
   ctx.set(beginRollout(ctx.status, { ...r, strategy, generation, steps: steps.length + 1 }, now()));
   world.candidate = { revision: r.candidate.name, slot: r.candidate.slot };
   try {
-    const promotedTo = await candidateSteps(ctx, acts, spec, generation, serving, r);
+    const promotedTo = await ctx.rollout.run(() => candidateSteps(ctx, acts, spec, generation, serving, r));
     world.candidate = undefined;
     return promotedTo;
   } catch (err) {
     // Superseded by an update or a delete: the next reconcile (or the teardown) takes the candidate away.
-    if (isCancellation(err)) throw err;
-    const message = err instanceof Error ? err.message : String(err);
+    const word = ctx.rollout.aborted;
+    if (isCancellation(err) && !word) throw err;
+    const message = word ? describeWord(word) : err instanceof Error ? err.message : String(err);
+    if (word) ctx.set(supersede(ctx.status, now(), message));
     await CancellationScope.nonCancellable(() => abandonCandidate(ctx, acts, spec, generation));
     ctx.set(aborted(ctx.status, { ...r, sourceHash: world.sourceHash, generation }, message, now()));
     return 'aborted';
@@ -140,7 +151,7 @@ async function candidateSteps(
   for (const [i, step] of steps(spec).entries()) {
     await shift(ctx, acts, objects, r, step.traffic, generation);
     ctx.set(rolloutAt(ctx.status, r, i + 1, step.traffic, now()));
-    const verdict = await gate(ctx, acts, spec, slot, step.gate);
+    const verdict = await gate(ctx, acts, spec, slot, step);
     ctx.set(gateDecided(ctx.status, { step: i + 1, gate: step.gate, ...verdict }, now()));
     if (verdict.result === 'Failed')
       throw new Error(`step ${i + 1} (${step.traffic}%): gate ${step.gate}: ${verdict.message}`);
@@ -169,8 +180,10 @@ async function candidateSteps(
   return 'promoted';
 }
 
+type RolloutStep = NonNullable<ServedModel['spec']['rollout']>['steps'][number];
+
 /** The steps a rollout holds: a BlueGreen's gates at 0 before the switch, a Canary's shares. */
-function steps(spec: ServedModel): { traffic: number; gate: string }[] {
+function steps(spec: ServedModel): RolloutStep[] {
   return spec.spec.rollout?.steps ?? [];
 }
 
@@ -200,14 +213,31 @@ async function shift(
   );
 }
 
-/** A step's gate: a pause (one durable timer), or the candidate healthy after it took its share for a while. */
+/**
+ * A step's gate: a pause (one durable timer), an approval (`ferry rollout approve`, or its timeout), or the candidate
+ * healthy after it took its share for a while.
+ */
 async function gate(
   ctx: StepContext,
   acts: Activities,
   spec: ServedModel,
   slot: Slot,
-  which: string,
+  step: RolloutStep,
 ): Promise<{ result: 'Passed' | 'Failed'; message: string }> {
+  const which = step.gate;
+  if (which === 'approval') {
+    const timeout = step.timeout ?? '24h';
+    const onTimeout = step.onTimeout ?? 'abort';
+    const since = now();
+    const until = new Date(Date.parse(since) + parseDuration(timeout)).toISOString();
+    ctx.set(awaitingApproval(ctx.status, { gate: 'approval', since, until, onTimeout }, since));
+    const word = await ctx.rollout.approval(parseDuration(timeout));
+    ctx.set(awaitingApproval(ctx.status, undefined, now()));
+    if (word) return { result: 'Passed', message: describeWord(word) };
+    return onTimeout === 'approve'
+      ? { result: 'Passed', message: `no answer within ${timeout}: approved by onTimeout` }
+      : { result: 'Failed', message: `no approval within ${timeout} (onTimeout abort)` };
+  }
   if (which !== 'health') {
     await sleep(parseDuration(which));
     return { result: 'Passed', message: `paused ${which}` };

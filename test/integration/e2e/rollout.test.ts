@@ -1,8 +1,8 @@
 // A canary on the whole path (docs/design/rollout.md): the CLI, a real worker process, the real control plane with
 // KWOK nodes, and the local stack's supervisor, which plays each slot's engine pods with a stand-in and the front's
 // pods with Debian's HAProxy and their own configuration. A client sends requests through the model's Service the
-// whole time and counts them by the revision that answered: both answer during the 50 % step, the new one alone after
-// the promotion, and no request fails.
+// whole time and counts them by the revision that answered: both answer during the 50 % step, which waits for
+// `ferry rollout approve`, the new one alone after the promotion, and no request fails.
 import { request } from 'node:http';
 import type { V1Deployment } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -39,7 +39,7 @@ function canaryDoc(name: string, revision: string): Doc {
       engine: { startupTimeout: '3m' },
       puller: { deadline: '5m' },
       front: { holdFor: '1m' },
-      rollout: { strategy: 'Canary', steps: [{ traffic: 50, gate: '20s' }] },
+      rollout: { strategy: 'Canary', steps: [{ traffic: 50, gate: 'approval', timeout: '10m' }] },
     },
   };
 }
@@ -98,7 +98,7 @@ function steadyClient(name: string) {
 }
 
 describe('a canary rollout end to end', { timeout: 420_000 }, () => {
-  it('moves a steady client from r1 to r2 through a 50 % step with no failed request, and keeps r1 for an undo', async () => {
+  it('moves a steady client from r1 to r2 through a 50 % step held for `ferry rollout approve`, with no failed request', async () => {
     const name = 'canary';
     expectOk(await runFerry(['serve', '-f', writeDoc(canaryDoc(name, 'main')), '--wait', '--timeout', '4m']), 'serve');
     await waitFor('the front answering', 60_000, async () => {
@@ -110,18 +110,29 @@ describe('a canary rollout end to end', { timeout: 420_000 }, () => {
     try {
       // The new checkpoint: pulled into slot b while r1 serves, then half the requests, then all of them.
       const apply = runFerry(['apply', '-f', writeDoc(canaryDoc(name, 'v2')), '--wait', '--timeout', '5m']);
-      const split = await waitFor('r2 taking its share', 240_000, async () => {
+      const split = await waitFor('r2 taking its share, waiting for an approval', 240_000, async () => {
         const s = await status(name);
-        return s.rollout?.traffic === 50 ? s : undefined;
+        return s.rollout?.awaiting ? s : undefined;
       });
-      expect(split).toMatchObject({ phase: 'Updating', revision: 'r1', rollout: { state: 'Progressing', step: 1 } });
+      expect(split).toMatchObject({
+        phase: 'Updating',
+        revision: 'r1',
+        rollout: { state: 'Progressing', traffic: 50 },
+      });
       expect(split.conditions.find((c) => c.type === 'Ready')?.status).toBe('True');
+      const shown = expectOk(await runFerry(['rollout', 'status', ...ref(name)]), 'rollout status');
+      expect(shown.stdout).toContain('canary: r2 from r1, Canary, Progressing: step 1 of 2 at 50%');
+      expect(shown.stdout).toContain('waiting for approval: ferry rollout approve canary');
+      // Half the requests each, while the person looks.
+      await waitFor('both revisions answering', 60_000, async () => (client.byRevision.r2 ?? 0) > 10);
+      const approve = ['rollout', 'approve', ...ref(name), '--revision', 'r2', '--reason', 'looks good'];
+      expect(expectOk(await runFerry(approve), 'rollout approve').stdout).toContain('r2 approved');
       expectOk(await apply, 'apply');
       const done = await status(name);
       expect(done).toMatchObject({
         phase: 'Ready',
         revision: 'r2',
-        rollout: { state: 'Promoted', traffic: 100 },
+        rollout: { state: 'Promoted', traffic: 100, gates: [{ gate: 'approval', result: 'Passed' }] },
         revisions: [
           { name: 'r2', role: 'current', slot: 'b', weight: 100 },
           { name: 'r1', role: 'previous', slot: 'a', weight: 0 },

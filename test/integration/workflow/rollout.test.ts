@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import {
   FAILURE,
   modelChangedSignal,
+  rolloutActionUpdate,
   specQuery,
   updateModelUpdate,
   waitOutcome,
@@ -18,7 +19,17 @@ import { FAST, modelDoc, readyAt, waitForStatus, withWorker, type Doc } from '..
 const harness = useHarness();
 const OPTIONS = { ...FAST, safetyNetIntervalMs: 3_600_000, healthGateWindowMs: 200 };
 
-const canary = (steps: { traffic: number; gate?: string }[]) => (d: Doc) => {
+/** Why the workflow refused an update, in its words (the SDK's error wraps the workflow's failure). */
+async function refusal(sent: Promise<unknown>): Promise<string> {
+  const err = await sent.then(
+    () => undefined,
+    (e: unknown) => e as { cause?: { message?: string; type?: string } },
+  );
+  if (!err) throw new Error('the update was accepted');
+  return `${err.cause?.type}: ${err.cause?.message}`;
+}
+
+const canary = (steps: { traffic: number; gate?: string; timeout?: string }[]) => (d: Doc) => {
   d.spec.front = {};
   d.spec.rollout = { strategy: 'Canary', steps };
 };
@@ -205,6 +216,77 @@ describe('ServeModelWorkflow rollout', () => {
         ['b', false],
         ['b', false],
       ]);
+    });
+  });
+
+  it('waits at an approval gate for `ferry rollout approve`, refusing a word for another candidate; its timeout aborts', async () => {
+    const stub = new StubActivities();
+    await withWorker(harness, stub, async ({ start }) => {
+      const doc = modelDoc(canary([{ traffic: 20, gate: 'approval', timeout: '1h' }]));
+      const handle = await start(doc, OPTIONS);
+      await waitForStatus(handle, readyAt(1));
+      // No rollout under way: nothing to approve or abort.
+      expect(await refusal(handle.executeUpdate(rolloutActionUpdate, { args: [{ action: 'abort' }] }))).toMatch(
+        /has no rollout under way/,
+      );
+      doc.spec.source.huggingface.revision = 'v2';
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      const waiting = await waitForStatus(handle, (s) => s.rollout?.awaiting !== undefined);
+      expect(waiting.rollout).toMatchObject({
+        step: 1,
+        traffic: 20,
+        awaiting: { gate: 'approval', onTimeout: 'abort' },
+      });
+      expect(
+        await refusal(handle.executeUpdate(rolloutActionUpdate, { args: [{ action: 'approve', revision: 'r7' }] })),
+      ).toMatch(/^NoRolloutWaiting: .* is rolling out r2, not r7$/);
+      const approved = await handle.executeUpdate(rolloutActionUpdate, {
+        args: [{ action: 'approve', revision: 'r2', reason: 'eval ok', requestedBy: 'alice' }],
+      });
+      expect(approved).toEqual({ revision: 'r2', action: 'approve' });
+      const done = await waitForStatus(handle, readyAt(2));
+      expect(done.rollout).toMatchObject({ state: 'Promoted' });
+      expect(done.rollout!.awaiting).toBeUndefined();
+      expect(done.rollout!.gates).toMatchObject([
+        { gate: 'approval', result: 'Passed', message: 'approved by alice: eval ok' },
+      ]);
+
+      // The next one waits a second for an approval that does not come: rolled back.
+      doc.spec.rollout.steps = [{ traffic: 20, gate: 'approval', timeout: '1s' }];
+      doc.spec.source.huggingface.revision = 'v3';
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      const timedOut = await waitForStatus(
+        handle,
+        (s) => s.rollout?.revision === 'r3' && s.rollout.state === 'Aborted',
+      );
+      expect(timedOut).toMatchObject({ phase: 'Ready', revision: 'r2' });
+      expect(timedOut.rollout!.message).toMatch(/gate approval: no approval within 1s \(onTimeout abort\)$/);
+    });
+  });
+
+  it('aborts a rollout at any step on `ferry rollout abort`: every request back, the candidate taken away', async () => {
+    const stub = new StubActivities();
+    await withWorker(harness, stub, async ({ start }) => {
+      const doc = modelDoc(canary([{ traffic: 25, gate: '1h' }]));
+      const handle = await start(doc, OPTIONS);
+      await waitForStatus(handle, readyAt(1));
+      doc.spec.source.huggingface.revision = 'v2';
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, (s) => s.rollout?.traffic === 25);
+      expect(await refusal(handle.executeUpdate(rolloutActionUpdate, { args: [{ action: 'approve' }] }))).toMatch(
+        /not waiting for an approval/,
+      );
+      await handle.executeUpdate(rolloutActionUpdate, {
+        args: [{ action: 'abort', reason: 'p99 doubled', requestedBy: 'bob' }],
+      });
+      const back = await waitForStatus(handle, (s) => s.rollout?.state === 'Aborted' && s.phase === 'Ready');
+      expect(back).toMatchObject({ revision: 'r1', rollout: { message: 'aborted by bob: p99 doubled', traffic: 0 } });
+      expect(stub.callsOf('shiftTraffic').map((c) => c.input.shares.map((x) => `${x.revision}:${x.weight}`))).toEqual([
+        ['r1:75', 'r2:25'],
+        ['r1:100'],
+      ]);
+      expect(stub.callsOf('retireRevision').map((c) => c.input.slot)).toEqual(['b']);
+      expect(waitOutcome(back, ['Ready'], 2)).toBe('failed');
     });
   });
 });

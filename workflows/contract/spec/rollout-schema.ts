@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import { parserOnly } from './parser-only.js';
 import { NONZERO_DURATION, parseDuration } from './quantities.js';
-import { int, mustBe, quote, rules, strict } from './rules.js';
+import { duration, int, mustBe, quote, rules, strict } from './rules.js';
 
 const ROLLOUT_STRATEGIES = ['Recreate', 'BlueGreen', 'Canary'] as const;
 const MAX_ROLLOUT_STEPS = 10;
@@ -12,11 +12,11 @@ const MAX_ROLLOUT_STEPS = 10;
 const MAX_PAUSE_MS = 7 * 24 * 3_600_000;
 
 const gateMessage = (v: string) =>
-  `must be health (the candidate's replicas ready and answering) or a pause like 10m, got ${quote(v)}`;
+  `must be health (the candidate's replicas ready and answering), approval (ferry rollout approve) or a pause like 10m, got ${quote(v)}`;
 
-/** A step's gate: `health`, or a pause (a duration). */
-const gateSchema = rules(z.string({ error: 'must be health or a pause like 10m' }), (v) => {
-  if (v === 'health') return undefined;
+/** A step's gate: `health`, `approval`, or a pause (a duration). */
+const gateSchema = rules(z.string({ error: 'must be health, approval or a pause like 10m' }), (v) => {
+  if (v === 'health' || v === 'approval') return undefined;
   if (!NONZERO_DURATION.test(v)) return gateMessage(v);
   let ms: number;
   try {
@@ -28,7 +28,7 @@ const gateSchema = rules(z.string({ error: 'must be health or a pause like 10m' 
   return ms <= MAX_PAUSE_MS
     ? undefined
     : { message: `must be a pause of at most 7d, got ${quote(v)}`, rule: 'rollout' };
-}).meta({ anyOf: [{ const: 'health' }, { pattern: NONZERO_DURATION.source }] });
+}).meta({ anyOf: [{ const: 'health' }, { const: 'approval' }, { pattern: NONZERO_DURATION.source }] });
 
 const stepSchema = strict({
   traffic: int('a whole percent from 0 to 100')
@@ -38,8 +38,15 @@ const stepSchema = strict({
   gate: gateSchema
     .default('health')
     .describe(
-      "What must hold before the next step: health (the candidate's replicas ready and answering /health), or a pause like 10m.",
+      "What must hold before the next step: health (the candidate's replicas ready and answering /health), approval (ferry rollout approve NAME), or a pause like 10m.",
     ),
+  timeout: duration('24h', { ms: MAX_PAUSE_MS, message: 'must be at most 7d', rule: 'rollout' })
+    .optional()
+    .describe('With gate approval: how long to wait for it (default 24h), at most 7d.'),
+  onTimeout: z
+    .enum(['abort', 'approve'], { error: mustBe('abort', 'approve') })
+    .optional()
+    .describe('With gate approval: what its timeout does (default abort: the candidate is rolled back).'),
 });
 
 export const rolloutSchema = strict({
@@ -97,6 +104,9 @@ export function rolloutIssues(
   for (const what of notYet) issue(['strategy'], `${strategy} cannot be used with ${what} yet; use Recreate`);
   if (strategy === 'Canary' && steps.length === 0) issue(['steps'], 'needs at least one step with Canary');
   steps.forEach((step, i) => {
+    if (step.gate !== 'approval' && (step.timeout !== undefined || step.onTimeout !== undefined)) {
+      issue(['steps', i, step.timeout !== undefined ? 'timeout' : 'onTimeout'], 'is only for gate approval');
+    }
     if (strategy === 'BlueGreen' && step.traffic !== 0) {
       issue(
         ['steps', i, 'traffic'],
