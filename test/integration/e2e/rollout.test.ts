@@ -84,7 +84,8 @@ function steadyClient(name: string) {
       } catch (err) {
         failures.push(String(err));
       }
-      await new Promise((r) => setTimeout(r, 50));
+      // A few requests a second: enough to see both revisions answer, little load beside the other suites.
+      await new Promise((r) => setTimeout(r, 200));
     }
   })();
   return {
@@ -142,7 +143,7 @@ describe('a canary rollout end to end', { timeout: 420_000 }, () => {
       await waitFor('r2 alone answering', 90_000, async () => {
         const r2 = client.byRevision.r2 ?? 0;
         const r1 = client.byRevision.r1 ?? 0;
-        await new Promise((r) => setTimeout(r, 2_000));
+        await new Promise((r) => setTimeout(r, 4_000));
         return (client.byRevision.r2 ?? 0) > r2 + 5 && (client.byRevision.r1 ?? 0) === r1;
       });
       expect(atPromotion.r1).toBeGreaterThan(0);
