@@ -423,3 +423,54 @@ describe('ferry status of a rollout', () => {
     expect(back).not.toContain('revisions:');
   });
 });
+
+describe('ferry rollout status', () => {
+  it('says the candidate, its step and share, the approval it waits for, each gate and each revision', async () => {
+    const { rolloutLines } = await import('../../client/cli/rollout.js');
+    const text = rolloutLines(
+      status({
+        phase: 'Updating',
+        revision: 'r1',
+        rollout: {
+          revision: 'r2',
+          from: 'r1',
+          strategy: 'Canary',
+          generation: 2,
+          state: 'Progressing',
+          step: 2,
+          steps: 3,
+          traffic: 50,
+          gates: [
+            {
+              step: 1,
+              gate: 'health',
+              result: 'Passed',
+              message: '1 of 1 replicas ready and answering',
+              at: '2026-01-01T12:08:00Z',
+            },
+          ],
+          awaiting: {
+            gate: 'approval',
+            since: '2026-01-01T12:09:00Z',
+            until: '2026-01-01T12:39:00Z',
+            onTimeout: 'abort',
+          },
+          startedAt: '2026-01-01T12:05:00Z',
+        },
+        revisions: [
+          { name: 'r1', role: 'current', slot: 'a', source: 'huggingface:q@main', weight: 50 },
+          { name: 'r2', role: 'candidate', slot: 'b', source: 'huggingface:q@v2', weight: 50 },
+        ],
+      }),
+      now,
+    );
+    expect(text.split('\n')).toEqual([
+      'qwen: r2 from r1, Canary, Progressing: step 2 of 3 at 50%',
+      '  waiting for approval: ferry rollout approve qwen -n models (or abort); 29m left, then abort',
+      '  step 1 gate health: Passed: 1 of 1 replicas ready and answering',
+      '  r1  current     50%  slot a  huggingface:q@main',
+      '  r2  candidate   50%  slot b  huggingface:q@v2',
+    ]);
+    expect(rolloutLines(status({ revision: 'r3' }), now)).toBe('qwen: no rollout yet (serving r3)');
+  });
+});
