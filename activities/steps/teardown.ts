@@ -104,12 +104,21 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
       retained.push(`PersistentVolumeClaim/${pvcRef.name}`);
     });
   const pvcRef = ref(model, 'v1', 'PersistentVolumeClaim', pvcName(name));
-  // A model with a front may have a revision in slot b (docs/design/rollout.md, section 2): its engine objects too.
-  const slotB = model.spec.front ? slotBase(name, 'b') : undefined;
-  const slotBVolume = slotB ? ref(model, 'v1', 'PersistentVolumeClaim', pvcName(slotB)) : undefined;
-  const volume = Promise.all([volumeOf(pvcRef), ...(slotBVolume ? [volumeOf(slotBVolume)] : [])]).then((safe) =>
-    safe.every(Boolean),
-  );
+  // A revision may be in slot b (docs/design/rollout.md, section 2), with or without a front now: its objects too,
+  // those that are there.
+  const slotB = slotBase(name, 'b');
+  const slotBVolume = ref(model, 'v1', 'PersistentVolumeClaim', pvcName(slotB));
+  // The volumes a failure kept from losing the root as owner (the root must stay while one does).
+  const unsafe = (target: ObjectRef) => volumeOf(target).then((safe) => (safe ? [] : [target.name]));
+  const volume = Promise.all([
+    unsafe(pvcRef),
+    cluster.get(slotBVolume).then((found) => (found ? unsafe(slotBVolume) : [])),
+  ]).then((kept) => kept.flat());
+  const ifThere = (target: ObjectRef) =>
+    attempt(`${target.kind}/${target.name}`, async () => {
+      const found = await cluster.get(target);
+      if (found) await deleteOurs(target, found);
+    });
 
   // The weights' puller and the LoRA adapters' Job alike.
   const pullerSelector = `${modelLabelSelector(name)},${LABEL_COMPONENT} in (puller,adapters)`;
@@ -117,25 +126,15 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
     cluster
       .list(apiVersion, kind, model.metadata.namespace, { labelSelector: pullerSelector })
       .catch((err: unknown) => void failures.push({ object: `${kind} (puller)`, error: describeError(err) }));
-  const [volumeSafe] = await Promise.all([
+  const [unsafeVolumes] = await Promise.all([
     volume,
     attempt(`Deployment/${deploymentName(name)}`, () =>
       deleteOurs(ref(model, 'apps/v1', 'Deployment', deploymentName(name))),
     ),
     attempt(`Service/${serviceName(name)}`, () => deleteOurs(ref(model, 'v1', 'Service', serviceName(name)))),
-    ...(slotB
-      ? [
-          attempt(`Deployment/${deploymentName(slotB)}`, () =>
-            deleteOurs(ref(model, 'apps/v1', 'Deployment', deploymentName(slotB))),
-          ),
-          attempt(`Service/${serviceName(slotB)}`, () => deleteOurs(ref(model, 'v1', 'Service', serviceName(slotB)))),
-          attempt(`ConfigMap/${admissionConfigMapName(slotB)}`, async () => {
-            const target = ref(model, 'v1', 'ConfigMap', admissionConfigMapName(slotB));
-            const found = await cluster.get(target);
-            if (found) await deleteOurs(target, found);
-          }),
-        ]
-      : []),
+    ifThere(ref(model, 'apps/v1', 'Deployment', deploymentName(slotB))),
+    ifThere(ref(model, 'v1', 'Service', serviceName(slotB))),
+    ifThere(ref(model, 'v1', 'ConfigMap', admissionConfigMapName(slotB))),
     // The front the spec asks for; one an update dropped went with that update's applyEngine.
     ...(model.spec.front ? frontRefs(model).map((r) => attempt(`${r.kind}/${r.name}`, () => deleteOurs(r))) : []),
     // A pool the spec asks for; one an update dropped went with that update's applyEngine.
@@ -185,13 +184,10 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
 
   // The root last: deleting it releases the name and garbage-collects whatever still names it as owner.
   const root = await rootRead;
-  if (!volumeSafe) {
+  if (unsafeVolumes.length > 0) {
     failures.push({
       object: `ConfigMap/${rootRef.name}`,
-      error: `kept: a retained PersistentVolumeClaim (${[pvcRef, slotBVolume]
-        .map((r) => r?.name)
-        .filter(Boolean)
-        .join(', ')}) still names it as owner, and deleting it would let the garbage collector delete the volume`,
+      error: `kept: the retained PersistentVolumeClaim/${unsafeVolumes.join(', PersistentVolumeClaim/')} still names it as owner, and deleting it would let the garbage collector delete the volume`,
     });
   } else if ('err' in root) {
     failures.push({ object: `ConfigMap/${rootRef.name}`, error: describeError(root.err) });

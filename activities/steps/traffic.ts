@@ -11,7 +11,16 @@ import {
   type RevisionShare,
   type Slot,
 } from '../../workflows/contract/index.js';
-import { admissionConfigMapName, deploymentName, pvcName, serviceName, slotBase } from '../builders/index.js';
+import {
+  admissionConfigMapName,
+  deploymentName,
+  LABEL_COMPONENT,
+  modelLabelSelector,
+  pullerJobName,
+  pvcName,
+  serviceName,
+  slotBase,
+} from '../builders/index.js';
 import type { ObjectRef } from '../cluster/api.js';
 import { ProgressReporter } from '../cluster/progress.js';
 import { waitFor } from '../cluster/wait.js';
@@ -66,9 +75,9 @@ export async function shiftTraffic(
 }
 
 /**
- * Takes away the engine of the revision in `slot`, which the front no longer sends requests to: its Deployment, its
- * admission configuration, slot b's engine Service, and its volume unless `keepVolume` (then its weights stay for an
- * undo). Objects gone or not this model's are left; returns what was deleted.
+ * Takes away the engine of the revision in `slot`, which the front no longer sends requests to: a puller left by a
+ * download cut short, its Deployment, its admission configuration, slot b's engine Service, and its volume unless
+ * `keepVolume` (then its weights stay for an undo). Objects gone or not this model's are left; returns what was deleted.
  */
 export async function retireRevision(
   deps: ActivityDeps,
@@ -89,6 +98,15 @@ export async function retireRevision(
     ...(slot === 'b' ? [ref('v1', 'Service', serviceName(base))] : []),
     ...(keepVolume ? [] : [ref('v1', 'PersistentVolumeClaim', pvcName(base))]),
   ];
+  // A download cut short (an update or an abort during the candidate's pull) leaves its puller: it goes too.
+  const jobs = await deps.cluster.list('batch/v1', 'Job', ns, {
+    labelSelector: `${modelLabelSelector(model.metadata.name)},${LABEL_COMPONENT}=puller`,
+  });
+  const prefix = pullerJobName(base, '');
+  for (const job of jobs) {
+    const name = job.metadata?.name ?? '';
+    if (name.startsWith(prefix)) refs.unshift(ref('batch/v1', 'Job', name));
+  }
   const deleted: string[] = [];
   for (const target of refs) {
     const obj = await deps.cluster.get(target);

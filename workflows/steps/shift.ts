@@ -82,6 +82,8 @@ export async function rollOutRevision(
   );
   ctx.set(beginRollout(ctx.status, { ...r, strategy, generation, steps: steps.length + 1 }, now()));
   world.candidate = { revision: r.candidate.name, slot: r.candidate.slot };
+  // The candidate takes the slot the revision before kept its volume in: that one is kept no more.
+  world.previous = undefined;
   try {
     const promotedTo = await ctx.rollout.run(() => candidateSteps(ctx, acts, spec, generation, serving, r));
     world.candidate = undefined;
@@ -175,7 +177,7 @@ async function candidateSteps(
   world.engineGeneration = final.generation;
   world.appliedStorage = { storage: spec.spec.storage, labels: spec.metadata.labels };
   world.previous = keep ? { revision: r.current.name, source: serving.spec.spec.source } : undefined;
-  ctx.set(promoted(ctx.status, r, keep, now()));
+  ctx.set({ ...promoted(ctx.status, r, keep, now()), sourceHash: claimed.sourceHash });
   ctx.set(markReady(ctx.status, { generation, endpoint: health.endpoint, readyReplicas: rolled.readyReplicas }, now()));
   return 'promoted';
 }

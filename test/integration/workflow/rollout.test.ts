@@ -40,7 +40,8 @@ describe('ServeModelWorkflow rollout', () => {
     await withWorker(harness, stub, async ({ start }) => {
       const doc = modelDoc(canary([{ traffic: 10 }, { traffic: 50, gate: '1s' }]));
       const handle = await start(doc, OPTIONS);
-      expect(await waitForStatus(handle, readyAt(1))).toMatchObject({ revision: 'r1' });
+      const first = await waitForStatus(handle, readyAt(1));
+      expect(first).toMatchObject({ revision: 'r1' });
       expect(stub.callsOf('applyEngine')[0]!.input).toMatchObject({
         shares: [{ revision: 'r1', slot: 'a', weight: 100 }],
       });
@@ -58,6 +59,9 @@ describe('ServeModelWorkflow rollout', () => {
           { name: 'r1', role: 'previous', slot: 'a', weight: 0 },
         ],
       });
+      // The status names the new weights, as a first start would.
+      expect(done.sourceHash).toMatch(/^[0-9a-f]{64}$/);
+      expect(done.sourceHash).not.toBe(first.sourceHash);
       expect(done.rollout!.gates.map((g) => [g.step, g.gate, g.result])).toEqual([
         [1, 'health', 'Passed'],
         [2, '1s', 'Passed'],
