@@ -112,7 +112,14 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
   const unsafe = (target: ObjectRef) => volumeOf(target).then((safe) => (safe ? [] : [target.name]));
   const volume = Promise.all([
     unsafe(pvcRef),
-    cluster.get(slotBVolume).then((found) => (found ? unsafe(slotBVolume) : [])),
+    // A read that fails keeps the root (as a failed attempt does), and the teardown is tried again.
+    cluster.get(slotBVolume).then(
+      (found) => (found ? unsafe(slotBVolume) : []),
+      (err: unknown) => {
+        failures.push({ object: `PersistentVolumeClaim/${slotBVolume.name}`, error: describeError(err) });
+        return [slotBVolume.name];
+      },
+    ),
   ]).then((kept) => kept.flat());
   const ifThere = (target: ObjectRef) =>
     attempt(`${target.kind}/${target.name}`, async () => {
