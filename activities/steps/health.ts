@@ -27,7 +27,7 @@ export type ApiKeyResolver = (model: ServedModel) => Promise<string | undefined>
 
 /** One HTTP look at an engine. */
 export type EngineProbe =
-  | { ready: true; endpoint: string; models: string[]; note?: string }
+  | { ready: true; endpoint: string; engineEndpoint?: string; models: string[]; note?: string }
   | { ready: false; endpoint?: string; state: string; message: string };
 
 const REQUEST_TIMEOUT_MS = 5_000;
@@ -53,6 +53,7 @@ export async function probeEngine(
   }
   // What status shows: with a front, the model's Service (the front), not the engine's own that was probed.
   const shown = model.spec.front ? await clientEndpoint(deps.endpoints, model).catch(() => endpoint) : endpoint;
+  const own = shown === endpoint ? {} : { engineEndpoint: endpoint };
   const http = deps.http ?? fetch;
   type NotReady = Extract<EngineProbe, { ready: false }>;
   /** The answer to GET `path`, or why the engine is not ready when there is none. */
@@ -111,6 +112,7 @@ export async function probeEngine(
   if (list.status === 401 && !opts.apiKey && model.spec.engine.apiKeySecret) {
     return {
       ready: true,
+      ...own,
       endpoint: shown,
       models: [],
       note: `${MODELS_PATH} requires the API key (engine.apiKeySecret), which this worker does not hold: readiness rests on ${HEALTH_PATH} alone`,
@@ -145,7 +147,7 @@ export async function probeEngine(
       message: `${MODELS_PATH} lists ${models.length ? listed(models) : 'no model'}, not the served model name ${served}`,
     };
   }
-  return { ready: true, endpoint: shown, models };
+  return { ready: true, endpoint: shown, ...own, models };
 }
 
 /** The first few names of a list an engine gave, and how many more. */
@@ -245,8 +247,8 @@ export async function awaitHealth(
           ...(slot ? { slot } : {}),
         });
         if (probe.ready) {
-          const { endpoint, models, note } = probe;
-          return note ? { endpoint, models, note } : { endpoint, models };
+          const { ready: _ready, ...found } = probe;
+          return found;
         }
         if (now - probing.since >= PROBE_FAST_MS) probing.gapMs = Math.min(probing.gapMs * 2, timing.pollMs);
         last = { state: probe.state, message: probe.message };

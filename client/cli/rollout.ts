@@ -49,6 +49,13 @@ export function rolloutLines(status: ModelStatus, now: Date): string {
         `${humanDuration(left)} left, then ${r.awaiting.onTimeout}`,
     );
   }
+  if (r.evaluating) {
+    const left = Math.max(0, Date.parse(r.evaluating.until) - now.getTime());
+    lines.push(
+      `  evaluating: workflow ${r.evaluating.workflowType} (id ${r.evaluating.workflowId}); ` +
+        `${humanDuration(left)} left, then the gate fails`,
+    );
+  }
   for (const g of r.gates) lines.push(`  step ${g.step} gate ${g.gate}: ${g.result}: ${g.message}`);
   for (const v of status.revisions ?? []) {
     lines.push(`  ${v.name}  ${v.role.padEnd(9)}  ${String(v.weight).padStart(3)}%  slot ${v.slot}  ${v.source}`);

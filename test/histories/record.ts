@@ -40,6 +40,8 @@ interface Scenario {
   model: string;
   stub(): StubActivities;
   run(ctx: TestContext, stub: StubActivities): Promise<StartedModel>;
+  /** A workflows file with more than Ferry's workflows (a team's evaluation workflows), hosted by the same worker. */
+  workflowsPath?: string;
 }
 
 const scenarios: Scenario[] = [
@@ -386,6 +388,35 @@ const scenarios: Scenario[] = [
     },
   },
   {
+    // An evaluation gate: the team's workflow (a child on its task queue) passes r2, then fails r3, which rolls back.
+    name: 'canary-evaluated-passed-failed',
+    model: 'replay-evaluation',
+    workflowsPath: join(here, '..', 'integration', 'workflow', 'fixtures', 'evaluate-candidate.ts'),
+    stub: () => new StubActivities(),
+    async run({ start, taskQueue }) {
+      const doc = modelDoc((d) => {
+        d.spec.front = {};
+        d.spec.rollout = {
+          strategy: 'Canary',
+          steps: [{ traffic: 20, gate: 'evaluation' }],
+          evaluation: { workflow: 'passingEvaluation', taskQueue },
+        };
+      }, this.model);
+      const handle = await start(doc, { ...FAST, safetyNetIntervalMs: 3_600_000 });
+      await waitForStatus(handle, readyAt(1));
+      doc.spec.source.huggingface.revision = 'v2';
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, readyAt(2));
+      doc.spec.rollout.evaluation.workflow = 'failingEvaluation';
+      doc.spec.source.huggingface.revision = 'v3';
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, (s) => s.rollout?.revision === 'r3' && s.rollout.state === 'Aborted');
+      await handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'recorded' }] });
+      await handle.result();
+      return handle;
+    },
+  },
+  {
     // spec.expiresAt: moved once by an update (its timer replaced), then the model deletes itself.
     name: 'expired-after-moved',
     model: 'replay-expiry',
@@ -445,12 +476,18 @@ async function record(harness: WorkflowHarness, scenario: Scenario): Promise<voi
   });
 }
 
-const harness = await startHarness();
+const harnesses = new Map<string | undefined, WorkflowHarness>();
 try {
   const only = process.argv.slice(2);
   for (const scenario of scenarios) {
-    if (only.length === 0 || only.includes(scenario.name)) await record(harness, scenario);
+    if (only.length > 0 && !only.includes(scenario.name)) continue;
+    let harness = harnesses.get(scenario.workflowsPath);
+    if (!harness) {
+      harness = await startHarness(scenario.workflowsPath);
+      harnesses.set(scenario.workflowsPath, harness);
+    }
+    await record(harness, scenario);
   }
 } finally {
-  await harness.close();
+  for (const harness of harnesses.values()) await harness.close();
 }

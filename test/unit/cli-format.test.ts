@@ -425,7 +425,7 @@ describe('ferry status of a rollout', () => {
 });
 
 describe('ferry rollout status', () => {
-  it('says the candidate, its step and share, the approval it waits for, each gate and each revision', async () => {
+  it('says the candidate, its step and share, the approval or evaluation it waits for, each gate and each revision', async () => {
     const { rolloutLines } = await import('../../client/cli/rollout.js');
     const text = rolloutLines(
       status({
@@ -472,5 +472,34 @@ describe('ferry rollout status', () => {
       '  r2  candidate   50%  slot b  huggingface:q@v2',
     ]);
     expect(rolloutLines(status({ revision: 'r3' }), now)).toBe('qwen: no rollout yet (serving r3)');
+    const evaluating = rolloutLines(
+      status({
+        phase: 'Updating',
+        revision: 'r1',
+        rollout: {
+          revision: 'r2',
+          from: 'r1',
+          strategy: 'BlueGreen',
+          generation: 2,
+          state: 'Progressing',
+          step: 1,
+          steps: 2,
+          traffic: 0,
+          gates: [],
+          evaluating: {
+            workflowId: 'servedmodel/local/models/qwen/evaluate/r2/step-1',
+            workflowType: 'evaluateCandidate',
+            since: '2026-01-01T12:09:00Z',
+            until: '2026-01-01T13:09:00Z',
+          },
+          startedAt: '2026-01-01T12:05:00Z',
+        },
+      }),
+      now,
+    );
+    expect(evaluating.split('\n')).toEqual([
+      'qwen: r2 from r1, BlueGreen, Progressing: step 1 of 2 at 0%',
+      '  evaluating: workflow evaluateCandidate (id servedmodel/local/models/qwen/evaluate/r2/step-1); 59m left, then the gate fails',
+    ]);
   });
 });

@@ -71,7 +71,7 @@ describe('spec.rollout', () => {
     ]);
     expect(refusals({ rollout: { strategy: 'Canary', steps: [{ traffic: 101, gate: 'vote' }] } })).toEqual([
       'spec.rollout.steps[0].traffic: must be from 0 to 100',
-      'spec.rollout.steps[0].gate: must be health (the candidate\'s replicas ready and answering), approval (ferry rollout approve) or a pause like 10m, got "vote"',
+      'spec.rollout.steps[0].gate: must be health (the candidate\'s replicas ready and answering), evaluation (rollout.evaluation\'s workflow), approval (ferry rollout approve) or a pause like 10m, got "vote"',
     ]);
     expect(
       refusals({ rollout: { strategy: 'Canary', steps: [{ traffic: 1, gate: 'health', timeout: '1h' }] } }),
@@ -102,6 +102,40 @@ describe('spec.rollout', () => {
       }),
     ).toEqual([
       "spec.rollout.strategy: BlueGreen cannot be used with slo (the candidate's capacity is not measured before it takes requests) yet; use Recreate",
+    ]);
+  });
+
+  it("takes an evaluation gate with the team's workflow and task queue, and refuses one without the other", () => {
+    const evaluation = { workflow: 'evaluateCandidate', taskQueue: 'evaluations' };
+    const steps = [{ traffic: 10 }, { traffic: 50, gate: 'evaluation' }];
+    expect(parseServedModel(doc({ rollout: { strategy: 'Canary', steps, evaluation } })).spec.rollout).toMatchObject({
+      steps: [
+        { traffic: 10, gate: 'health' },
+        { traffic: 50, gate: 'evaluation' },
+      ],
+      evaluation: { ...evaluation, timeout: '1h' },
+    });
+    expect(refusals({ rollout: { strategy: 'Canary', steps } })).toEqual([
+      'spec.rollout.steps[1].gate: needs rollout.evaluation: the workflow and task queue that evaluate the candidate',
+    ]);
+    expect(refusals({ rollout: { strategy: 'Canary', steps: [{ traffic: 10 }], evaluation } })).toEqual([
+      'spec.rollout.evaluation: is used by no step: add a step with gate evaluation',
+    ]);
+    expect(refusals({ rollout: { evaluation } })).toEqual([
+      'spec.rollout.evaluation: is used by no step: add a step with gate evaluation',
+    ]);
+    expect(
+      refusals({
+        rollout: {
+          strategy: 'BlueGreen',
+          steps: [{ traffic: 0, gate: 'evaluation' }],
+          evaluation: { workflow: 'evaluate candidate', timeout: '8d' },
+        },
+      }),
+    ).toEqual([
+      'spec.rollout.evaluation.workflow: must be a workflow type like evaluateCandidate: 1 to 255 characters, no blanks',
+      'spec.rollout.evaluation.taskQueue: must be a task queue like evaluations',
+      'spec.rollout.evaluation.timeout: must be at most 7d, got "8d"',
     ]);
   });
 });

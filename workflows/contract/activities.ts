@@ -63,6 +63,8 @@ export interface RolloutResult {
 
 export interface HealthResult {
   endpoint: string;
+  /** The engine's own address when `endpoint` is the front's: where only this slot's replicas answer. */
+  engineEndpoint?: string;
   models: string[];
   /** Set when /v1/models needs the API key and the worker does not hold it: only /health was verified. */
   note?: string;

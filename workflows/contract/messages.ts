@@ -3,7 +3,7 @@
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { Slot, StepProgress, TeardownResult } from './activities.js';
 import { FAILURE } from './failures.js';
-import { UPDATE_NAMES } from './identity.js';
+import { UPDATE_NAMES, type ModelRef } from './identity.js';
 import type { ServedModel, SourceSpec } from './spec/index.js';
 import type { ModelStatus, Phase } from './status.js';
 
@@ -185,6 +185,34 @@ export const updateModelSignal = defineSignal<[UpdateModelInput]>(UPDATE_NAMES.u
 
 /** The same as the `delete` Update, without its answer: the model is torn down and the workflow completes. */
 export const deleteModelSignal = defineSignal<[DeleteModelInput?]>(UPDATE_NAMES.delete);
+
+/**
+ * What a rollout's evaluation gate starts the team's workflow (`spec.rollout.evaluation.workflow`) with, as its one
+ * argument. It passes the gate by completing, unless it returns `{ passed: false, message }`; it fails it by failing,
+ * timing out or returning `passed: false`.
+ */
+export interface CandidateEvaluation {
+  model: ModelRef;
+  /** The candidate, `r<n>`, and the revision that serves beside it. */
+  revision: string;
+  current: string;
+  /** The candidate's own engine: only the candidate answers there (OpenAI API, `servedModelName`). */
+  endpoint: string;
+  /** The model's endpoint (the front), where the candidate takes `traffic` percent of the requests. */
+  modelEndpoint: string;
+  servedModelName: string;
+  /** The candidate's weights, as `status.source` says them. */
+  source: string;
+  /** The step (1-based) and the candidate's share during it, in percent. */
+  step: number;
+  traffic: number;
+}
+
+/** What an evaluation workflow may return to fail the gate without failing itself. */
+export interface EvaluationVerdict {
+  passed: boolean;
+  message?: string;
+}
 
 /** A person's or a program's word on a rollout under way (docs/design/rollout.md): `ferry rollout approve|abort`. */
 export interface RolloutActionInput {

@@ -245,6 +245,8 @@ export interface RolloutStatus {
   message?: string;
   /** An approval gate waiting: since when, until when, and what its timeout does. */
   awaiting?: { gate: 'approval'; since: string; until: string; onTimeout: 'abort' | 'approve' };
+  /** An evaluation gate under way: the team's workflow (its id, to follow it in Temporal), since and until when. */
+  evaluating?: { workflowId: string; workflowType: string; since: string; until: string };
   startedAt: string;
   endedAt?: string;
 }

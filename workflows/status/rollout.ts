@@ -55,6 +55,12 @@ export function awaitingApproval(status: ModelStatus, awaiting: RolloutStatus['a
   return withRollout(status, awaiting ? { ...rollout, awaiting } : rollout, now);
 }
 
+/** An evaluation gate's workflow starts (or stops) running. */
+export function evaluating(status: ModelStatus, value: RolloutStatus['evaluating'], now: string): ModelStatus {
+  const { evaluating: _was, ...rollout } = status.rollout!;
+  return withRollout(status, value ? { ...rollout, evaluating: value } : rollout, now);
+}
+
 /** A gate decided. */
 export function gateDecided(
   status: ModelStatus,

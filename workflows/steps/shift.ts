@@ -24,6 +24,7 @@ import {
 } from '../status/rollout.js';
 import { beginUpdate, byWhom, markReady, skipDownload, supersede } from '../status/transitions.js';
 import { describeWord } from './rollout-control.js';
+import { evaluationGate } from './evaluation.js';
 import { admissionLimit } from './baseline.js';
 import { now, type StepContext, type World } from './context.js';
 import { awaitHealth } from './health.js';
@@ -153,7 +154,10 @@ async function candidateSteps(
   for (const [i, step] of steps(spec).entries()) {
     await shift(ctx, acts, objects, r, step.traffic, generation);
     ctx.set(rolloutAt(ctx.status, r, i + 1, step.traffic, now()));
-    const verdict = await gate(ctx, acts, spec, slot, step);
+    const verdict =
+      step.gate === 'evaluation'
+        ? await evaluationGate(ctx, spec, r, health, i + 1, step.traffic)
+        : await gate(ctx, acts, spec, slot, step);
     ctx.set(gateDecided(ctx.status, { step: i + 1, gate: step.gate, ...verdict }, now()));
     if (verdict.result === 'Failed')
       throw new Error(`step ${i + 1} (${step.traffic}%): gate ${step.gate}: ${verdict.message}`);

@@ -71,6 +71,9 @@ describe("a model's second slot", () => {
     const health = await activity(env.acts.awaitHealth, { model, slot: 'b' });
     // What clients are told is the model's Service, whichever slot was checked.
     expect(health.endpoint).toBe(localUrls()[`${env.ns}/${name}`]);
+    // And where slot b alone answers, for a rollout's evaluation gate.
+    expect(health.engineEndpoint).toMatch(/^http:\/\//);
+    expect(health.engineEndpoint).toBe(localUrls()[`${env.ns}/${name}-b`]);
     const deployment = await get<V1Deployment>('apps/v1', 'Deployment', `${name}-b`);
     const selector = deployment?.spec?.selector.matchLabels ?? {};
     expect(selector['app.kubernetes.io/instance']).toBe(`${name}-b`);

@@ -12,11 +12,13 @@ const MAX_ROLLOUT_STEPS = 10;
 const MAX_PAUSE_MS = 7 * 24 * 3_600_000;
 
 const gateMessage = (v: string) =>
-  `must be health (the candidate's replicas ready and answering), approval (ferry rollout approve) or a pause like 10m, got ${quote(v)}`;
+  `must be health (the candidate's replicas ready and answering), evaluation (rollout.evaluation's workflow), approval (ferry rollout approve) or a pause like 10m, got ${quote(v)}`;
 
-/** A step's gate: `health`, `approval`, or a pause (a duration). */
-const gateSchema = rules(z.string({ error: 'must be health, approval or a pause like 10m' }), (v) => {
-  if (v === 'health' || v === 'approval') return undefined;
+const NAMED_GATES = ['health', 'evaluation', 'approval'];
+
+/** A step's gate: `health`, `evaluation`, `approval`, or a pause (a duration). */
+const gateSchema = rules(z.string({ error: 'must be health, evaluation, approval or a pause like 10m' }), (v) => {
+  if (NAMED_GATES.includes(v)) return undefined;
   if (!NONZERO_DURATION.test(v)) return gateMessage(v);
   let ms: number;
   try {
@@ -28,7 +30,26 @@ const gateSchema = rules(z.string({ error: 'must be health, approval or a pause 
   return ms <= MAX_PAUSE_MS
     ? undefined
     : { message: `must be a pause of at most 7d, got ${quote(v)}`, rule: 'rollout' };
-}).meta({ anyOf: [{ const: 'health' }, { const: 'approval' }, { pattern: NONZERO_DURATION.source }] });
+}).meta({ anyOf: [...NAMED_GATES.map((g) => ({ const: g })), { pattern: NONZERO_DURATION.source }] });
+
+/** A Temporal name (a workflow type, a task queue): no blanks, at most 255 characters. */
+const TEMPORAL_NAME = /^\S{1,255}$/;
+const temporalName = (what: string, example: string) =>
+  z
+    .string({ error: `must be ${what} like ${example}` })
+    .regex(TEMPORAL_NAME, `must be ${what} like ${example}: 1 to 255 characters, no blanks`);
+
+const evaluationSchema = strict({
+  workflow: temporalName('a workflow type', 'evaluateCandidate').describe(
+    "The team's evaluation workflow, started as a child of the model's workflow for each evaluation gate with a CandidateEvaluation (the candidate's own endpoint, its revision, the step and share). It passes by completing, unless it returns { passed: false, message }.",
+  ),
+  taskQueue: temporalName('a task queue', 'evaluations').describe(
+    "The task queue of the team's worker that hosts the workflow.",
+  ),
+  timeout: duration('1h', { ms: MAX_PAUSE_MS, message: 'must be at most 7d', rule: 'rollout' })
+    .default('1h')
+    .describe('How long an evaluation may run (its workflow execution timeout); past it the gate fails. At most 7d.'),
+});
 
 const stepSchema = strict({
   traffic: int('a whole percent from 0 to 100')
@@ -38,7 +59,7 @@ const stepSchema = strict({
   gate: gateSchema
     .default('health')
     .describe(
-      "What must hold before the next step: health (the candidate's replicas ready and answering /health), approval (ferry rollout approve NAME), or a pause like 10m.",
+      "What must hold before the next step: health (the candidate's replicas ready and answering /health), evaluation (rollout.evaluation's workflow passes on the candidate), approval (ferry rollout approve NAME), or a pause like 10m.",
     ),
   timeout: duration('24h', { ms: MAX_PAUSE_MS, message: 'must be at most 7d', rule: 'rollout' })
     .optional()
@@ -63,6 +84,7 @@ export const rolloutSchema = strict({
     .describe(
       'Canary: the shares, in order, each held by its gate (at least one; shares never go down). BlueGreen: the gates before the switch, at share 0. Recreate: none.',
     ),
+  evaluation: evaluationSchema.optional().describe("The team's evaluation, for the steps whose gate is evaluation."),
   keepRevisions: int('0 or 1')
     .min(0, 'must be 0 or 1')
     .max(1, 'must be 0 or 1: the model has two slots, the current revision and one other')
@@ -83,6 +105,8 @@ export function rolloutIssues(
   const issue = (path: (string | number)[], message: string) =>
     issues.push({ path: ['spec', 'rollout', ...path], message, params: parserOnly('rollout') });
   const { strategy, steps } = rollout;
+  const evaluates = steps.some((step) => step.gate === 'evaluation');
+  if (rollout.evaluation && !evaluates) issue(['evaluation'], 'is used by no step: add a step with gate evaluation');
   if (strategy === 'Recreate') {
     if (steps.length > 0) issue(['steps'], 'must be empty with strategy Recreate: steps are for Canary and BlueGreen');
     return issues;
@@ -103,6 +127,10 @@ export function rolloutIssues(
   ].filter((x): x is string => x !== undefined);
   for (const what of notYet) issue(['strategy'], `${strategy} cannot be used with ${what} yet; use Recreate`);
   if (strategy === 'Canary' && steps.length === 0) issue(['steps'], 'needs at least one step with Canary');
+  if (evaluates && !rollout.evaluation) {
+    const i = steps.findIndex((step) => step.gate === 'evaluation');
+    issue(['steps', i, 'gate'], 'needs rollout.evaluation: the workflow and task queue that evaluate the candidate');
+  }
   steps.forEach((step, i) => {
     if (step.gate !== 'approval' && (step.timeout !== undefined || step.onTimeout !== undefined)) {
       issue(['steps', i, step.timeout !== undefined ? 'timeout' : 'onTimeout'], 'is only for gate approval');
