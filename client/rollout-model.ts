@@ -1,4 +1,4 @@
-// `ferry rollout approve|abort` and the library call: a word on the rollout under way (docs/design/rollout.md), as a
+// `ferry rollout approve|abort|undo` and the library call: a word on the rollout under way (docs/design/rollout.md), as a
 // Workflow Update the workflow validates before it reaches history.
 import type { Client } from '@temporalio/client';
 import {
@@ -9,13 +9,16 @@ import {
 } from '../workflows/contract/index.js';
 import { sendUpdate, updateOutcome } from './send-update.js';
 
-export type RolloutActionOptions = Pick<RolloutActionInput, 'revision' | 'reason'>;
+export type RolloutActionOptions = Pick<RolloutActionInput, 'revision' | 'reason' | 'keepWeights'>;
 
 /**
- * Approves the approval gate the model's rollout waits at, or aborts its rollout (every request back to the revision
- * that served, the candidate taken away). Throws `NoRolloutError` when there is no rollout to act on (none under way,
- * none waiting for an approval, or another candidate than `revision`), `ModelNotFoundError` when the model is not
- * running. Resolves once the workflow has taken it: an abort's rollback goes on in the workflow (`waitForPhase`).
+ * Approves the approval gate the model's rollout waits at, aborts its rollout (every request back to the revision
+ * that served, the candidate taken away; its volume kept with `keepWeights`), or undoes the last one (back to the
+ * revision before, whose weights were kept, with no gate). Throws `NoRolloutError` when there is nothing to act on
+ * (no rollout under way, none waiting for an approval, another candidate than `revision`; for an undo: no revision
+ * before kept, a rollout under way, a model not Ready), `ModelNotFoundError` when the model is not running. Resolves
+ * once the workflow has taken it: a rollback or an undo goes on in the workflow (`waitForPhase`; an undo's result
+ * names its `generation`).
  */
 export async function rolloutAction(
   client: Client,

@@ -8,6 +8,7 @@ import proto from '@temporalio/proto';
 import { patchProtobufRoot } from '@temporalio/proto/lib/patch-protobuf-root.js';
 import type { Client } from '@temporalio/client';
 import { Worker, type WorkflowBundleOption } from '@temporalio/worker';
+import { modelRefOf, workflowIdFor, type ServedModel } from '../workflows/contract/index.js';
 import { modelEventsSinks } from './model-events.js';
 
 type History = proto.temporal.api.history.v1.IHistory;
@@ -99,6 +100,24 @@ function startedBy(history: History): { workflowType?: string } {
   return { workflowType: started?.workflowType?.name ?? undefined };
 }
 
+/**
+ * The id a history's run had, when its input says it (a ServeModelWorkflow's is its model's: the ids of its children
+ * derive from it, so a replay under another id fails); otherwise `fallback`. An input a codec encoded says nothing.
+ */
+export function workflowIdOf(history: History, fallback: string): string {
+  const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
+  if (!payload?.data) return fallback;
+  try {
+    const input = JSON.parse(Buffer.from(payload.data).toString('utf8')) as { spec?: ServedModel };
+    const { spec } = input;
+    return spec?.metadata?.name && spec.metadata.namespace && spec.spec?.cluster
+      ? workflowIdFor(modelRefOf(spec))
+      : fallback;
+  } catch {
+    return fallback;
+  }
+}
+
 /** A history to replay, and what to call it in the report. */
 interface NamedHistory {
   file: string;
@@ -153,7 +172,7 @@ export async function replayCheck(dir: string, workflowBundle: WorkflowBundleOpt
   if (files.length === 0) throw new ReplayInputError(`${dir} holds no history (*.json)`);
   const histories = files.map((file) => {
     const history = parseHistoryFile(readFileSync(join(dir, file), 'utf8'), file);
-    return { file, workflowId: file.replace(/\.json$/, ''), history, ...startedBy(history) };
+    return { file, workflowId: workflowIdOf(history, file.replace(/\.json$/, '')), history, ...startedBy(history) };
   });
   return await replayAll(histories, workflowBundle);
 }

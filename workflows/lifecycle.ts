@@ -11,7 +11,6 @@ import {
   FAILURE,
   INVALID_SPEC,
   MODEL_DELETING,
-  newRevision,
   sameSource,
   specChanges,
   type AwaitPhaseInput,
@@ -55,6 +54,7 @@ import { awaitHealth } from './steps/health.js';
 import { look, readStatus } from './steps/look.js';
 import { applyMeasuredTarget, readyWithoutEngine, rollOut } from './steps/rollout.js';
 import { abandonCandidate, rollOutRevision, rolloutFor, type Serving } from './steps/shift.js';
+import { numberRevision } from './steps/rollout-control.js';
 import { applyDecision, decisionRefusal, engineReplicas, engineScale, scalingStatus, wakeUp } from './steps/scale.js';
 import { applyFloor, withSchedule } from './steps/schedule.js';
 import { stopEngine } from './steps/stop.js';
@@ -151,12 +151,12 @@ export class ModelLifecycle extends ModelState {
     }
   }
 
-  update(update: UpdateModelInput): UpdateResult {
+  update(update: UpdateModelInput, undoTo?: { revision: string; reason?: string }): UpdateResult {
     const next = acceptedUpdateSpec(this.desired, update.spec);
     const changes = specChanges(this.desired, next);
     const sourceChanged = !sameSource(this.desired.spec.source, next.spec.source);
-    if (newRevision(this.desired, next)) this.world.revision = (this.world.revision ?? 1) + 1;
     const { generation } = this.status;
+    numberRevision(this.world, this.desired, next, generation + 1, undoTo);
     // An unchanged document is a no-op, except on a Failed model, where it is how a person asks for a retry.
     if (changes.length === 0 && this.status.phase !== 'Failed') {
       return { accepted: true, generation, changed: false, sourceChanged: false, changes };

@@ -42,7 +42,7 @@ import {
 import { withAcceptedDefaults } from './accepted-defaults.js';
 import { ModelLifecycle } from './lifecycle.js';
 import { validateAwaitPhase } from './phase-waits.js';
-import { validateRolloutAction } from './steps/rollout-control.js';
+import { validateRolloutAction, undoRequest } from './steps/rollout-control.js';
 import { SignalledChanges, withSignalledSpec } from './signalled.js';
 
 export async function ServeModelWorkflow(started: ServeModelInput): Promise<FinalStatus> {
@@ -78,13 +78,22 @@ export async function ServeModelWorkflow(started: ServeModelInput): Promise<Fina
   setHandler(
     rolloutActionUpdate,
     (input) => {
+      if (input.action === 'undo') {
+        const { previous } = model.world;
+        const to = { revision: previous!.revision, ...(input.reason ? { reason: input.reason } : {}) };
+        const { generation } = model.update(undoRequest(model.desired, previous, input), to);
+        return { revision: previous!.revision, action: input.action, generation };
+      }
       model.rollout.take(input);
       return { revision: model.status.rollout!.revision, action: input.action };
     },
     {
-      validator: (input: RolloutActionInput) => validateRolloutAction(model.status, input),
+      validator: (input: RolloutActionInput) => {
+        validateRolloutAction(model.status, input, { previous: model.world.previous, desired: model.desired });
+        if (input.action === 'undo') model.validateUpdate(undoRequest(model.desired, model.world.previous, input));
+      },
       description:
-        'Approve the approval gate a rollout waits at, or abort the rollout (the candidate rolled back); input { action: "approve" | "abort", revision?, reason? }',
+        'Approve the approval gate a rollout waits at, abort the rollout (the candidate rolled back), or undo the last one (back to the revision before, with no gate); input { action: "approve" | "abort" | "undo", revision?, reason?, keepWeights? }',
     },
   );
   setHandler(updateModelSignal, (update) => signalled.update(update), {

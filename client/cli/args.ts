@@ -9,7 +9,7 @@ import type { TemporalOverrides } from '../temporal-env.js';
 import { type DryRun, dryRunOf, withDryRunDefault } from './dry-run-arg.js';
 import { didYouMean, nearest } from './nearest.js';
 import { labelSelector, readArgs, type ReadArgs, WATCH_OPTIONS } from './read-args.js';
-import { rolloutArgs, type RolloutArgs } from './rollout-args.js';
+import { ROLLOUT_OPTIONS, rolloutArgs, type RolloutArgs } from './rollout-args.js';
 
 export { DRY_RUNS } from './dry-run-arg.js';
 
@@ -173,7 +173,7 @@ const OPTIONS = {
   },
   diff: SOURCE_OPTIONS,
   watch: { ...REF_OPTIONS, timeout: { type: 'string' } },
-  rollout: { ...REF_OPTIONS, revision: { type: 'string' }, reason: { type: 'string' } },
+  rollout: { ...REF_OPTIONS, ...ROLLOUT_OPTIONS },
   explain: {},
   completion: {},
 } as const satisfies Record<CommandName, ParseArgsConfig['options']>;
@@ -311,7 +311,7 @@ export function parseCommand(argv: readonly string[]): Command {
       return {
         kind: 'rollout',
         ...common,
-        ...rolloutArgs(action, str, usage(command)),
+        ...rolloutArgs(action, str, usage(command), bool('keep-weights')),
         ref: refArgs(rest, values, command),
       };
     }

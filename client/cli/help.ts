@@ -31,7 +31,7 @@ Commands:
   list [-n NS | -A] [--phase P[,P]] [-l SEL]   models in namespace default or NS; -A: every namespace; -w: watch
   delete NAME [-n NS] [--wait]                 tear the model down (-f FILE: the models FILE names)
   watch NAME [-n NS]                           follow phase changes and download progress live
-  rollout status|approve|abort NAME [-n NS]    where a canary stands; pass its approval gate; roll it back
+  rollout status|approve|abort|undo NAME       where a canary stands; pass its gate; roll it back; go back
   explain [PATH]                               what a field of the document means, like spec.engine.port
   completion bash|zsh|fish                     the shell's completion script: source <(ferry completion bash)
 
@@ -158,7 +158,7 @@ Prints phase changes, waiting reasons and download progress as they happen (a pr
 plain lines otherwise; -o json prints one status per line, -o yaml one document per status). Exits when the model is Ready (0), Failed (1) or
 Deleted (0), or on Ctrl-C (130).
 `,
-  rollout: `Usage: ferry rollout status|approve|abort NAME [-n NAMESPACE] [--cluster CLUSTER] [--revision rN] [--reason TEXT] [-o json]
+  rollout: `Usage: ferry rollout status|approve|abort|undo NAME [-n NAMESPACE] [--cluster CLUSTER] [--revision rN] [--reason TEXT] [--keep-weights] [-o json]
 
 A model whose spec.rollout is Canary or BlueGreen rolls a new revision out beside the one that serves
 (docs/design/rollout.md).
@@ -167,13 +167,17 @@ A model whose spec.rollout is Canary or BlueGreen rolls a new revision out besid
   approve                pass the approval gate the rollout waits at (refused when it waits for none)
   abort                  roll the candidate back now, whatever step it is at: every request to the revision that
                          served, the candidate deleted; the model stays Ready on that revision
+  undo                   return a Ready model to the revision before (kept by rollout.keepRevisions 1): it starts
+                         beside the current one from its kept weights, takes every request with no gate, and the
+                         current one is kept in its place (an undo of the undo returns again)
 
   -n, --namespace NS     the model's namespace (default: default)
   --cluster CLUSTER      the cluster serving it (default: found by name)
-  --revision rN          act only if rN is the candidate (refused otherwise): a word meant for one rollout
-                         never reaches the next
+  --revision rN          act only if rN is the candidate (undo: the revision before); refused otherwise, so a word
+                         meant for one rollout never reaches the next
   --reason TEXT          recorded on the gate and in the rollout's status
-  -o json                print the rollout's status (status), or {revision, action}
+  --keep-weights         abort: keep the candidate's volume and weights (a look, or a retry that needn't pull)
+  -o json                print the rollout's status (status), or {revision, action, generation?}
 `,
   explain: `Usage: ferry explain [PATH]
 

@@ -1,4 +1,4 @@
-// `ferry rollout status|approve|abort NAME` (docs/design/rollout.md).
+// `ferry rollout status|approve|abort|undo NAME` (docs/design/rollout.md).
 import { getModelStatus } from '../model-status.js';
 import { rolloutAction } from '../rollout-model.js';
 import { describeRef } from '../errors.js';
@@ -23,12 +23,17 @@ export async function rolloutCommand(ctx: CliContext, cmd: RolloutCommand): Prom
   const result = await rolloutAction(ctx.client, ref, cmd.action, {
     ...(cmd.revision ? { revision: cmd.revision } : {}),
     ...(cmd.reason ? { reason: cmd.reason } : {}),
+    ...(cmd.keepWeights ? { keepWeights: true } : {}),
   });
   if (isStructured(cmd.output)) printStructured(ctx, cmd.output, result);
   else if (cmd.output === 'name') printName(ctx, ref);
   else {
-    const done = cmd.action === 'approve' ? 'approved' : 'aborted (rolling back)';
-    ctx.io.stdout.write(`${describeRef(ref)}: ${result.revision} ${done}\n`);
+    const done = {
+      approve: `${result.revision} approved`,
+      abort: `${result.revision} aborted (rolling back${cmd.keepWeights ? ', its weights kept' : ''})`,
+      undo: `returning to ${result.revision} at generation ${result.generation}`,
+    }[cmd.action];
+    ctx.io.stdout.write(`${describeRef(ref)}: ${done}\n`);
   }
   return EXIT.ok;
 }
@@ -38,7 +43,7 @@ export function rolloutLines(status: ModelStatus, now: Date): string {
   const r = status.rollout;
   if (!r) return `${status.name}: no rollout yet (serving ${status.revision ?? 'r1'})`;
   const lines = [
-    `${status.name}: ${r.revision} from ${r.from}, ${r.strategy}, ${r.state}` +
+    `${status.name}: ${r.revision} from ${r.from}, ${r.undo ? 'undo' : r.strategy}, ${r.state}` +
       `${r.state === 'Progressing' ? `: step ${r.step} of ${r.steps} at ${r.traffic}%` : ''}` +
       `${r.message ? `: ${r.message}` : ''}`,
   ];

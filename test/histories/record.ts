@@ -417,6 +417,34 @@ const scenarios: Scenario[] = [
     },
   },
   {
+    // An undo back to r1 from its kept volume, with no gate; then an abort that keeps the candidate's weights.
+    name: 'canary-undone-abort-kept',
+    model: 'replay-undo',
+    stub: () => new StubActivities(),
+    async run({ start }) {
+      const doc = modelDoc((d) => {
+        d.spec.front = {};
+        d.spec.rollout = { strategy: 'Canary', steps: [{ traffic: 50, gate: '1s' }] };
+      }, this.model);
+      const handle = await start(doc, { ...FAST, safetyNetIntervalMs: 3_600_000, healthGateWindowMs: 200 });
+      await waitForStatus(handle, readyAt(1));
+      doc.spec.source.huggingface.revision = 'v2';
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, readyAt(2));
+      await handle.executeUpdate(rolloutActionUpdate, { args: [{ action: 'undo', reason: 'recorded' }] });
+      await waitForStatus(handle, readyAt(3));
+      doc.spec.rollout.steps = [{ traffic: 50, gate: '1h' }];
+      doc.spec.source.huggingface.revision = 'v3';
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, (s) => s.rollout?.revision === 'r3' && s.rollout.traffic === 50);
+      await handle.executeUpdate(rolloutActionUpdate, { args: [{ action: 'abort', keepWeights: true }] });
+      await waitForStatus(handle, (s) => s.rollout?.state === 'Aborted' && s.phase === 'Ready');
+      await handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'recorded' }] });
+      await handle.result();
+      return handle;
+    },
+  },
+  {
     // spec.expiresAt: moved once by an update (its timer replaced), then the model deletes itself.
     name: 'expired-after-moved',
     model: 'replay-expiry',

@@ -7,7 +7,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import type { HistoryAndWorkflowId } from '@temporalio/client';
 import proto from '@temporalio/proto';
-import { modelRefOf, workflowIdFor, type ServedModel } from '../../workflows/contract/index.js';
+import { workflowIdOf } from '../../worker/replay-check.js';
 
 type History = proto.temporal.api.history.v1.IHistory;
 const HistoryMessage = proto.temporal.api.history.v1.History;
@@ -24,21 +24,10 @@ export function readHistory(file: string): History {
   return HistoryMessage.fromObject(JSON.parse(readFileSync(file, 'utf8')));
 }
 
-/**
- * A history file as `Worker.runReplayHistories` takes it, with the workflow id it ran under (its model's, which the
- * workflow derives child ids from), or named by its file when its input names no model.
- */
+/** A history file as `Worker.runReplayHistories` takes it, with the workflow id it ran under (`workflowIdOf`). */
 export function historyAndWorkflowId(file: string): HistoryAndWorkflowId {
   const history = readHistory(file);
-  const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
-  let workflowId = basename(file, '.json');
-  try {
-    const input = JSON.parse(Buffer.from(payload!.data!).toString('utf8')) as { spec?: ServedModel };
-    if (input.spec?.metadata?.name) workflowId = workflowIdFor(modelRefOf(input.spec));
-  } catch {
-    // Not a ServeModelWorkflow's JSON input: the file's name will do.
-  }
-  return { workflowId, history };
+  return { workflowId: workflowIdOf(history, basename(file, '.json')), history };
 }
 
 /**

@@ -469,7 +469,7 @@ describe('ferry rollout', () => {
       ref: { name: 'qwen', cluster: 'east' },
     });
     expect(parseError(['rollout', 'qwen']).message).toBe(
-      'rollout takes status, approve, abort first, then NAME; got "qwen"',
+      'rollout takes status, approve, abort, undo first, then NAME; got "qwen"',
     );
     expect(parseError(['rollout', 'approve']).message).toBe('NAME is required (the metadata.name of the model)');
     expect(parseError(['rollout', 'approve', 'qwen', '--revision', '2']).message).toBe(
@@ -477,6 +477,22 @@ describe('ferry rollout', () => {
     );
     expect(parseError(['rollout', 'status', 'qwen', '--reason', 'x']).message).toBe(
       'rollout status takes no --revision or --reason',
+    );
+  });
+
+  it('takes undo with --revision, and --keep-weights on an abort only', () => {
+    expect(parseCommand(['rollout', 'undo', 'qwen', '--revision', 'r1'])).toMatchObject({
+      action: 'undo',
+      revision: 'r1',
+      ref: { name: 'qwen' },
+    });
+    expect(parseCommand(['rollout', 'abort', 'qwen', '--keep-weights'])).toMatchObject({
+      action: 'abort',
+      keepWeights: true,
+    });
+    expect(parseCommand(['rollout', 'abort', 'qwen'])).not.toHaveProperty('keepWeights');
+    expect(parseError(['rollout', 'undo', 'qwen', '--keep-weights']).message).toBe(
+      '--keep-weights is for rollout abort, not rollout undo',
     );
   });
 });

@@ -9,6 +9,7 @@ import {
   parseServedModel,
   newRevision,
   sameJson,
+  withRevisionOf,
   searchAttributesFor,
   specChanges,
   type StepProgress,
@@ -546,6 +547,25 @@ describe('spec changes', () => {
     expect(changed({ engine: { args: ['--enforce-eager'] } })).toBe(true);
     expect(changed({ engine: { image: 'vllm/vllm-openai:v0.33.0' } })).toBe(true);
     expect(changed({ resources: { gpus: 2 } })).toBe(true);
+
+    // An undo: the revision before's weights and pods, with everything else (and the adapters) as they are now.
+    const before = model({ engine: { args: ['--enforce-eager'], lora: { enabled: true } }, resources: { gpus: 2 } });
+    const now = model({
+      replicas: 3,
+      front: {},
+      source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision: 'v2' } },
+      engine: { lora: { enabled: true, adapters: [adapter] } },
+    });
+    const undone = withRevisionOf(now, before);
+    expect(newRevision(undone, before)).toBe(false);
+    expect(specChanges(now, undone).sort()).toEqual([
+      'spec.engine.args',
+      'spec.resources.gpus',
+      'spec.source.huggingface.revision',
+    ]);
+    expect(undone.spec.engine.lora.adapters).toEqual(now.spec.engine.lora.adapters);
+    expect(undone.spec.engine.lora.adapters).toHaveLength(1);
+    expect(undone.spec).toMatchObject({ replicas: 3, front: {} });
   });
 });
 

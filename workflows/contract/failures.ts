@@ -92,7 +92,7 @@ export const FAILURES = {
   NoRolloutWaiting: {
     retryable: false,
     meaning:
-      'ferry rollout approve|abort found no rollout under way, or none waiting for an approval, or another candidate',
+      'ferry rollout approve|abort|undo found nothing to act on: no rollout under way, none waiting for an approval, another candidate, or (undo) no revision before kept',
   },
   ModelDeleting: { retryable: false, meaning: 'the model is being deleted: no update is accepted' },
   ServeFailed: {

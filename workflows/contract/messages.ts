@@ -82,8 +82,13 @@ export interface CarriedState {
   slot?: Slot;
   /** A rollout's candidate while it has objects in the other slot: an update or a delete that cuts it short takes them away. */
   candidate?: { revision: string; slot: Slot };
-  /** The revision before the current one, while `rollout.keepRevisions` keeps its volume (its slot is the other). */
-  previous?: { revision: string; source: SourceSpec };
+  /**
+   * The revision before the current one, while `rollout.keepRevisions` keeps its volume (its slot is the other), with
+   * the spec it served with (what `ferry rollout undo` returns to; unset in runs from before the undo).
+   */
+  previous?: { revision: string; source: SourceSpec; spec?: ServedModel };
+  /** An accepted `ferry rollout undo`: the generation that returns to `revision`, which it rolls out with no gate. */
+  undo?: { revision: string; generation: number; reason?: string };
   /** A model with `spec.scaling`: the replica count the last decision set (unset: it starts at the spec's). */
   scaledReplicas?: number;
   /** A model with `spec.scaling.schedule`: the fewest replicas its schedule last set (unset: `minReplicas`). */
@@ -214,12 +219,22 @@ export interface EvaluationVerdict {
   message?: string;
 }
 
-/** A person's or a program's word on a rollout under way (docs/design/rollout.md): `ferry rollout approve|abort`. */
+/**
+ * A person's or a program's word on a model's rollouts (docs/design/rollout.md): `ferry rollout approve|abort|undo`.
+ */
 export interface RolloutActionInput {
-  /** approve: pass the `approval` gate the rollout waits at. abort: roll the candidate back, whatever step it is at. */
-  action: 'approve' | 'abort';
-  /** The candidate the action is meant for (`r<n>`); refused when another is rolling out. Unset: the one there is. */
+  /**
+   * approve: pass the `approval` gate the rollout waits at. abort: roll the candidate back, whatever step it is at.
+   * undo: return a Ready model to the revision before, whose weights are kept, with no gate.
+   */
+  action: 'approve' | 'abort' | 'undo';
+  /**
+   * The revision the action is meant for (`r<n>`): the candidate (approve, abort) or the revision before (undo);
+   * refused when it is another. Unset: the one there is.
+   */
   revision?: string;
+  /** abort: keep the candidate's volume and its weights (for a look, or a retry that needn't pull again). */
+  keepWeights?: boolean;
   /** Why, in the caller's words: recorded on the gate and in the rollout's status. */
   reason?: string;
   /** Who asked, in the caller's own words (recorded, never decided on). */
@@ -229,9 +244,11 @@ export interface RolloutActionInput {
 }
 
 export interface RolloutActionResult {
-  /** The candidate it was taken for. */
+  /** The candidate it was taken for; an undo's: the revision it returns to. */
   revision: string;
   action: RolloutActionInput['action'];
+  /** An undo: the generation that returns to it (wait for Ready at it). */
+  generation?: number;
 }
 
 /**

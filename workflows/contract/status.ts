@@ -230,6 +230,8 @@ export interface RolloutStatus {
   revision: string;
   from: string;
   strategy: 'BlueGreen' | 'Canary';
+  /** An undo (`ferry rollout undo`): the revision before, returned to with no gate. */
+  undo?: boolean;
   /** The spec generation that asked for it. */
   generation: number;
   /** Progressing until the candidate takes every request (Promoted) or none any more (Aborted). */

@@ -24,13 +24,14 @@ const withRollout = (status: ModelStatus, rollout: RolloutStatus, now: string): 
 /** A candidate starts beside the current revision: phase Updating, the current one still taking every request. */
 export function beginRollout(
   status: ModelStatus,
-  r: RolloutRevisions & { strategy: RolloutStatus['strategy']; generation: number; steps: number },
+  r: RolloutRevisions & { strategy: RolloutStatus['strategy']; generation: number; steps: number; undo?: boolean },
   now: string,
 ): ModelStatus {
   const rollout: RolloutStatus = {
     revision: r.candidate.name,
     from: r.current.name,
     strategy: r.strategy,
+    ...(r.undo ? { undo: true } : {}),
     generation: r.generation,
     state: 'Progressing',
     step: 0,

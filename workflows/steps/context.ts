@@ -25,7 +25,7 @@ export function slotOf(from: { slot?: Slot }): { slot?: 'b' } {
 
 export interface StepContext {
   readonly status: ModelStatus;
-  /** What `ferry rollout approve|abort` says to a rollout under way. */
+  /** What `ferry rollout approve|abort|undo` says to a rollout under way. */
   readonly rollout: RolloutControl;
   /** The latest accepted spec (looks and the adapters they reload work on it). */
   readonly desired: ServedModel;

@@ -62,31 +62,29 @@ export async function rollOutRevision(
 ): Promise<'promoted' | 'aborted'> {
   const { world } = ctx;
   const rollout = spec.spec.rollout!;
-  const strategy = rollout.strategy === 'Canary' ? 'Canary' : 'BlueGreen';
+  // An undo returns to the revision before, under its name, with no gate: its weights are on the other slot's volume.
+  const undo = world.undo?.generation === generation ? world.undo : undefined;
+  const strategy: 'BlueGreen' | 'Canary' = !undo && rollout.strategy === 'Canary' ? 'Canary' : 'BlueGreen';
   const r: RolloutRevisions = {
     current: { name: serving.revision, slot: serving.slot, source: describeSource(serving.spec.spec.source) },
     candidate: {
-      name: `r${world.revision ?? 1}`,
+      name: undo?.revision ?? `r${world.revision ?? 1}`,
       slot: serving.slot === 'b' ? 'a' : 'b',
       source: describeSource(spec.spec.source),
     },
   };
-  const steps = rollout.steps;
+  const steps = undo ? [] : rollout.steps;
   const by = byWhom(ctx.status.requestedBy);
-  ctx.set(
-    beginUpdate(
-      ctx.status,
-      generation,
-      now(),
-      `generation ${generation}: ${strategy} rollout of ${r.candidate.name}${by}`,
-    ),
-  );
-  ctx.set(beginRollout(ctx.status, { ...r, strategy, generation, steps: steps.length + 1 }, now()));
+  const what = undo ? `undo to ${r.candidate.name}` : `${strategy} rollout of ${r.candidate.name}`;
+  const why = undo?.reason ? `: ${undo.reason}` : '';
+  ctx.set(beginUpdate(ctx.status, generation, now(), `generation ${generation}: ${what}${by}${why}`));
+  const begun = { ...r, strategy, generation, steps: steps.length + 1, ...(undo ? { undo: true } : {}) };
+  ctx.set(beginRollout(ctx.status, begun, now()));
   world.candidate = { revision: r.candidate.name, slot: r.candidate.slot };
   // The candidate takes the slot the revision before kept its volume in: that one is kept no more.
   world.previous = undefined;
   try {
-    const promotedTo = await ctx.rollout.run(() => candidateSteps(ctx, acts, spec, generation, serving, r));
+    const promotedTo = await ctx.rollout.run(() => candidateSteps(ctx, acts, spec, generation, serving, r, steps));
     world.candidate = undefined;
     return promotedTo;
   } catch (err) {
@@ -95,7 +93,8 @@ export async function rollOutRevision(
     if (isCancellation(err) && !word) throw err;
     const message = word ? describeWord(word) : err instanceof Error ? err.message : String(err);
     if (word) ctx.set(supersede(ctx.status, now(), message));
-    await CancellationScope.nonCancellable(() => abandonCandidate(ctx, acts, spec, generation));
+    const keepVolume = word?.keepWeights === true;
+    await CancellationScope.nonCancellable(() => abandonCandidate(ctx, acts, spec, generation, keepVolume));
     ctx.set(aborted(ctx.status, { ...r, sourceHash: world.sourceHash, generation }, message, now()));
     return 'aborted';
   }
@@ -109,6 +108,7 @@ async function candidateSteps(
   generation: number,
   serving: Serving,
   r: RolloutRevisions,
+  steps: RolloutStep[],
 ): Promise<'promoted'> {
   const { world } = ctx;
   const slot = r.candidate.slot;
@@ -151,7 +151,7 @@ async function candidateSteps(
     (o) => `${r.candidate.name} in slot ${slot}: ${o.readyReplicas} ready`,
   );
   const health = await awaitHealth(ctx, acts, spec, generation, slot);
-  for (const [i, step] of steps(spec).entries()) {
+  for (const [i, step] of steps.entries()) {
     await shift(ctx, acts, objects, r, step.traffic, generation);
     ctx.set(rolloutAt(ctx.status, r, i + 1, step.traffic, now()));
     const verdict =
@@ -180,18 +180,15 @@ async function candidateSteps(
   world.sourceHash = claimed.sourceHash;
   world.engineGeneration = final.generation;
   world.appliedStorage = { storage: spec.spec.storage, labels: spec.metadata.labels };
-  world.previous = keep ? { revision: r.current.name, source: serving.spec.spec.source } : undefined;
+  world.previous = keep
+    ? { revision: r.current.name, source: serving.spec.spec.source, spec: serving.spec }
+    : undefined;
   ctx.set({ ...promoted(ctx.status, r, keep, now()), sourceHash: claimed.sourceHash });
   ctx.set(markReady(ctx.status, { generation, endpoint: health.endpoint, readyReplicas: rolled.readyReplicas }, now()));
   return 'promoted';
 }
 
 type RolloutStep = NonNullable<ServedModel['spec']['rollout']>['steps'][number];
-
-/** The steps a rollout holds: a BlueGreen's gates at 0 before the switch, a Canary's shares. */
-function steps(spec: ServedModel): RolloutStep[] {
-  return spec.spec.rollout?.steps ?? [];
-}
 
 /** The front's shares with the candidate at `traffic` percent (a revision at 0 is not among them). */
 function shares(r: RolloutRevisions, traffic: number): RevisionShare[] {
@@ -255,14 +252,16 @@ async function gate(
 }
 
 /**
- * Every request back to the current revision, then the candidate's engine and volume taken away: after a failed step or
- * gate, and when an update or a delete superseded a rollout (world.candidate, cleared here).
+ * Every request back to the current revision, then the candidate's engine and volume taken away (its volume kept on
+ * `ferry rollout abort --keep-weights`): after a failed step or gate, and when an update or a delete superseded a
+ * rollout (world.candidate, cleared here).
  */
 export async function abandonCandidate(
   ctx: StepContext,
   acts: Activities,
   spec: ServedModel,
   generation: number,
+  keepVolume = false,
 ): Promise<void> {
   const { world } = ctx;
   const candidate = world.candidate;
@@ -280,7 +279,7 @@ export async function abandonCandidate(
   await ctx.step(
     'shift',
     generation,
-    () => acts.short.retireRevision({ model: spec, slot: candidate.slot, keepVolume: false }),
+    () => acts.short.retireRevision({ model: spec, slot: candidate.slot, keepVolume }),
     (d) => `${candidate.revision} taken away${d.deleted.length ? `: ${d.deleted.join(', ')}` : ''}`,
   );
   world.candidate = undefined;

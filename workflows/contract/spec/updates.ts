@@ -36,6 +36,26 @@ export function newRevision(previous: ServedModel, next: ServedModel): boolean {
   return !sameSource(previous.spec.source, next.spec.source) || !sameJson(podFields(previous), podFields(next));
 }
 
+/**
+ * `current` with `earlier`'s revision: its weights and engine pods (`engine` but the adapters, `resources`,
+ * `scheduling`); every other field (the rollout, the front, scaling, the adapters) stays `current`'s. What an undo
+ * applies.
+ */
+export function withRevisionOf(current: ServedModel, earlier: ServedModel): ServedModel {
+  const { adapters: _theirs, ...lora } = earlier.spec.engine.lora;
+  const { adapters } = current.spec.engine.lora;
+  return {
+    ...current,
+    spec: {
+      ...current.spec,
+      source: earlier.spec.source,
+      engine: { ...earlier.spec.engine, lora: adapters ? { ...lora, adapters } : lora },
+      resources: earlier.spec.resources,
+      scheduling: earlier.spec.scheduling,
+    },
+  };
+}
+
 /** Dotted paths of what differs, down to the objects' leaves (lists count as one value): `spec.engine.args`. */
 export function specChanges(previous: ServedModel, next: ServedModel): string[] {
   const changes: string[] = [];
