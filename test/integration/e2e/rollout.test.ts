@@ -2,29 +2,36 @@
 // KWOK nodes, and the local stack's supervisor, which plays each slot's engine pods with a stand-in and the front's
 // pods with Debian's HAProxy and their own configuration. A client sends requests through the model's Service the
 // whole time and counts them by the revision that answered: both answer during the 50 % step, which waits for
-// `ferry rollout approve`, the new one alone after the promotion, and no request fails.
+// `ferry rollout approve`, the new one alone after the promotion, and no request fails. A second canary is judged by
+// a team's evaluation workflow on a worker of the team's, fails it, and rolls back, while Ferry's worker is killed
+// (SIGKILL) at each of its steps and replaced; again no request fails.
 import { request } from 'node:http';
+import { join } from 'node:path';
 import type { V1Deployment } from '@kubernetes/client-node';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { ModelStatus } from '../../../workflows/contract/index.js';
-import { expectOk, ferryJson, localUrls, modelObjects, uniqueCluster } from '../../support/e2e.js';
+import { expectOk, ferryJson, localUrls, modelObjects, uniqueCluster, type WorkerProcess } from '../../support/e2e.js';
 import { runFerry, writeDoc } from '../../support/ferry-worker.js';
 import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
 import { waitFor } from '../../support/kube.js';
+import { readLocalEnv } from '../../support/local-env.js';
 import type { Doc } from '../../support/workflow-harness.js';
+import type { TeamActivities } from './fixtures/team-evaluation.js';
 
 const kube = useNamespace('e2e-rollout', RESTRICTED);
 const startWorkerProcess = useWorkerProcesses();
 const cluster = uniqueCluster('e2e');
 
+let worker: WorkerProcess;
 beforeAll(async () => {
-  await startWorkerProcess(cluster);
+  worker = await startWorkerProcess(cluster);
 }, 180_000);
 
 const ref = (name: string) => [name, '-n', kube.ns, '--cluster', cluster];
 const status = (name: string) => ferryJson<ModelStatus>(['status', ...ref(name)]);
 
-function canaryDoc(name: string, revision: string): Doc {
+function canaryDoc(name: string, revision: string, rollout: object = APPROVAL): Doc {
   return {
     apiVersion: 'ferry.dev/v1alpha1',
     kind: 'ServedModel',
@@ -39,10 +46,12 @@ function canaryDoc(name: string, revision: string): Doc {
       engine: { startupTimeout: '3m' },
       puller: { deadline: '5m' },
       front: { holdFor: '1m' },
-      rollout: { strategy: 'Canary', steps: [{ traffic: 50, gate: 'approval', timeout: '10m' }] },
+      rollout,
     },
   };
 }
+
+const APPROVAL = { strategy: 'Canary', steps: [{ traffic: 50, gate: 'approval', timeout: '10m' }] };
 
 /**
  * One completion on a connection of its own, as a client behind a Service with many connections sees it: a front pod
@@ -174,5 +183,118 @@ describe('a canary rollout end to end', { timeout: 420_000 }, () => {
       60_000,
       async () => (await modelObjects(kube, kube.ns, name)).length === 0,
     );
+  });
+
+  it("rolls back a canary the team's evaluation fails, with Ferry's worker killed at each step, and no failed request", async () => {
+    const name = 'evaluated';
+    const teamQueue = `team-evaluations-${cluster}`;
+    const rollout = {
+      strategy: 'Canary',
+      evaluation: { workflow: 'scoreCandidate', taskQueue: teamQueue, timeout: '10m' },
+      steps: [
+        { traffic: 20, gate: 'health' },
+        { traffic: 50, gate: 'evaluation' },
+      ],
+    };
+    // The team's own worker, in this process: its evaluation workflow, and its activity that asks the candidate.
+    const asked: string[] = [];
+    const activities: TeamActivities = {
+      async askCandidate({ endpoint, model }) {
+        asked.push(endpoint);
+        const res = await fetch(`${endpoint.replace(/\/v1\/?$/, '')}/v1/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model, prompt: 'a b', max_tokens: 2 }),
+        });
+        await res.arrayBuffer();
+        return res.status;
+      },
+    };
+    const connection = await NativeConnection.connect({ address: readLocalEnv().TEMPORAL_ADDRESS });
+    const team = await Worker.create({
+      connection,
+      namespace: 'default',
+      taskQueue: teamQueue,
+      workflowsPath: join(import.meta.dirname, 'fixtures', 'team-evaluation.ts'),
+      activities,
+    });
+    const teamRunning = team.run();
+    let client: ReturnType<typeof steadyClient> | undefined;
+    const killed: string[] = [];
+    try {
+      const first = writeDoc(canaryDoc(name, 'main', rollout));
+      expectOk(await runFerry(['serve', '-f', first, '--wait', '--timeout', '4m']), 'serve');
+      await waitFor('the front answering', 60_000, async () => {
+        const url = localUrls()[`${kube.ns}/${name}`];
+        const res = url ? await fetch(`${url}/v1/models`).catch(() => undefined) : undefined;
+        return res?.ok && res.headers.get('x-ferry-revision') === 'r1';
+      });
+      client = steadyClient(name);
+      // The candidate's download and start take long enough (12 s, 15 s) to lose the worker in each.
+      const next = canaryDoc(name, 'v2', rollout);
+      next.metadata.labels['sim.ferry.dev/complete-delay'] = '12s';
+      next.metadata.labels['sim.ferry.dev/load-delay-seconds'] = '15';
+      expectOk(await runFerry(['apply', '-f', writeDoc(next)]), 'apply');
+
+      /** Kills Ferry's worker (SIGKILL) once the rollout is at `what`, and starts another. */
+      const killAt = async (what: string, at: (s: ModelStatus) => boolean) => {
+        await waitFor(what, 240_000, async () => at(await status(name)));
+        await worker.kill();
+        worker = await startWorkerProcess(cluster);
+        killed.push(what);
+      };
+      const open = (s: ModelStatus, steps: string[]) =>
+        s.timeline.some((e) => e.generation === 2 && steps.includes(e.step) && !e.endedAt);
+      await killAt("the candidate's download", (s) => open(s, ['download']));
+      await killAt("the candidate's start", (s) => open(s, ['rollout', 'startup']));
+      await killAt('the health gate at 20 %', (s) => s.rollout?.step === 1 && s.rollout.traffic === 20);
+      await killAt('the evaluation', (s) => s.rollout?.evaluating !== undefined);
+      const back = await waitFor('the candidate rolled back', 240_000, async () => {
+        const s = await status(name);
+        return s.rollout?.state === 'Aborted' && s.phase === 'Ready' ? s : undefined;
+      });
+      expect(back).toMatchObject({
+        revision: 'r1',
+        rollout: { revision: 'r2', state: 'Aborted', step: 2, traffic: 0 },
+        revisions: [{ name: 'r1', role: 'current', slot: 'a', weight: 100 }],
+      });
+      expect(back.rollout!.gates.map((g) => [g.gate, g.result])).toEqual([
+        ['health', 'Passed'],
+        ['evaluation', 'Failed'],
+      ]);
+      expect(back.rollout!.gates[1]!.message).toBe(
+        'score 0.41 below 0.9: r2 answered HTTP 200 on its own endpoint at 50%',
+      );
+      // It asked the candidate alone, on slot b's own Service, not through the front.
+      expect(asked[0]).toBe(localUrls()[`${kube.ns}/${name}-b`]);
+      // Each step ran once to its end, across the restarts.
+      const steps = back.timeline.filter((e) => e.generation === 2).map((e) => `${e.step}:${e.outcome}`);
+      expect(steps.filter((s) => s.startsWith('download'))).toEqual(['download:Succeeded']);
+      const shown = expectOk(await runFerry(['rollout', 'status', ...ref(name)]), 'rollout status');
+      expect(shown.stdout).toContain('step 2 gate evaluation: Failed: score 0.41 below 0.9');
+      // After the rollback, r1 alone answers.
+      const r2 = client.byRevision.r2 ?? 0;
+      const r1 = client.byRevision.r1 ?? 0;
+      await waitFor('r1 answering alone', 60_000, async () => (client!.byRevision.r1 ?? 0) > r1 + 10);
+      expect(client.byRevision.r2 ?? 0).toBe(r2);
+      expect(r2).toBeGreaterThan(0);
+    } finally {
+      await client?.stop();
+      team.shutdown();
+      await teamRunning;
+      await connection.close();
+    }
+    console.info("a steady client through a canary the team's evaluation failed, Ferry's worker killed at each step", {
+      killedAt: killed,
+      answeredBy: client.byRevision,
+      failed: client.failures.length,
+    });
+    expect(killed).toHaveLength(4);
+    expect(client.failures).toEqual([]);
+    // The candidate's objects are gone: slot b holds nothing.
+    await waitFor('slot b empty', 60_000, async () =>
+      (await modelObjects(kube, kube.ns, name)).every((o) => !o.includes(`${name}-b`)),
+    );
+    expectOk(await runFerry(['delete', ...ref(name), '--wait']), 'delete');
   });
 });
