@@ -100,6 +100,35 @@ it('ensures a model from another namespace, gets its endpoint and status, and de
   expect(stub.callsOf('tearDown').filter((c) => c.input.model.metadata.name === name)).toHaveLength(1);
 });
 
+it('rolls a new checkpoint out as a canary when ensured again, and ensuring it once more changes nothing', async () => {
+  const name = `nx-canary-${id}`;
+  const doc = modelDoc((d) => {
+    d.spec.cluster = cluster;
+    d.spec.front = {};
+    d.spec.rollout = { strategy: 'Canary', steps: [{ traffic: 50, gate: '1s' }] };
+  }, name);
+  const ensure = async (document: unknown, call: string) =>
+    await caller.workflow.execute(ensureOnly, {
+      taskQueue: callerQueue,
+      workflowId: `caller-${name}-${call}`,
+      args: [{ endpoint, document }],
+    });
+  expect(await ensure(doc, 'first')).toMatchObject({ generation: 1 });
+  doc.spec.source.huggingface.revision = 'v2';
+  // The operation answers once the canary has taken every request.
+  expect(await ensure(doc, 'v2')).toMatchObject({ generation: 2 });
+  const model = harness.client.workflow.getHandle(workflowIdFor({ cluster, namespace: 'models', name }));
+  expect(await model.query(statusQuery)).toMatchObject({
+    phase: 'Ready',
+    revision: 'r2',
+    rollout: { revision: 'r2', state: 'Promoted', gates: [{ gate: '1s', result: 'Passed' }] },
+  });
+  expect(await ensure(doc, 'v2-again')).toMatchObject({ generation: 2 });
+  const pulls = stub.callsOf('startPuller').filter((c) => c.input.model.metadata.name === name);
+  expect(pulls.map((c) => c.input.slot)).toEqual([undefined, 'b']);
+  await model.terminate('test finished');
+});
+
 it('leaves the model as it was when the caller is cancelled while it waits for Ready', async () => {
   const name = `slow-${id}`;
   const waiting = await caller.workflow.start(ensureOnly, {

@@ -58,3 +58,56 @@ it('serves once for a "training finished" event delivered twice, and updates for
     serving,
   );
 });
+
+it("rolls each new checkpoint out as a canary that the team's evaluation gates, once per checkpoint", async () => {
+  const stub = new StubActivities();
+  const serving = createServingActivities(harness.client);
+  await withWorker(
+    harness,
+    stub,
+    async ({ client, taskQueue }) => {
+      const run = `run-${randomBytes(3).toString('hex')}`;
+      const cluster = taskQueue.replace(/^ferry-/, '');
+      const event: TrainingFinished = { run, checkpoint: 'step-1000', cluster, canaryEvaluatedOn: taskQueue };
+      const deliver = (e: TrainingFinished, delivery: number) =>
+        client.workflow.execute(onTrainingFinished, {
+          taskQueue,
+          workflowId: `trained-${run}-${e.checkpoint}-${delivery}`,
+          args: [e],
+        });
+      const model: ModelHandle = client.workflow.getHandle(
+        workflowIdFor({ cluster, namespace: 'models', name: `${run}-latest` }),
+      );
+      const settled = (generation: number) =>
+        eventually(
+          () => model.query(statusQuery),
+          (s) => s.observedGeneration === generation && s.phase === 'Ready' && s.rollout?.state !== 'Progressing',
+        );
+      await deliver(event, 1);
+      await settled(1);
+
+      // step-2000 passes the evaluation and takes every request; delivered again, it changes nothing.
+      expect(await deliver({ ...event, checkpoint: 'step-2000' }, 1)).toMatchObject({ changed: true, generation: 2 });
+      const promoted = await settled(2);
+      expect(promoted).toMatchObject({
+        revision: 'r2',
+        source: `pvc:checkpoints/${run}/step-2000`,
+        rollout: { state: 'Promoted', gates: [{ gate: 'evaluation', result: 'Passed' }] },
+      });
+      expect(await deliver({ ...event, checkpoint: 'step-2000' }, 2)).toMatchObject({ changed: false, generation: 2 });
+      expect(stub.callsOf('startPuller')).toHaveLength(2);
+
+      // An older checkpoint delivered late fails the evaluation: rolled back, step-2000 serves on.
+      expect(await deliver({ ...event, checkpoint: 'step-1500' }, 1)).toMatchObject({ changed: true, generation: 3 });
+      const back = await settled(3);
+      expect(back).toMatchObject({
+        revision: 'r2',
+        source: `pvc:checkpoints/${run}/step-2000`,
+        rollout: { revision: 'r3', state: 'Aborted' },
+      });
+      expect(back.rollout!.gates.at(-1)!.message).toMatch(/step-1500 at step 1500 on /);
+      await model.terminate('test finished');
+    },
+    serving,
+  );
+});
