@@ -42,3 +42,45 @@ export function frontLoad(text: string): { inFlight: number; requests: number } 
   }
   return inFlight === undefined || requests === undefined ? undefined : { inFlight, requests };
 }
+
+/** One revision's answers through a front pod since it started, as HAProxy's exporter counts them for its server. */
+export interface ServerCounts {
+  /** Requests sent to it: those it answered, those whose connection or response broke, those sent on elsewhere. */
+  requests: number;
+  /** Responses it sent (any status). */
+  answered: number;
+  /**
+   * 5xx responses, connections it refused or broke, responses it broke off, and requests it refused that the front then
+   * sent to another revision (`option redispatch`: the client saw no failure, the revision failed it all the same).
+   */
+  failed: number;
+  /** HAProxy's average response time over the server's last 1024 requests, in ms; unset before it answered. */
+  averageMs?: number;
+}
+
+/** Every server of the front's `engine` backend (one per revision, named after it) in an exporter's answer. */
+export function frontServers(text: string): Record<string, ServerCounts> {
+  const servers: Record<string, ServerCounts> = {};
+  for (const line of text.split('\n')) {
+    const s = sample(line);
+    if (!s?.name.startsWith('haproxy_server_') || !s.labels.includes('proxy="engine"')) continue;
+    const server = /server="([^"]+)"/.exec(s.labels)?.[1];
+    if (!server) continue;
+    const counts = (servers[server] ??= { requests: 0, answered: 0, failed: 0 });
+    if (s.name === 'haproxy_server_http_responses_total') {
+      counts.requests += s.value;
+      counts.answered += s.value;
+      if (s.labels.includes('code="5xx"')) counts.failed += s.value;
+    } else if (
+      s.name === 'haproxy_server_connection_errors_total' ||
+      s.name === 'haproxy_server_response_errors_total' ||
+      s.name === 'haproxy_server_redispatch_warnings_total'
+    ) {
+      counts.requests += s.value;
+      counts.failed += s.value;
+    } else if (s.name === 'haproxy_server_response_time_average_seconds') {
+      counts.averageMs = s.value * 1000;
+    }
+  }
+  return servers;
+}

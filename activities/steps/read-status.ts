@@ -1,24 +1,74 @@
 // readStatus: one look at a Ready model, for runs from before lookAtModel (observeEngine is both looks' core):
-// replicas, the worst problem by name, the endpoint. Problems in order: a current-revision pod that crash-loops, OOMs
+// replicas, the worst problem by name, the endpoint; for a rollout's health gate, what the front's pods counted by revision. Problems in order: a current-revision pod that crash-loops, OOMs
 // or cannot pull its image; replicas missing (ReplicasUnavailable); the engine not answering /health (Unhealthy).
 import { FATAL_POD_REASONS } from '../readers/pod-problems.js';
 import { clientEndpoint, type ActivityDeps } from '../deps.js';
 import { probeEngine, type ApiKeyResolver } from './health.js';
 import { assertOurs } from '../readers/ownership.js';
 import { isPodReady } from '../readers/revision.js';
-import { currentPodProblems, readEngine, type Reads } from '../cluster/model-reads.js';
-import type { ModelInput, ObservedStatus, ServedModel, Slot } from '../../workflows/contract/index.js';
+import type { V1Pod } from '@kubernetes/client-node';
+import { currentPodProblems, labelSelectorOf, readEngine, type Reads } from '../cluster/model-reads.js';
+import type {
+  FrontCounters,
+  ObservedStatus,
+  ReadStatusInput,
+  ServedModel,
+  Slot,
+} from '../../workflows/contract/index.js';
 import { deploymentName, slotBase } from '../builders/index.js';
+import { FRONT_METRICS_PORT, frontSelectorLabels } from '../builders/front-objects.js';
+import { frontServers } from '../scaling/load.js';
 
+/** How long a front pod's exporter has to answer. */
+const FRONT_READ_TIMEOUT_MS = 5_000;
 /** How long after an unreachable engine it is probed again (observeEngine). */
 const SECOND_PROBE_AFTER_MS = 1_000;
 
 export async function readStatus(
   deps: ActivityDeps,
-  { model, slot }: ModelInput,
+  { model, slot, frontCounters }: ReadStatusInput,
   apiKeys?: ApiKeyResolver,
 ): Promise<ObservedStatus> {
-  return await observeEngine(deps, deps.cluster, model, apiKeys, slot);
+  const observed = await observeEngine(deps, deps.cluster, model, apiKeys, slot);
+  if (!frontCounters || !model.spec.front) return observed;
+  return { ...observed, front: await readFrontCounters(deps, model) };
+}
+
+/** Each revision's counts, summed over the front's ready pods; why not, when a pod did not answer. */
+async function readFrontCounters(deps: ActivityDeps, model: ServedModel): Promise<FrontCounters | { unread: string }> {
+  const { name, namespace } = model.metadata;
+  const pods = (
+    await deps.cluster.list<V1Pod>('v1', 'Pod', namespace, {
+      labelSelector: labelSelectorOf(frontSelectorLabels(name)),
+    })
+  ).filter((p) => isPodReady(p) && !p.metadata?.deletionTimestamp);
+  if (pods.length === 0) return { unread: 'no front pod is ready' };
+  const address = { metadata: { name, namespace }, spec: { engine: { port: FRONT_METRICS_PORT } } };
+  const revisions: FrontCounters['revisions'] = {};
+  for (const pod of pods) {
+    const podName = pod.metadata!.name!;
+    let text: string;
+    try {
+      const base = await deps.endpoints(address, { name: podName, ip: pod.status?.podIP });
+      const res = await (deps.http ?? fetch)(`${base}/metrics`, { signal: AbortSignal.timeout(FRONT_READ_TIMEOUT_MS) });
+      if (!res.ok) return { unread: `front pod ${podName} answered ${res.status} on /metrics` };
+      text = await res.text();
+    } catch (err) {
+      return { unread: `front pod ${podName}: ${err instanceof Error ? err.message : String(err)}` };
+    }
+    for (const [revision, counts] of Object.entries(frontServers(text))) {
+      const sum = (revisions[revision] ??= { requests: 0, answered: 0, failed: 0 });
+      // The average over every pod, weighted by what each answered.
+      if (counts.averageMs !== undefined && counts.answered > 0) {
+        const before = (sum.averageMs ?? 0) * sum.answered;
+        sum.averageMs = (before + counts.averageMs * counts.answered) / (sum.answered + counts.answered);
+      }
+      sum.requests += counts.requests;
+      sum.answered += counts.answered;
+      sum.failed += counts.failed;
+    }
+  }
+  return { pods: pods.length, revisions };
 }
 
 /** The engine as it is, read through `reads` (the API server, or the worker's watch in front of it). */

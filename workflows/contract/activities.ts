@@ -77,6 +77,26 @@ export interface ObservedStatus {
   /** Set when something is wrong, with a named reason (CrashLoopBackOff, ReplicasUnavailable, Unhealthy, …). */
   problem?: { reason: string; message: string };
   endpoint?: string;
+  /** Asked for (`ReadStatusInput.frontCounters`) on a model with a front: what its pods counted, or why not. */
+  front?: FrontCounters | { unread: string };
+}
+
+/** `readStatus` asked, for a rollout's health gate, for the front's counters too. */
+export interface ReadStatusInput extends ModelInput {
+  frontCounters?: boolean;
+}
+
+/**
+ * The requests each revision answered through the model's front, summed over its ready pods: each pod's counters run
+ * from its start, and a rollout's step starts new pods (the share is in their configuration), so they cover the step.
+ */
+export interface FrontCounters {
+  pods: number;
+  /**
+   * By revision: the requests sent to it, those it answered, those that failed (a 5xx, a refused or broken connection,
+   * a broken response), and its average response time in ms (HAProxy's, over its last 1024 requests).
+   */
+  revisions: Record<string, { requests: number; answered: number; failed: number; averageMs?: number }>;
 }
 
 /**
@@ -232,7 +252,7 @@ export interface FerryActivities {
   awaitHealth(input: ModelInput): Promise<HealthResult>;
   scaleEngine(input: ModelInput & { replicas: number }): Promise<void>;
   /** The look of runs from before `lookAtModel` (kept so they replay). */
-  readStatus(input: ModelInput): Promise<ObservedStatus>;
+  readStatus(input: ReadStatusInput): Promise<ObservedStatus>;
   /** A rollout: the front with `shares`, applied and rolled (docs/design/rollout.md, section 3). */
   shiftTraffic(input: ObjectsInput & { shares: RevisionShare[] }): Promise<{ frontPods: number }>;
   /** A rollout: the engine of the revision in `slot` taken away (its volume kept with `keepVolume`). */

@@ -24,7 +24,8 @@ import {
 } from '../status/rollout.js';
 import { beginUpdate, byWhom, markReady, skipDownload, supersede } from '../status/transitions.js';
 import { describeWord } from './rollout-control.js';
-import { evaluationGate } from './evaluation.js';
+import { evaluationGate, type GateVerdict } from './evaluation.js';
+import { healthGate } from './health-gate.js';
 import { admissionLimit } from './baseline.js';
 import { now, type StepContext, type World } from './context.js';
 import { awaitHealth } from './health.js';
@@ -157,7 +158,7 @@ async function candidateSteps(
     const verdict =
       step.gate === 'evaluation'
         ? await evaluationGate(ctx, spec, r, health, i + 1, step.traffic)
-        : await gate(ctx, acts, spec, slot, step);
+        : await gate(ctx, acts, spec, slot, step, r);
     ctx.set(gateDecided(ctx.status, { step: i + 1, gate: step.gate, ...verdict }, now()));
     if (verdict.result === 'Failed')
       throw new Error(`step ${i + 1} (${step.traffic}%): gate ${step.gate}: ${verdict.message}`);
@@ -218,7 +219,7 @@ async function shift(
 
 /**
  * A step's gate: a pause (one durable timer), an approval (`ferry rollout approve`, or its timeout), or the candidate
- * healthy after it took its share for a while.
+ * healthy after it took its share for a while (health-gate.ts).
  */
 async function gate(
   ctx: StepContext,
@@ -226,7 +227,8 @@ async function gate(
   spec: ServedModel,
   slot: Slot,
   step: RolloutStep,
-): Promise<{ result: 'Passed' | 'Failed'; message: string }> {
+  r: RolloutRevisions,
+): Promise<GateVerdict> {
   const which = step.gate;
   if (which === 'approval') {
     const timeout = step.timeout ?? '24h';
@@ -245,10 +247,11 @@ async function gate(
     await sleep(parseDuration(which));
     return { result: 'Passed', message: `paused ${which}` };
   }
-  await sleep(ctx.options.healthGateWindowMs);
-  const seen = await acts.short.readStatus({ model: spec, ...inSlot(slot) });
-  if (seen.problem) return { result: 'Failed', message: `${seen.problem.reason}: ${seen.problem.message}` };
-  return { result: 'Passed', message: `${seen.readyReplicas} of ${seen.replicas} replicas ready and answering` };
+  return await healthGate(ctx, acts, spec, slot, {
+    candidate: r.candidate.name,
+    current: r.current.name,
+    traffic: step.traffic,
+  });
 }
 
 /**

@@ -197,10 +197,10 @@ describe('a canary rollout end to end', { timeout: 420_000 }, () => {
       ],
     };
     // The team's own worker, in this process: its evaluation workflow, and its activity that asks the candidate.
-    const asked: string[] = [];
+    const asked: { endpoint: string; slotB?: string }[] = [];
     const activities: TeamActivities = {
       async askCandidate({ endpoint, model }) {
-        asked.push(endpoint);
+        asked.push({ endpoint, slotB: localUrls()[`${kube.ns}/${name}-b`] });
         const res = await fetch(`${endpoint.replace(/\/v1\/?$/, '')}/v1/completions`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
@@ -262,11 +262,16 @@ describe('a canary rollout end to end', { timeout: 420_000 }, () => {
         ['health', 'Passed'],
         ['evaluation', 'Failed'],
       ]);
+      // The health gate judged r2 on what the front's pods counted for it at 20 %.
+      expect(back.rollout!.gates[0]!.message).toMatch(
+        /^1 of 1 replicas ready and answering; through the front r2: 0 of [1-9]\d* requests failed \(0 %\)/,
+      );
       expect(back.rollout!.gates[1]!.message).toBe(
         'score 0.41 below 0.9: r2 answered HTTP 200 on its own endpoint at 50%',
       );
       // It asked the candidate alone, on slot b's own Service, not through the front.
-      expect(asked[0]).toBe(localUrls()[`${kube.ns}/${name}-b`]);
+      expect(asked[0]!.slotB).toMatch(/^http:/);
+      expect(asked[0]!.endpoint).toBe(asked[0]!.slotB);
       // Each step ran once to its end, across the restarts.
       const steps = back.timeline.filter((e) => e.generation === 2).map((e) => `${e.step}:${e.outcome}`);
       expect(steps.filter((s) => s.startsWith('download'))).toEqual(['download:Succeeded']);

@@ -1,12 +1,15 @@
 // The front's share of the requests between revisions (activities/builders/front.ts; docs/design/rollout.md, section
 // 3), checked against a real HAProxy (Debian's) and two engine stand-ins on loopback, with the configuration a model's
 // front is deployed with (front-objects.ts) moved onto loopback: each revision's share counted by the revision that
-// each response names, and a revision that stops answering costing no request.
+// each response names, and a revision that stops answering costing no request; and the front's own counts by
+// revision, on which a rollout's health gate judges the candidate.
 import { afterEach, describe, expect, it } from 'vitest';
 import { frontConfigFor } from '../../../activities/builders/front-objects.js';
 import type { RevisionShare } from '../../../workflows/contract/index.js';
 import { freePort } from '../../support/e2e.js';
 import { fixtureModel } from '../../unit/fixtures.js';
+import { frontServers } from '../../../activities/scaling/load.js';
+import { judgeFront } from '../../../workflows/steps/health-gate.js';
 import { ask, loopbackServers, startEngine, startFront, stopAll } from './front-harness.js';
 
 afterEach(stopAll);
@@ -21,8 +24,10 @@ async function frontOf(shares: RevisionShare[]) {
   );
   // The deployed configuration, with its servers moved onto loopback: the same names and weights.
   const deployed = frontConfigFor(model, {}, shares);
-  const { url } = await startFront(loopbackServers(shares, ports), { holdSeconds: 10 }, model);
-  return { url, engines, deployed };
+  const { url, metricsPort } = await startFront(loopbackServers(shares, ports), { holdSeconds: 10 }, model);
+  /** What the front's exporter counts by revision, as readStatus reads it for a health gate. */
+  const counted = async () => frontServers(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text());
+  return { url, engines, deployed, counted };
 }
 
 /** Sends `n` completions `concurrency` at a time; counts the answers by status and by the revision named. */
@@ -55,7 +60,7 @@ describe("the front's share of the requests between revisions", () => {
         { revision: 'r3', slot: 'a', weight: a },
         { revision: 'r4', slot: 'b', weight: b },
       ];
-      const { url, deployed } = await frontOf(shares);
+      const { url, deployed, counted } = await frontOf(shares);
       expect(deployed).toContain(
         `server r3 ${model.metadata.name}-engine.${model.metadata.namespace}.svc:8000 weight ${a}`,
       );
@@ -67,6 +72,12 @@ describe("the front's share of the requests between revisions", () => {
       // Within 10 % of the share (HAProxy's weighted round robin is exact per round of 100; concurrency blurs it little).
       expect(Math.abs((revisions.r4 ?? 0) / n - b / 100)).toBeLessThanOrEqual(0.1);
       expect(Math.abs((revisions.r3 ?? 0) / n - a / 100)).toBeLessThanOrEqual(0.1);
+      // The front's own counts agree, and a health gate passes the candidate on them.
+      const counts = await counted();
+      expect(counts.r3).toMatchObject({ requests: revisions.r3, answered: revisions.r3, failed: 0 });
+      expect(counts.r4).toMatchObject({ requests: revisions.r4, answered: revisions.r4, failed: 0 });
+      expect(counts.r4!.averageMs).toBeGreaterThan(0);
+      expect(judgeFront({ pods: 1, revisions: counts }, 'r4', 'r3')).toMatchObject({ result: 'Passed' });
     },
   );
 
@@ -82,7 +93,7 @@ describe("the front's share of the requests between revisions", () => {
       { revision: 'r1', slot: 'a', weight: 50 },
       { revision: 'r2', slot: 'b', weight: 50 },
     ];
-    const { url, engines } = await frontOf(shares);
+    const { url, engines, counted } = await frontOf(shares);
     const before = await send(url, 40, 2);
     expect(before.statuses).toEqual({ 200: 40 });
     expect(before.revisions.r2).toBeGreaterThan(0);
@@ -91,5 +102,13 @@ describe("the front's share of the requests between revisions", () => {
     const after = await send(url, 100, 4);
     expect(after.statuses).toEqual({ 200: 100 });
     expect(after.revisions).toEqual({ r1: 100 });
+    // No client saw it, but the front counted each refused connection against r2: its health gate fails it.
+    const counts = await counted();
+    expect(counts.r2!.failed).toBeGreaterThan(0);
+    const verdict = judgeFront({ pods: 1, revisions: counts }, 'r2', 'r1');
+    expect(verdict).toMatchObject({ result: 'Failed' });
+    expect(verdict!.message).toMatch(
+      /^more than 1 % of r2's requests failed, through the front r2: \d+ of \d+ requests failed/,
+    );
   });
 });

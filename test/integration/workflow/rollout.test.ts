@@ -293,4 +293,36 @@ describe('ServeModelWorkflow rollout', () => {
       expect(waitOutcome(back, ['Ready'], 2)).toBe('failed');
     });
   });
+
+  it('rolls back a candidate that the front counts failing more of its requests than the current revision', async () => {
+    const stub = new StubActivities();
+    stub.on('readStatus', async (input) => ({
+      replicas: 1,
+      readyReplicas: 1,
+      ...(input.frontCounters
+        ? {
+            front: {
+              pods: 2,
+              revisions: {
+                r1: { requests: 90, answered: 90, failed: 0, averageMs: 100 },
+                r2: { requests: 10, answered: 8, failed: 4, averageMs: 110 },
+              },
+            },
+          }
+        : {}),
+    }));
+    await withWorker(harness, stub, async ({ start }) => {
+      const doc = modelDoc(canary([{ traffic: 10 }, { traffic: 50 }]));
+      const handle = await start(doc, OPTIONS);
+      await waitForStatus(handle, readyAt(1));
+      doc.spec.source.huggingface.revision = 'v2';
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      const back = await waitForStatus(handle, (s) => s.rollout?.state === 'Aborted');
+      expect(back).toMatchObject({ revision: 'r1', rollout: { step: 1, traffic: 0 } });
+      expect(back.rollout!.message).toBe(
+        "step 1 (10%): gate health: more than 1 % of r2's requests failed, through the front r2: 4 of 10 requests failed (40 %), 110 ms on average; r1: 0 of 90 requests failed (0 %), 100 ms on average",
+      );
+      expect(stub.callsOf('readStatus').at(-1)!.input).toMatchObject({ slot: 'b', frontCounters: true });
+    });
+  });
 });

@@ -59,7 +59,7 @@ const stepSchema = strict({
   gate: gateSchema
     .default('health')
     .describe(
-      "What must hold before the next step: health (the candidate's replicas ready and answering /health), evaluation (rollout.evaluation's workflow passes on the candidate), approval (ferry rollout approve NAME), or a pause like 10m.",
+      "What must hold before the next step: health (the candidate's replicas ready and answering /health, and through the front no more failed requests and no slower answers than it may beside the current revision), evaluation (rollout.evaluation's workflow passes on the candidate), approval (ferry rollout approve NAME), or a pause like 10m.",
     ),
   timeout: duration('24h', { ms: MAX_PAUSE_MS, message: 'must be at most 7d', rule: 'rollout' })
     .optional()
