@@ -1,6 +1,7 @@
 // readStatus: one look at a Ready model, for runs from before lookAtModel (observeEngine is both looks' core):
-// replicas, the worst problem by name, the endpoint; for a rollout's health gate, what the front's pods counted by revision. Problems in order: a current-revision pod that crash-loops, OOMs
-// or cannot pull its image; replicas missing (ReplicasUnavailable); the engine not answering /health (Unhealthy).
+// replicas, the worst problem by name, the endpoint; and, for a rollout's health gate, what the front's pods counted
+// by revision. Problems in order: a current-revision pod that crash-loops, OOMs or cannot pull its image; replicas
+// missing (ReplicasUnavailable); the engine not answering /health (Unhealthy).
 import { FATAL_POD_REASONS } from '../readers/pod-problems.js';
 import { clientEndpoint, type ActivityDeps } from '../deps.js';
 import { probeEngine, type ApiKeyResolver } from './health.js';
