@@ -2,7 +2,8 @@
 // KWOK nodes, and the local stack's supervisor, which plays each slot's engine pods with a stand-in and the front's
 // pods with Debian's HAProxy and their own configuration. A client sends requests through the model's Service the
 // whole time and counts them by the revision that answered: both answer during the 50 % step, which waits for
-// `ferry rollout approve`, the new one alone after the promotion, and no request fails. A second canary is judged by
+// `ferry rollout approve`, the new one alone after the promotion, the old one alone again after `ferry rollout undo`
+// (from its kept volume, no pull), and no request fails. A second canary is judged by
 // a team's evaluation workflow on a worker of the team's, fails it, and rolls back, while Ferry's worker is killed
 // (SIGKILL) at each of its steps and replaced; again no request fails.
 import { request } from 'node:http';
@@ -108,7 +109,7 @@ function steadyClient(name: string) {
 }
 
 describe('a canary rollout end to end', { timeout: 420_000 }, () => {
-  it('moves a steady client from r1 to r2 through a 50 % step held for `ferry rollout approve`, with no failed request', async () => {
+  it('moves a steady client from r1 to r2 through a 50 % step held for `ferry rollout approve`, and back by `ferry rollout undo`, with no failed request', async () => {
     const name = 'canary';
     expectOk(await runFerry(['serve', '-f', writeDoc(canaryDoc(name, 'main')), '--wait', '--timeout', '4m']), 'serve');
     await waitFor('the front answering', 60_000, async () => {
@@ -157,26 +158,50 @@ describe('a canary rollout end to end', { timeout: 420_000 }, () => {
       });
       expect(atPromotion.r1).toBeGreaterThan(0);
       expect(atPromotion.r2).toBeGreaterThan(0);
+      // r2's engine in slot b; r1's Deployment gone, its volume kept.
+      const objects = await modelObjects(kube, kube.ns, name);
+      expect(objects).toEqual(
+        expect.arrayContaining(['Deployment/canary-b', 'Service/canary-b', 'PersistentVolumeClaim/canary-weights']),
+      );
+      await waitFor('r1 engine gone', 60_000, async () => {
+        const left = await kube.apps.listNamespacedDeployment({
+          namespace: kube.ns,
+          labelSelector: 'ferry.dev/model=canary',
+        });
+        return left.items.every((d: V1Deployment) => d.metadata?.name !== 'canary');
+      });
+
+      // Back to r1: from the weights its volume kept (no pull), with no gate, the client served throughout.
+      const undo = ['rollout', 'undo', ...ref(name), '--revision', 'r1', '--reason', 'r2 answers worse'];
+      expect(expectOk(await runFerry(undo), 'rollout undo').stdout).toContain('returning to r1 at generation 3');
+      const back = await waitFor('r1 serving again', 180_000, async () => {
+        const s = await status(name);
+        return s.phase === 'Ready' && s.observedGeneration === 3 ? s : undefined;
+      });
+      expect(back).toMatchObject({
+        revision: 'r1',
+        rollout: { revision: 'r1', from: 'r2', undo: true, state: 'Promoted' },
+        revisions: [
+          { name: 'r1', role: 'current', slot: 'a', weight: 100 },
+          { name: 'r2', role: 'previous', slot: 'b', weight: 0 },
+        ],
+      });
+      const undone = back.timeline.filter((e) => e.generation === 3).map((e) => `${e.step}:${e.outcome}`);
+      expect(undone).toContain('download:Skipped');
+      await waitFor('r1 alone answering again', 90_000, async () => {
+        const r1 = client.byRevision.r1 ?? 0;
+        const r2 = client.byRevision.r2 ?? 0;
+        await new Promise((r) => setTimeout(r, 4_000));
+        return (client.byRevision.r1 ?? 0) > r1 + 5 && (client.byRevision.r2 ?? 0) === r2;
+      });
     } finally {
       await client.stop();
     }
-    console.info('a steady client through the canary', {
+    console.info('a steady client through the canary and its undo', {
       answeredBy: client.byRevision,
       failed: client.failures.length,
     });
     expect(client.failures).toEqual([]);
-    // r2's engine in slot b; r1's Deployment gone, its volume kept.
-    const objects = await modelObjects(kube, kube.ns, name);
-    expect(objects).toEqual(
-      expect.arrayContaining(['Deployment/canary-b', 'Service/canary-b', 'PersistentVolumeClaim/canary-weights']),
-    );
-    await waitFor('r1 engine gone', 60_000, async () => {
-      const left = await kube.apps.listNamespacedDeployment({
-        namespace: kube.ns,
-        labelSelector: 'ferry.dev/model=canary',
-      });
-      return left.items.every((d: V1Deployment) => d.metadata?.name !== 'canary');
-    });
     expectOk(await runFerry(['delete', ...ref(name), '--wait']), 'delete');
     await waitFor(
       'every object of both slots gone',
