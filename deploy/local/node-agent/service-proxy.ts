@@ -10,7 +10,7 @@ interface Proxy {
   port: number;
   backends: string[];
   next: number;
-  /** `<namespace>/<model>` the Service belongs to. */
+  /** `<namespace>/<instance>` the Service belongs to: the model's name, or `<model>-b` (a rollout's second slot). */
   key: string;
 }
 
@@ -49,7 +49,11 @@ export class ServiceProxies {
         }
       }
       backends.sort();
-      const model = list[0]?.metadata?.labels?.['ferry.dev/model'] ?? id.split('/')[1]!;
+      // The model's name, or for the engine Service of a revision in the model's second slot (a rollout), `<model>-b`:
+      // the worker looks it up under that name (activities/builders/names.ts, slotEngineServiceName).
+      const service = id.split('/')[1]!;
+      const owner = list[0]?.metadata?.labels?.['ferry.dev/model'] ?? service;
+      const model = service === `${owner}-b` ? service : owner;
       const existing = this.proxies.get(id);
       if (existing) {
         existing.backends = backends;
