@@ -30,6 +30,13 @@ const get = <T>(apiVersion: string, kind: string, name: string) =>
 /** Sends `n` requests through the model's Service as the local stack plays it; counts them by revision. */
 async function answeredBy(name: string, n: number): Promise<Record<string, number>> {
   const url = await waitFor("the model's Service on the front", 60_000, async () => localUrls()[`${env.ns}/${name}`]);
+  // The local stack's Service port goes to the stand-in until its HAProxy for a front pod runs, which can be a moment
+  // after the pod is ready (in a cluster the Service would have no endpoint yet): first a front's answer.
+  await waitFor('a front pod answering', 60_000, async () => {
+    const res = await fetch(`${url}/v1/models`, { signal: AbortSignal.timeout(30_000) }).catch(() => undefined);
+    await res?.text();
+    return res?.ok && res.headers.get('x-ferry-revision') !== null;
+  });
   const counts: Record<string, number> = {};
   for (let i = 0; i < n; i++) {
     const res = await fetch(`${url}/v1/models`, { signal: AbortSignal.timeout(30_000) });

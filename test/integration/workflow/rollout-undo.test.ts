@@ -1,7 +1,7 @@
 // `ferry rollout undo` and `abort --keep-weights` (docs/design/rollout.md) on a real Temporal server: an undo returns a
 // Ready model to the revision before, under its own name, from the weights its kept volume holds, with no gate, and
 // keeps the revision it left in its place; refused when there is nothing to return to. An abort with keepWeights
-// leaves the candidate's volume.
+// leaves the candidate's volume; an abort during the candidate's download cancels the pull.
 import { describe, expect, it } from 'vitest';
 import {
   rolloutActionUpdate,
@@ -10,7 +10,7 @@ import {
   type RolloutActionInput,
 } from '../../../workflows/contract/index.js';
 import { useHarness } from '../../support/fixtures.js';
-import { StubActivities } from '../../support/stub-activities.js';
+import { blockUntilCancelled, StubActivities } from '../../support/stub-activities.js';
 import {
   FAST,
   modelDoc,
@@ -44,7 +44,7 @@ async function refusal(handle: ModelHandle, input: RolloutActionInput): Promise<
 const sharesOf = (stub: StubActivities) =>
   stub.callsOf('shiftTraffic').map((c) => c.input.shares.map((s) => `${s.revision}:${s.weight}`));
 
-describe('ServeModelWorkflow rollout undo', () => {
+describe('ServeModelWorkflow rollout undo and abort', () => {
   it('returns to the revision before from its kept weights, with no gate, and can return again', async () => {
     const stub = new StubActivities();
     // A kept volume holds its weights, as the real applyStorage finds from the volume's annotation.
@@ -155,6 +155,36 @@ describe('ServeModelWorkflow rollout undo', () => {
         rollout: { message: 'aborted (its weights kept): look at its files' },
       });
       expect(stub.callsOf('retireRevision').map((c) => [c.input.slot, c.input.keepVolume])).toEqual([['b', true]]);
+    });
+  });
+
+  it("aborts during the candidate's download: the pull cancelled, its puller and volume taken away, r1 serving on", async () => {
+    const stub = new StubActivities();
+    stub.on('awaitPuller', async (input) =>
+      input.slot === 'b' ? blockUntilCancelled() : { jobName: input.jobName, durationMs: 1_000 },
+    );
+    await withWorker(harness, stub, async ({ start }) => {
+      const doc = modelDoc(canary([{ traffic: 25, gate: '1s' }]));
+      const handle = await start(doc, OPTIONS);
+      await waitForStatus(handle, readyAt(1));
+      doc.spec.source.huggingface.revision = 'v2';
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      await waitForStatus(handle, () => stub.callsOf('awaitPuller').some((c) => c.input.slot === 'b'));
+      await handle.executeUpdate(rolloutActionUpdate, { args: [{ action: 'abort', reason: 'wrong checkpoint' }] });
+      const back = await waitForStatus(handle, (s) => s.rollout?.state === 'Aborted' && s.phase === 'Ready');
+      expect(back).toMatchObject({
+        revision: 'r1',
+        source: 'huggingface:Qwen/Qwen2.5-0.5B-Instruct@main',
+        rollout: { revision: 'r2', step: 0, traffic: 0, message: 'aborted: wrong checkpoint' },
+      });
+      expect(stub.callsOf('awaitPuller').find((c) => c.input.slot === 'b')!.outcome).toBe('cancelled');
+      // Nothing had been shifted: the front straight back to r1 alone; slot b's puller and volume deleted.
+      expect(sharesOf(stub)).toEqual([['r1:100']]);
+      expect(stub.callsOf('retireRevision').map((c) => [c.input.slot, c.input.keepVolume])).toEqual([['b', false]]);
+      expect(back.timeline.filter((e) => e.step === 'download').map((e) => e.outcome)).toEqual([
+        'Succeeded',
+        'Cancelled',
+      ]);
     });
   });
 });
