@@ -228,16 +228,22 @@ export class EngineSimSupervisor {
     const endpoints = new Map<string, Endpoint>();
     for (const key of this.options.discovery ? fronted : []) {
       const [namespace, model] = key.split('/') as [string, string];
-      const slices = await this.options.discovery!.listNamespacedEndpointSlice({
-        namespace,
-        labelSelector: `kubernetes.io/service-name=${model}-engine`,
-      });
-      for (const slice of slices.items) {
-        const port = slice.ports?.find((p) => p.name === 'http')?.port ?? slice.ports?.[0]?.port;
-        const ready = (slice.endpoints ?? []).find(
-          (e) => e.conditions?.ready === true && !this.kwokNodes.has(e.nodeName ?? ''),
-        );
-        if (port && ready?.addresses[0]) endpoints.set(key, { host: ready.addresses[0], port });
+      // The first slot's engine Service, and a rollout's second slot's (`<model>-b`, keyed by that name).
+      for (const [service, as] of [
+        [`${model}-engine`, key],
+        [`${model}-b`, `${key}-b`],
+      ] as const) {
+        const slices = await this.options.discovery!.listNamespacedEndpointSlice({
+          namespace,
+          labelSelector: `kubernetes.io/service-name=${service}`,
+        });
+        for (const slice of slices.items) {
+          const port = slice.ports?.find((p) => p.name === 'http')?.port ?? slice.ports?.[0]?.port;
+          const ready = (slice.endpoints ?? []).find(
+            (e) => e.conditions?.ready === true && !this.kwokNodes.has(e.nodeName ?? ''),
+          );
+          if (port && ready?.addresses[0]) endpoints.set(as, { host: ready.addresses[0], port });
+        }
       }
     }
     this.realEndpoints = endpoints;
