@@ -222,7 +222,8 @@ export class EngineSimSupervisor {
 
   /**
    * For each fronted model whose engine runs for real (its pods on a node that is not KWOK's): a ready endpoint of its
-   * engine Service, `<model>-engine`, from its EndpointSlices, which the real controller keeps from the pods' probes.
+   * engine Service, `<model>-engine`, and of a rollout's second slot's, `<model>-b`, from their EndpointSlices, which
+   * the real controller keeps from the pods' probes.
    */
   private async followRealEngines(fronted: Set<string>): Promise<void> {
     const endpoints = new Map<string, Endpoint>();
