@@ -1,7 +1,7 @@
 // What the benchmarks share: a counting proxy in front of the API server (so the worker's own requests are counted,
 // not the controllers', KWOK's or the stand-in supervisor's), a worker process of the benchmark's own, extra
 // simulated GPU nodes, and models served in parallel. Runs against the local stack (`npm run local:up`).
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { createServer, request as httpRequest, type Server } from 'node:http';
@@ -57,6 +57,20 @@ export function wholeOption(name: string, text: string, min = 1): number {
     process.exit(2);
   }
   return n;
+}
+
+/** The built CLI (`bin/ferry.js`) with `env` added to this process's; waits for it, and returns what it printed. */
+export function ferrySync(
+  args: string[],
+  env: Record<string, string>,
+): { code: number; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [join(repoRoot, 'bin/ferry.js'), ...args], {
+    cwd: repoRoot,
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -18,6 +18,7 @@ import {
   adminKubeConfig,
   createNamespace,
   deleteNamespace,
+  ferrySync as ferry,
   localEnv,
   machine,
   percentile,
@@ -88,16 +89,6 @@ function memory(): { rssGiB: number; pssGiB: number; processes: number } {
   const pids = stackPids();
   const kb = (f: (p: number) => number) => pids.reduce((sum, p) => sum + f(p), 0);
   return { rssGiB: kb(rss) / 2 ** 20, pssGiB: kb(pss) / 2 ** 20, processes: pids.length };
-}
-
-function ferry(args: string[], env: Record<string, string>): { code: number; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [join(repoRoot, 'bin/ferry.js'), ...args], {
-    cwd: repoRoot,
-    env: { ...process.env, ...env },
-    encoding: 'utf8',
-    maxBuffer: 64 * 1024 * 1024,
-  });
-  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
 const results: Record<string, unknown> = { machine: machine() };

@@ -11,7 +11,6 @@
 // front (Debian's HAProxy, the local stack's supervisor playing the front's pods), Ferry's worker and CLI. The new
 // revision is new engine arguments, so the Canary's candidate pulls into its own volume and starts beside the current
 // one: two real replicas at once.
-import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +20,7 @@ import {
   adminKubeConfig,
   createNamespace,
   deleteNamespace,
+  ferrySync as ferry,
   localEnv,
   machine,
   repoRoot,
@@ -34,16 +34,6 @@ const log = (msg: string) => process.stderr.write(`[bench] ${new Date().toISOStr
 
 if ((existsSync(join(run, 'engine')) ? readFileSync(join(run, 'engine'), 'utf8').trim() : 'sim') !== 'vllm') {
   throw new Error('the local stack runs the stand-in only: npm run local:up -- --engine vllm');
-}
-
-function ferry(args: string[], env: Record<string, string>): { code: number; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [join(repoRoot, 'bin/ferry.js'), ...args], {
-    cwd: repoRoot,
-    env: { ...process.env, ...env },
-    encoding: 'utf8',
-    maxBuffer: 64 * 1024 * 1024,
-  });
-  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
 /** The model's front as the local stack's supervisor publishes it. */

@@ -282,3 +282,13 @@ export async function phasesFromHistory(handle: ModelHandle): Promise<string[]> 
   }
   return phases.filter((phase, i) => phase !== phases[i - 1]);
 }
+
+/** Why the workflow refused an update, in its words (the SDK's error wraps the workflow's failure). */
+export async function refusal(sent: Promise<unknown>): Promise<string> {
+  const err = await sent.then(
+    () => undefined,
+    (e: unknown) => e as { cause?: { message?: string; type?: string } },
+  );
+  if (!err) throw new Error('the update was accepted');
+  return `${err.cause?.type}: ${err.cause?.message}`;
+}

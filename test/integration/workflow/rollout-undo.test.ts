@@ -15,6 +15,7 @@ import {
   FAST,
   modelDoc,
   readyAt,
+  refusal,
   waitForStatus,
   withWorker,
   type Doc,
@@ -32,14 +33,8 @@ const canary =
   };
 
 /** Why the workflow refused a rollout action, in its words. */
-async function refusal(handle: ModelHandle, input: RolloutActionInput): Promise<string> {
-  const err = await handle.executeUpdate(rolloutActionUpdate, { args: [input] }).then(
-    () => undefined,
-    (e: unknown) => e as { cause?: { message?: string; type?: string } },
-  );
-  if (!err) throw new Error('the action was accepted');
-  return `${err.cause?.type}: ${err.cause?.message}`;
-}
+const refused = (handle: ModelHandle, input: RolloutActionInput) =>
+  refusal(handle.executeUpdate(rolloutActionUpdate, { args: [input] }));
 
 const sharesOf = (stub: StubActivities) =>
   stub.callsOf('shiftTraffic').map((c) => c.input.shares.map((s) => `${s.revision}:${s.weight}`));
@@ -59,7 +54,7 @@ describe('ServeModelWorkflow rollout undo and abort', () => {
       const handle = await start(doc, OPTIONS);
       await waitForStatus(handle, readyAt(1));
       // Nothing to return to yet.
-      expect(await refusal(handle, { action: 'undo' })).toMatch(
+      expect(await refused(handle, { action: 'undo' })).toMatch(
         /^NoRolloutWaiting: .* keeps no revision before r1 to return to/,
       );
 
@@ -68,7 +63,7 @@ describe('ServeModelWorkflow rollout undo and abort', () => {
       await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
       await waitForStatus(handle, (s) => s.rollout?.traffic === 50);
       // During a rollout the way back is an abort.
-      expect(await refusal(handle, { action: 'undo' })).toMatch(/is rolling r2 out: ferry rollout abort returns/);
+      expect(await refused(handle, { action: 'undo' })).toMatch(/is rolling r2 out: ferry rollout abort returns/);
       await handle.executeUpdate(rolloutActionUpdate, { args: [{ action: 'abort' }] });
       await waitForStatus(handle, (s) => s.rollout?.state === 'Aborted' && s.phase === 'Ready');
       doc.spec.rollout.steps = [{ traffic: 50, gate: '1s' }];
@@ -77,7 +72,7 @@ describe('ServeModelWorkflow rollout undo and abort', () => {
       const pulls = stub.callsOf('startPuller').length;
       const shifts = sharesOf(stub).length;
 
-      expect(await refusal(handle, { action: 'undo', revision: 'r2' })).toMatch(/the revision before is r1, not r2$/);
+      expect(await refused(handle, { action: 'undo', revision: 'r2' })).toMatch(/the revision before is r1, not r2$/);
       holding.set('a', true);
       const undo = await handle.executeUpdate(rolloutActionUpdate, {
         args: [{ action: 'undo', revision: 'r1', reason: 'r3 answers worse', requestedBy: 'carol' }],
@@ -130,8 +125,8 @@ describe('ServeModelWorkflow rollout undo and abort', () => {
       await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
       await waitForStatus(handle, readyAt(2));
       expect(stub.callsOf('retireRevision').map((c) => c.input.keepVolume)).toEqual([false]);
-      expect(await refusal(handle, { action: 'undo' })).toMatch(/keeps no revision before r2 to return to/);
-      expect(await refusal(handle, { action: 'approve', keepWeights: true })).toMatch(
+      expect(await refused(handle, { action: 'undo' })).toMatch(/keeps no revision before r2 to return to/);
+      expect(await refused(handle, { action: 'approve', keepWeights: true })).toMatch(
         /^InvalidInput: keepWeights is for an abort, not an approve$/,
       );
     });

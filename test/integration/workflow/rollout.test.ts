@@ -14,20 +14,18 @@ import {
 } from '../../../workflows/contract/index.js';
 import { useHarness } from '../../support/fixtures.js';
 import { StubActivities } from '../../support/stub-activities.js';
-import { FAST, modelDoc, readyAt, waitForStatus, withWorker, type Doc } from '../../support/workflow-harness.js';
+import {
+  FAST,
+  modelDoc,
+  readyAt,
+  refusal,
+  waitForStatus,
+  withWorker,
+  type Doc,
+} from '../../support/workflow-harness.js';
 
 const harness = useHarness();
 const OPTIONS = { ...FAST, safetyNetIntervalMs: 3_600_000, healthGateWindowMs: 200 };
-
-/** Why the workflow refused an update, in its words (the SDK's error wraps the workflow's failure). */
-async function refusal(sent: Promise<unknown>): Promise<string> {
-  const err = await sent.then(
-    () => undefined,
-    (e: unknown) => e as { cause?: { message?: string; type?: string } },
-  );
-  if (!err) throw new Error('the update was accepted');
-  return `${err.cause?.type}: ${err.cause?.message}`;
-}
 
 const canary = (steps: { traffic: number; gate?: string; timeout?: string }[]) => (d: Doc) => {
   d.spec.front = {};
