@@ -40,6 +40,15 @@ interface RunningFront {
   model: string;
   namespace: string;
   pod: string;
+  /** The pod's preStop pause (`sleep N`): how long it still takes connections once it is being deleted. */
+  preStopMs: number;
+}
+
+/** The pause of a container's preStop hook `sleep N`, in ms; 0 without one. */
+export function preStopPauseMs(pod: V1Pod): number {
+  const command = pod.spec?.containers?.[0]?.lifecycle?.preStop?.exec?.command ?? [];
+  const seconds = command[0] === 'sleep' ? Number(command[1]) : 0;
+  return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : 0;
 }
 
 export const log = (msg: string, extra: Record<string, unknown> = {}) =>
@@ -51,6 +60,8 @@ export class EngineSimSupervisor {
   private readonly sims = new Map<string, Running>();
   private readonly starting = new Set<string>();
   private readonly fronts = new Map<string, RunningFront>();
+  /** Front pods being deleted, in their preStop pause: stopped when it ends, or at once when the stack stops. */
+  private readonly stopping = new Map<NodeJS.Timeout, RunningFront>();
   /** Each fronted model's engine Service, `<namespace>/<model>` → its port. */
   private readonly engineServices = new Map<string, ServicePort>();
   /**
@@ -196,8 +207,21 @@ export class EngineSimSupervisor {
       if (live.has(uid)) continue;
       this.fronts.delete(uid);
       await this.followServices(`${front.namespace}/${front.model}`);
-      front.proxy.stop();
-      log('front stopped', { pod: `${front.namespace}/${front.pod}` });
+      // As the kubelet runs the pod's preStop pause before the stop signal: a connection the model's Service handed
+      // it just before (one pass of the Service port can be in flight) still reaches a listening HAProxy.
+      const stop = () => {
+        front.proxy.stop();
+        log('front stopped', { pod: `${front.namespace}/${front.pod}` });
+      };
+      if (front.preStopMs === 0) {
+        stop();
+        continue;
+      }
+      const stopping = setTimeout(() => {
+        this.stopping.delete(stopping);
+        stop();
+      }, front.preStopMs);
+      this.stopping.set(stopping, front);
     }
     for (const [uid, pod] of live) {
       if (this.fronts.has(uid)) continue;
@@ -279,7 +303,7 @@ export class EngineSimSupervisor {
         throw new Error(`the front of ${key} sends to Service ${name}, which the local stack does not play`);
       return port;
     });
-    this.fronts.set(uid, { proxy, model, namespace, pod: pod.metadata!.name! });
+    this.fronts.set(uid, { proxy, model, namespace, pod: pod.metadata!.name!, preStopMs: preStopPauseMs(pod) });
     log('front started', { pod: `${namespace}/${pod.metadata!.name}`, url: proxy.url, metrics: proxy.metricsUrl });
   }
 
@@ -399,6 +423,11 @@ export class EngineSimSupervisor {
   }
 
   async stop(): Promise<void> {
+    for (const [timer, f] of this.stopping) {
+      clearTimeout(timer);
+      f.proxy.stop(0);
+    }
+    this.stopping.clear();
     for (const f of this.fronts.values()) f.proxy.stop(0);
     for (const service of [...this.engineServices.values(), ...this.modelServices.values()]) service.close();
     this.fronts.clear();

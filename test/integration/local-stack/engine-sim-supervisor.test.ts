@@ -128,6 +128,8 @@ describe('the engine stand-in supervisor', () => {
     const frontPod = restrictedPod('held-front-0', {
       volumes: [{ name: 'config', configMap: { name: 'held-front' } }],
     });
+    // The front's own pause before its stop signal (activities/builders/front-objects.ts has 5 s).
+    frontPod.spec!.containers[0]!.lifecycle = { preStop: { exec: { command: ['sleep', '2'] } } };
     frontPod.metadata = {
       name: 'held-front-0',
       labels: { ...engineLabels, 'app.kubernetes.io/component': 'front', 'ferry.dev/model': 'held' },
@@ -181,7 +183,14 @@ describe('the engine stand-in supervisor', () => {
       await supervisor.sync();
       return overrides()[`${kube.ns}/held/held-front-0`] === undefined;
     });
-    await expect(fetch(`${exporter}/metrics`)).rejects.toThrow();
+    // Forgotten by the model's Service at once, it still takes connections through its preStop pause, then stops.
+    expect((await fetch(`${exporter}/ready`)).status).toBe(200);
+    await waitFor('the front stopped after its pause', 15_000, async () =>
+      fetch(`${exporter}/metrics`).then(
+        () => false,
+        () => true,
+      ),
+    );
     // Without a front the model's URL stays (a Service's address does not change) and reaches the engine itself.
     expect(overrides()[`${kube.ns}/held`]).toBe(front);
     expect(overrides()[`${kube.ns}/held-engine`]).toBeUndefined();
