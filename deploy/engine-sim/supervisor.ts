@@ -45,7 +45,7 @@ interface RunningFront {
 }
 
 /** The pause of a container's preStop hook `sleep N`, in ms; 0 without one. */
-export function preStopPauseMs(pod: V1Pod): number {
+function preStopPauseMs(pod: V1Pod): number {
   const command = pod.spec?.containers?.[0]?.lifecycle?.preStop?.exec?.command ?? [];
   const seconds = command[0] === 'sleep' ? Number(command[1]) : 0;
   return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : 0;
