@@ -46,6 +46,9 @@ export const FAST: ServeModelOptions = {
   timeoutMarginMs: 1_000,
 };
 
+/** FAST for a rollout's tests: no safety net between its steps, and a health gate that waits 200 ms, not 30 s. */
+export const ROLLOUT_OPTIONS: ServeModelOptions = { ...FAST, safetyNetIntervalMs: 3_600_000, healthGateWindowMs: 200 };
+
 let runtimeInstalled = false;
 
 export interface WorkflowHarness {

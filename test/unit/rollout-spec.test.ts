@@ -105,6 +105,15 @@ describe('spec.rollout', () => {
     ]);
   });
 
+  it('takes a canary of a model with LoRA adapters: the candidate loads them before it takes a request', () => {
+    const lora = { enabled: true, adapters: [{ name: 'sql', source: { huggingface: { repo: 'org/sql-lora' } } }] };
+    const parsed = parseServedModel(
+      doc({ engine: { lora }, rollout: { strategy: 'Canary', steps: [{ traffic: 10 }] } }),
+    );
+    expect(parsed.spec.rollout?.strategy).toBe('Canary');
+    expect(parsed.spec.engine.lora.adapters?.map((a) => a.name)).toEqual(['sql']);
+  });
+
   it("takes an evaluation gate with the team's workflow and task queue, and refuses one without the other", () => {
     const evaluation = { workflow: 'evaluateCandidate', taskQueue: 'evaluations' };
     const steps = [{ traffic: 10 }, { traffic: 50, gate: 'evaluation' }];

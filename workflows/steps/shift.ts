@@ -26,6 +26,7 @@ import { beginUpdate, byWhom, markReady, skipDownload, supersede } from '../stat
 import { describeWord } from './rollout-control.js';
 import { evaluationGate, type GateVerdict } from './evaluation.js';
 import { healthGate } from './health-gate.js';
+import { candidateAdapters } from './adapters.js';
 import { admissionLimit } from './baseline.js';
 import { now, type StepContext, type World } from './context.js';
 import { awaitHealth } from './health.js';
@@ -152,6 +153,8 @@ async function candidateSteps(
     (o) => `${r.candidate.name} in slot ${slot}: ${o.readyReplicas} ready`,
   );
   const health = await awaitHealth(ctx, acts, spec, generation, slot);
+  // Its adapters, before the first request reaches it: weights, engine and adapters go out (and back) as one.
+  const adapters = await candidateAdapters(ctx, acts, objects, generation, r.candidate.name);
   for (const [i, step] of steps.entries()) {
     await shift(ctx, acts, objects, r, step.traffic, generation);
     ctx.set(rolloutAt(ctx.status, r, i + 1, step.traffic, now()));
@@ -184,6 +187,10 @@ async function candidateSteps(
   world.previous = keep
     ? { revision: r.current.name, source: serving.spec.spec.source, spec: serving.spec }
     : undefined;
+  if (adapters) {
+    world.adapterIncarnations = adapters.incarnations;
+    ctx.set({ ...ctx.status, adapters: adapters.adapters });
+  }
   ctx.set({ ...promoted(ctx.status, r, keep, now()), sourceHash: claimed.sourceHash });
   ctx.set(markReady(ctx.status, { generation, endpoint: health.endpoint, readyReplicas: rolled.readyReplicas }, now()));
   return 'promoted';

@@ -3,9 +3,10 @@
 // pods with Debian's HAProxy and their own configuration. A client sends requests through the model's Service the
 // whole time and counts them by the revision that answered: both answer during the 50 % step, which waits for
 // `ferry rollout approve`, the new one alone after the promotion, the old one alone again after `ferry rollout undo`
-// (from its kept volume, no pull), and no request fails. A second canary is judged by
-// a team's evaluation workflow on a worker of the team's, fails it, and rolls back, while Ferry's worker is killed
-// (SIGKILL) at each of its steps and replaced; again no request fails.
+// (from its kept volume, no pull), and no request fails, to the model or to its LoRA adapter, which each revision
+// loads before its first request. A second canary is judged by a team's evaluation workflow on a worker of the team's,
+// fails it, and rolls back, while Ferry's worker is killed (SIGKILL) at each of its steps and replaced; again no
+// request fails.
 import { request } from 'node:http';
 import { join } from 'node:path';
 import type { V1Deployment } from '@kubernetes/client-node';
@@ -32,7 +33,13 @@ beforeAll(async () => {
 const ref = (name: string) => [name, '-n', kube.ns, '--cluster', cluster];
 const status = (name: string) => ferryJson<ModelStatus>(['status', ...ref(name)]);
 
-function canaryDoc(name: string, revision: string, rollout: object = APPROVAL): Doc {
+function canaryDoc(name: string, revision: string, rollout: object = APPROVAL, adapters: string[] = []): Doc {
+  const lora = adapters.length
+    ? {
+        enabled: true,
+        adapters: adapters.map((a) => ({ name: a, source: { huggingface: { repo: `org/${a}-lora` } } })),
+      }
+    : {};
   return {
     apiVersion: 'ferry.dev/v1alpha1',
     kind: 'ServedModel',
@@ -44,7 +51,7 @@ function canaryDoc(name: string, revision: string, rollout: object = APPROVAL): 
     spec: {
       cluster,
       source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision } },
-      engine: { startupTimeout: '3m' },
+      engine: { startupTimeout: '3m', lora },
       puller: { deadline: '5m' },
       front: { holdFor: '1m' },
       rollout,
@@ -79,17 +86,21 @@ function complete(url: string, model: string): Promise<{ status: number; revisio
   });
 }
 
-/** Sends one request after another through the model's Service until stopped; counts answers by revision. */
-function steadyClient(name: string) {
+/**
+ * Sends one request after another through the model's Service until stopped, naming each of `models` in turn (the base
+ * model or a LoRA adapter); counts answers by revision.
+ */
+function steadyClient(name: string, models = [name]) {
   const byRevision: Record<string, number> = {};
   const failures: string[] = [];
   let stopped = false;
   const done = (async () => {
-    while (!stopped) {
+    for (let i = 0; !stopped; i++) {
       const url = localUrls()[`${kube.ns}/${name}`];
+      const model = models[i % models.length]!;
       try {
-        const { status, revision } = await complete(url!, name);
-        if (status !== 200) failures.push(`HTTP ${status}`);
+        const { status, revision } = await complete(url!, model);
+        if (status !== 200) failures.push(`HTTP ${status} for ${model} from ${revision}`);
         byRevision[revision] = (byRevision[revision] ?? 0) + 1;
       } catch (err) {
         failures.push(String(err));
@@ -109,18 +120,20 @@ function steadyClient(name: string) {
 }
 
 describe('a canary rollout end to end', { timeout: 420_000 }, () => {
-  it('moves a steady client from r1 to r2 through a 50 % step held for `ferry rollout approve`, and back by `ferry rollout undo`, with no failed request', async () => {
+  it('moves a steady client from r1 to r2 through a 50 % step held for `ferry rollout approve`, and back by `ferry rollout undo`, with no failed request to the model or its LoRA adapter', async () => {
     const name = 'canary';
-    expectOk(await runFerry(['serve', '-f', writeDoc(canaryDoc(name, 'main')), '--wait', '--timeout', '4m']), 'serve');
+    const doc = (revision: string) => canaryDoc(name, revision, APPROVAL, ['sql']);
+    expectOk(await runFerry(['serve', '-f', writeDoc(doc('main')), '--wait', '--timeout', '4m']), 'serve');
     await waitFor('the front answering', 60_000, async () => {
       const url = localUrls()[`${kube.ns}/${name}`];
       const res = url ? await fetch(`${url}/v1/models`).catch(() => undefined) : undefined;
       return res?.ok && res.headers.get('x-ferry-revision') === 'r1';
     });
-    const client = steadyClient(name);
+    // Every other request names the adapter: each revision holds it before the front sends it one.
+    const client = steadyClient(name, [name, 'sql']);
     try {
       // The new checkpoint: pulled into slot b while r1 serves, then half the requests, then all of them.
-      const apply = runFerry(['apply', '-f', writeDoc(canaryDoc(name, 'v2')), '--wait', '--timeout', '5m']);
+      const apply = runFerry(['apply', '-f', writeDoc(doc('v2')), '--wait', '--timeout', '5m']);
       const split = await waitFor('r2 taking its share, waiting for an approval', 240_000, async () => {
         const s = await status(name);
         return s.rollout?.awaiting ? s : undefined;
@@ -148,6 +161,11 @@ describe('a canary rollout end to end', { timeout: 420_000 }, () => {
           { name: 'r2', role: 'current', slot: 'b', weight: 100 },
           { name: 'r1', role: 'previous', slot: 'a', weight: 0 },
         ],
+        adapters: [{ name: 'sql', state: 'Loaded', loadedReplicas: 1, readyReplicas: 1 }],
+      });
+      expect(done.timeline.find((e) => e.generation === 2 && e.step === 'adapters')).toMatchObject({
+        outcome: 'Succeeded',
+        detail: 'r2: 1 of 1 adapters loaded on 1 replica',
       });
       const atPromotion = { ...client.byRevision };
       await waitFor('r2 alone answering', 90_000, async () => {
@@ -188,6 +206,7 @@ describe('a canary rollout end to end', { timeout: 420_000 }, () => {
       });
       const undone = back.timeline.filter((e) => e.generation === 3).map((e) => `${e.step}:${e.outcome}`);
       expect(undone).toContain('download:Skipped');
+      expect(undone).toContain('adapters:Succeeded');
       await waitFor('r1 alone answering again', 90_000, async () => {
         const r1 = client.byRevision.r1 ?? 0;
         const r2 = client.byRevision.r2 ?? 0;

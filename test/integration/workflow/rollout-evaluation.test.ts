@@ -6,10 +6,16 @@ import { join } from 'node:path';
 import { rolloutActionUpdate, updateModelUpdate, type ModelStatus } from '../../../workflows/contract/index.js';
 import { useHarness } from '../../support/fixtures.js';
 import { StubActivities } from '../../support/stub-activities.js';
-import { FAST, modelDoc, readyAt, waitForStatus, withWorker, type Doc } from '../../support/workflow-harness.js';
+import {
+  modelDoc,
+  readyAt,
+  waitForStatus,
+  withWorker,
+  ROLLOUT_OPTIONS,
+  type Doc,
+} from '../../support/workflow-harness.js';
 
 const harness = useHarness(join(import.meta.dirname, 'fixtures', 'evaluate-candidate.ts'));
-const OPTIONS = { ...FAST, safetyNetIntervalMs: 3_600_000, healthGateWindowMs: 200 };
 
 /** A Canary at 10 % (health), then 50 % held by the team's `workflow` on `taskQueue`. */
 const evaluated = (workflow: string, taskQueue: string, timeout?: string) => (d: Doc) => {
@@ -50,7 +56,7 @@ describe('ServeModelWorkflow rollout with an evaluation gate', () => {
     const stub = frontedStub();
     await withWorker(harness, stub, async ({ start, client, taskQueue }) => {
       const doc = modelDoc(evaluated('passingEvaluation', taskQueue));
-      const handle = await start(doc, OPTIONS);
+      const handle = await start(doc, ROLLOUT_OPTIONS);
       const done = await rollOutV2(handle, doc);
       expect(done).toMatchObject({ phase: 'Ready', revision: 'r2', rollout: { state: 'Promoted', traffic: 100 } });
       expect(done.rollout!.evaluating).toBeUndefined();
@@ -80,7 +86,7 @@ describe('ServeModelWorkflow rollout with an evaluation gate', () => {
     const stub = frontedStub();
     await withWorker(harness, stub, async ({ start, taskQueue }) => {
       const doc = modelDoc(evaluated(c.workflow, taskQueue));
-      const handle = await start(doc, OPTIONS);
+      const handle = await start(doc, ROLLOUT_OPTIONS);
       const back = await rollOutV2(handle, doc);
       expect(back).toMatchObject({
         phase: 'Ready',
@@ -105,7 +111,7 @@ describe('ServeModelWorkflow rollout with an evaluation gate', () => {
     const stub = frontedStub();
     await withWorker(harness, stub, async ({ start, taskQueue }) => {
       const doc = modelDoc(evaluated('endlessEvaluation', taskQueue, '2s'));
-      const handle = await start(doc, OPTIONS);
+      const handle = await start(doc, ROLLOUT_OPTIONS);
       const back = await rollOutV2(handle, doc);
       expect(back).toMatchObject({ revision: 'r1', rollout: { state: 'Aborted' } });
       expect(back.rollout!.gates.at(-1)).toMatchObject({ gate: 'evaluation', result: 'Failed' });
@@ -117,7 +123,7 @@ describe('ServeModelWorkflow rollout with an evaluation gate', () => {
     const stub = frontedStub();
     await withWorker(harness, stub, async ({ start, client, taskQueue }) => {
       const doc = modelDoc(evaluated('endlessEvaluation', taskQueue));
-      const handle = await start(doc, OPTIONS);
+      const handle = await start(doc, ROLLOUT_OPTIONS);
       await waitForStatus(handle, readyAt(1));
       doc.spec.source.huggingface.revision = 'v2';
       await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });

@@ -12,7 +12,6 @@ import {
 import { useHarness } from '../../support/fixtures.js';
 import { blockUntilCancelled, StubActivities } from '../../support/stub-activities.js';
 import {
-  FAST,
   modelDoc,
   readyAt,
   refusal,
@@ -20,10 +19,10 @@ import {
   withWorker,
   type Doc,
   type ModelHandle,
+  ROLLOUT_OPTIONS,
 } from '../../support/workflow-harness.js';
 
 const harness = useHarness();
-const OPTIONS = { ...FAST, safetyNetIntervalMs: 3_600_000, healthGateWindowMs: 200 };
 
 const canary =
   (steps: { traffic: number; gate?: string }[], keepRevisions = 1) =>
@@ -51,7 +50,7 @@ describe('ServeModelWorkflow rollout undo and abort', () => {
     }));
     await withWorker(harness, stub, async ({ start }) => {
       const doc = modelDoc(canary([{ traffic: 50, gate: '1h' }]));
-      const handle = await start(doc, OPTIONS);
+      const handle = await start(doc, ROLLOUT_OPTIONS);
       await waitForStatus(handle, readyAt(1));
       // Nothing to return to yet.
       expect(await refused(handle, { action: 'undo' })).toMatch(
@@ -119,7 +118,7 @@ describe('ServeModelWorkflow rollout undo and abort', () => {
     const stub = new StubActivities();
     await withWorker(harness, stub, async ({ start }) => {
       const doc = modelDoc(canary([{ traffic: 50, gate: '1s' }], 0));
-      const handle = await start(doc, OPTIONS);
+      const handle = await start(doc, ROLLOUT_OPTIONS);
       await waitForStatus(handle, readyAt(1));
       doc.spec.source.huggingface.revision = 'v2';
       await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
@@ -136,7 +135,7 @@ describe('ServeModelWorkflow rollout undo and abort', () => {
     const stub = new StubActivities();
     await withWorker(harness, stub, async ({ start }) => {
       const doc = modelDoc(canary([{ traffic: 25, gate: '1h' }]));
-      const handle = await start(doc, OPTIONS);
+      const handle = await start(doc, ROLLOUT_OPTIONS);
       await waitForStatus(handle, readyAt(1));
       doc.spec.source.huggingface.revision = 'v2';
       await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
@@ -160,7 +159,7 @@ describe('ServeModelWorkflow rollout undo and abort', () => {
     );
     await withWorker(harness, stub, async ({ start }) => {
       const doc = modelDoc(canary([{ traffic: 25, gate: '1s' }]));
-      const handle = await start(doc, OPTIONS);
+      const handle = await start(doc, ROLLOUT_OPTIONS);
       await waitForStatus(handle, readyAt(1));
       doc.spec.source.huggingface.revision = 'v2';
       await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });

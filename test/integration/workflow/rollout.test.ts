@@ -15,17 +15,16 @@ import {
 import { useHarness } from '../../support/fixtures.js';
 import { StubActivities } from '../../support/stub-activities.js';
 import {
-  FAST,
   modelDoc,
   readyAt,
   refusal,
   waitForStatus,
   withWorker,
+  ROLLOUT_OPTIONS,
   type Doc,
 } from '../../support/workflow-harness.js';
 
 const harness = useHarness();
-const OPTIONS = { ...FAST, safetyNetIntervalMs: 3_600_000, healthGateWindowMs: 200 };
 
 const canary = (steps: { traffic: number; gate?: string; timeout?: string }[]) => (d: Doc) => {
   d.spec.front = {};
@@ -37,7 +36,7 @@ describe('ServeModelWorkflow rollout', () => {
     const stub = new StubActivities();
     await withWorker(harness, stub, async ({ start }) => {
       const doc = modelDoc(canary([{ traffic: 10 }, { traffic: 50, gate: '1s' }]));
-      const handle = await start(doc, OPTIONS);
+      const handle = await start(doc, ROLLOUT_OPTIONS);
       const first = await waitForStatus(handle, readyAt(1));
       expect(first).toMatchObject({ revision: 'r1' });
       expect(stub.callsOf('applyEngine')[0]!.input).toMatchObject({
@@ -122,7 +121,7 @@ describe('ServeModelWorkflow rollout', () => {
     );
     await withWorker(harness, stub, async ({ start }) => {
       const doc = modelDoc(canary([{ traffic: 20 }, { traffic: 60 }]));
-      const handle = await start(doc, OPTIONS);
+      const handle = await start(doc, ROLLOUT_OPTIONS);
       await waitForStatus(handle, readyAt(1));
       const before = structuredClone(doc);
       doc.spec.source.huggingface.revision = 'broken';
@@ -172,7 +171,7 @@ describe('ServeModelWorkflow rollout', () => {
         d.spec.rollout.strategy = 'BlueGreen';
         d.spec.rollout.steps = [];
       });
-      const handle = await start(doc, OPTIONS);
+      const handle = await start(doc, ROLLOUT_OPTIONS);
       await waitForStatus(handle, readyAt(1));
       doc.spec.source.huggingface.revision = 'v2';
       await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
@@ -190,7 +189,7 @@ describe('ServeModelWorkflow rollout', () => {
     const stub = new StubActivities();
     await withWorker(harness, stub, async ({ start }) => {
       const doc = modelDoc(canary([{ traffic: 30, gate: '1h' }]));
-      const handle = await start(doc, OPTIONS);
+      const handle = await start(doc, ROLLOUT_OPTIONS);
       await waitForStatus(handle, readyAt(1));
       doc.spec.source.huggingface.revision = 'v2';
       await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
@@ -225,7 +224,7 @@ describe('ServeModelWorkflow rollout', () => {
     const stub = new StubActivities();
     await withWorker(harness, stub, async ({ start }) => {
       const doc = modelDoc(canary([{ traffic: 20, gate: 'approval', timeout: '1h' }]));
-      const handle = await start(doc, OPTIONS);
+      const handle = await start(doc, ROLLOUT_OPTIONS);
       await waitForStatus(handle, readyAt(1));
       // No rollout under way: nothing to approve or abort.
       expect(await refusal(handle.executeUpdate(rolloutActionUpdate, { args: [{ action: 'abort' }] }))).toMatch(
@@ -270,7 +269,7 @@ describe('ServeModelWorkflow rollout', () => {
     const stub = new StubActivities();
     await withWorker(harness, stub, async ({ start }) => {
       const doc = modelDoc(canary([{ traffic: 25, gate: '1h' }]));
-      const handle = await start(doc, OPTIONS);
+      const handle = await start(doc, ROLLOUT_OPTIONS);
       await waitForStatus(handle, readyAt(1));
       doc.spec.source.huggingface.revision = 'v2';
       await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
@@ -311,7 +310,7 @@ describe('ServeModelWorkflow rollout', () => {
     }));
     await withWorker(harness, stub, async ({ start }) => {
       const doc = modelDoc(canary([{ traffic: 10 }, { traffic: 50 }]));
-      const handle = await start(doc, OPTIONS);
+      const handle = await start(doc, ROLLOUT_OPTIONS);
       await waitForStatus(handle, readyAt(1));
       doc.spec.source.huggingface.revision = 'v2';
       await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });

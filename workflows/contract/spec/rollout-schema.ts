@@ -99,7 +99,7 @@ type Rollout = z.output<typeof rolloutSchema>;
 /** Issues of `rollout` against the rest of the spec (parser-only rule `rollout`). */
 export function rolloutIssues(
   rollout: Rollout,
-  spec: { front?: unknown; inferencePool?: unknown; slo?: unknown; engine: { lora: { adapters?: unknown[] } } },
+  spec: { front?: unknown; inferencePool?: unknown; slo?: unknown },
 ): { path: (string | number)[]; message: string; params: ReturnType<typeof parserOnly> }[] {
   const issues: { path: (string | number)[]; message: string; params: ReturnType<typeof parserOnly> }[] = [];
   const issue = (path: (string | number)[], message: string) =>
@@ -121,9 +121,6 @@ export function rolloutIssues(
   const notYet = [
     spec.inferencePool ? "inferencePool (the pool selects the first slot's pods only)" : undefined,
     spec.slo ? "slo (the candidate's capacity is not measured before it takes requests)" : undefined,
-    spec.engine.lora.adapters
-      ? 'engine.lora.adapters (they are not loaded on the candidate before it takes requests)'
-      : undefined,
   ].filter((x): x is string => x !== undefined);
   for (const what of notYet) issue(['strategy'], `${strategy} cannot be used with ${what} yet; use Recreate`);
   if (strategy === 'Canary' && steps.length === 0) issue(['steps'], 'needs at least one step with Canary');
