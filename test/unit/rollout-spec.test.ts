@@ -97,12 +97,19 @@ describe('spec.rollout', () => {
     ]);
     expect(
       refusals({
-        slo: { ttft: '1s', itl: '100ms' },
+        inferencePool: { endpointPicker: { name: 'epp' } },
         rollout: { strategy: 'BlueGreen' },
       }),
     ).toEqual([
-      "spec.rollout.strategy: BlueGreen cannot be used with slo (the candidate's capacity is not measured before it takes requests) yet; use Recreate",
+      "spec.rollout.strategy: BlueGreen cannot be used with inferencePool (the pool selects the first slot's pods only) yet; use Recreate",
     ]);
+  });
+
+  it('takes a canary of a model with slo: the candidate measures its own baseline before it takes a request', () => {
+    const slo = { ttft: '1s', itl: '100ms', admission: true };
+    const parsed = parseServedModel(doc({ slo, rollout: { strategy: 'Canary', steps: [{ traffic: 10 }] } }));
+    expect(parsed.spec.rollout?.strategy).toBe('Canary');
+    expect(parsed.spec.slo).toMatchObject({ ttft: '1s', admission: true });
   });
 
   it('takes a canary of a model with LoRA adapters: the candidate loads them before it takes a request', () => {

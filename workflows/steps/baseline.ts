@@ -2,7 +2,7 @@
 // before the model is Ready; with `spec.slo.admission`, the limit the replicas' admission sidecars enforce.
 import { patchedUnlessPinned } from '../pinned.js';
 import type { Activities } from '../activity-options.js';
-import type { ModelStatus, ServedModel } from '../contract/index.js';
+import type { Baseline, BaselineMeasurement, ModelStatus, ServedModel } from '../contract/index.js';
 import { baselineKey, baselineOf, baselineSummary } from '../status/baseline.js';
 import { skipStep } from '../status/timeline.js';
 import { now, slotOf, type ModelObjects, type StepContext } from './context.js';
@@ -51,9 +51,48 @@ export async function baselineStep(
     ctx.set(skipStep(ctx.status, 'baseline', generation, now(), why));
     return;
   }
-  const admit = spec.spec.slo.admission === true && patchedUnlessPinned(ADMISSION);
-  let done: Awaited<ReturnType<typeof acts.measure.measureBaseline>> | undefined;
-  const measured = await ctx.step(
+  const measured = await measure(ctx, acts, objects, generation);
+  if (!measured.skipped) ctx.set({ ...ctx.status, baseline: baselineOf(measured, spec, generation, now()) });
+}
+
+/**
+ * A rollout's candidate, for a spec with `slo`: its own baseline, measured on one of its replicas before the front
+ * sends it a request (its `baseline` step), and with `slo.admission` its own admission limit. Throws, and so rolls the
+ * candidate back, when it meets the goal not even one request at a time while the current revision does. Returned
+ * for the promotion, which makes it the model's; undefined when the spec has no slo or nothing was measured.
+ */
+export async function candidateBaseline(
+  ctx: StepContext,
+  acts: Activities,
+  objects: Omit<ModelObjects, 'sourceHash'>,
+  generation: number,
+  candidate: string,
+): Promise<Baseline | undefined> {
+  const spec = objects.model;
+  if (!spec.spec.slo || !patchedUnlessPinned(LOAD_BASELINE)) return undefined;
+  const measured = await measure(ctx, acts, objects, generation, `${candidate}: `);
+  if (measured.skipped) return undefined;
+  const current = ctx.status.baseline;
+  if (measured.maxConcurrency === 0 && current && current.maxConcurrency > 0) {
+    throw new Error(
+      `${candidate}: ${baselineSummary(measured)}, where ${ctx.status.revision ?? 'the current revision'} carries ${current.maxConcurrency} at once`,
+    );
+  }
+  return baselineOf(measured, spec, generation, now());
+}
+
+/** Measures the baseline of `objects`' slot and, with `slo.admission`, sets its admission limit: one `baseline` step. */
+async function measure(
+  ctx: StepContext,
+  acts: Activities,
+  objects: Omit<ModelObjects, 'sourceHash'>,
+  generation: number,
+  label = '',
+): Promise<BaselineMeasurement> {
+  const spec = objects.model;
+  const admit = spec.spec.slo?.admission === true && patchedUnlessPinned(ADMISSION);
+  let done: BaselineMeasurement | undefined;
+  return await ctx.step(
     'baseline',
     generation,
     async () => {
@@ -69,7 +108,6 @@ export async function baselineStep(
       }
       return result;
     },
-    baselineSummary,
+    (m) => `${label}${baselineSummary(m)}`,
   );
-  if (!measured.skipped) ctx.set({ ...ctx.status, baseline: baselineOf(measured, spec, generation, now()) });
 }

@@ -27,7 +27,7 @@ import { describeWord } from './rollout-control.js';
 import { evaluationGate, type GateVerdict } from './evaluation.js';
 import { healthGate } from './health-gate.js';
 import { candidateAdapters } from './adapters.js';
-import { admissionLimit } from './baseline.js';
+import { admissionLimit, candidateBaseline } from './baseline.js';
 import { now, type StepContext, type World } from './context.js';
 import { awaitHealth } from './health.js';
 import { releaseVolume } from './release.js';
@@ -155,6 +155,8 @@ async function candidateSteps(
   const health = await awaitHealth(ctx, acts, spec, generation, slot);
   // Its adapters, before the first request reaches it: weights, engine and adapters go out (and back) as one.
   const adapters = await candidateAdapters(ctx, acts, objects, generation, r.candidate.name);
+  // With slo, its own capacity and admission limit, measured while no request reaches it.
+  const baseline = await candidateBaseline(ctx, acts, objects, generation, r.candidate.name);
   for (const [i, step] of steps.entries()) {
     await shift(ctx, acts, objects, r, step.traffic, generation);
     ctx.set(rolloutAt(ctx.status, r, i + 1, step.traffic, now()));
@@ -166,10 +168,12 @@ async function candidateSteps(
     if (verdict.result === 'Failed')
       throw new Error(`step ${i + 1} (${step.traffic}%): gate ${step.gate}: ${verdict.message}`);
   }
-  // Every request: the candidate is applied again with the scaling policy the current one had, then the front moved.
-  const scale = engineScale(ctx.status, spec, world);
+  // Every request: the candidate is applied again with the scaling policy the current one had (and its own measured
+  // capacity), then the front moved.
+  const measured = baseline ? { ...ctx.status, baseline } : ctx.status;
+  const scale = engineScale(measured, spec, world);
   const final = await ctx.step('rollout', generation, () =>
-    acts.short.applyEngine({ ...objects, ...scale, ...admissionLimit(ctx.status, spec), shares: shares(r, 100) }),
+    acts.short.applyEngine({ ...objects, ...scale, ...admissionLimit(measured, spec), shares: shares(r, 100) }),
   );
   await shift(ctx, acts, objects, r, 100, generation);
   const keep = (spec.spec.rollout?.keepRevisions ?? 1) > 0;
@@ -191,6 +195,7 @@ async function candidateSteps(
     world.adapterIncarnations = adapters.incarnations;
     ctx.set({ ...ctx.status, adapters: adapters.adapters });
   }
+  if (baseline) ctx.set({ ...ctx.status, baseline });
   ctx.set({ ...promoted(ctx.status, r, keep, now()), sourceHash: claimed.sourceHash });
   ctx.set(markReady(ctx.status, { generation, endpoint: health.endpoint, readyReplicas: rolled.readyReplicas }, now()));
   return 'promoted';

@@ -22,7 +22,7 @@ export const PARSER_ONLY_RULES = {
   'front-hold': 'front.holdFor is at most 1h',
   'idle-to-zero': 'scaling.idleToZeroAfter is at least 1m, and needs front',
   rollout:
-    'rollout: Recreate has no steps; BlueGreen and Canary need front, and neither inferencePool nor slo yet; Canary has at least one step, each above 0 and none below the one before; BlueGreen steps are at 0; a pause is at most 7d',
+    'rollout: Recreate has no steps; BlueGreen and Canary need front, and not inferencePool yet; Canary has at least one step, each above 0 and none below the one before; BlueGreen steps are at 0; a pause is at most 7d',
   'args-in-order': 'each item of engine.args that is not a flag is a value its flag takes',
 } as const;
 

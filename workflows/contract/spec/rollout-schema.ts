@@ -99,7 +99,7 @@ type Rollout = z.output<typeof rolloutSchema>;
 /** Issues of `rollout` against the rest of the spec (parser-only rule `rollout`). */
 export function rolloutIssues(
   rollout: Rollout,
-  spec: { front?: unknown; inferencePool?: unknown; slo?: unknown },
+  spec: { front?: unknown; inferencePool?: unknown },
 ): { path: (string | number)[]; message: string; params: ReturnType<typeof parserOnly> }[] {
   const issues: { path: (string | number)[]; message: string; params: ReturnType<typeof parserOnly> }[] = [];
   const issue = (path: (string | number)[], message: string) =>
@@ -117,12 +117,13 @@ export function rolloutIssues(
       `${strategy} needs front (add \`front: {}\`): the front is what shares the requests between revisions`,
     );
   }
-  // Not yet: each would need the candidate's own step before it takes requests (docs/design/rollout.md, section 5).
-  const notYet = [
-    spec.inferencePool ? "inferencePool (the pool selects the first slot's pods only)" : undefined,
-    spec.slo ? "slo (the candidate's capacity is not measured before it takes requests)" : undefined,
-  ].filter((x): x is string => x !== undefined);
-  for (const what of notYet) issue(['strategy'], `${strategy} cannot be used with ${what} yet; use Recreate`);
+  // Not yet: the pool would have to select both slots' pods (docs/design/rollout.md, section 5).
+  if (spec.inferencePool) {
+    issue(
+      ['strategy'],
+      `${strategy} cannot be used with inferencePool (the pool selects the first slot's pods only) yet; use Recreate`,
+    );
+  }
   if (strategy === 'Canary' && steps.length === 0) issue(['steps'], 'needs at least one step with Canary');
   if (evaluates && !rollout.evaluation) {
     const i = steps.findIndex((step) => step.gate === 'evaluation');

@@ -1,8 +1,9 @@
-// A rollout of a model with LoRA adapters (docs/design/rollout.md, section 5): the candidate gets the adapters' files on
-// its own volume and loads them on its own replicas before the front sends it a request; what it holds is the model's
-// status from the promotion on, and a look afterwards keeps them in its slot. A candidate that lacks an adapter the
-// current revision serves is rolled back before any request reaches it. Activities are stubs; the Temporal server is
-// real.
+// What a rollout's candidate gets before the front sends it a request (docs/design/rollout.md, section 4), beside its
+// weights and engine. The model's LoRA adapters: their files on its own volume, loaded on its own replicas; what it
+// holds is the model's status from the promotion on, and a look afterwards keeps them in its slot. A candidate that
+// lacks an adapter the current revision serves is rolled back before any request reaches it. With `slo`, its own
+// baseline and admission limit, measured on its replica; one that meets the goal not even one request at a time, where
+// the current revision does, is rolled back. Activities are stubs; the Temporal server is real.
 import { describe, expect, it } from 'vitest';
 import {
   modelChangedSignal,
@@ -11,6 +12,7 @@ import {
   type ModelInput,
 } from '../../../workflows/contract/index.js';
 import { useHarness } from '../../support/fixtures.js';
+import { probesUpTo } from '../../support/baseline.js';
 import { StubActivities } from '../../support/stub-activities.js';
 import {
   modelDoc,
@@ -24,6 +26,11 @@ import {
 const harness = useHarness();
 
 const adapter = (name: string) => ({ name, source: { huggingface: { repo: `org/${name}-lora`, revision: 'main' } } });
+const canaryWithSlo = (d: Doc) => {
+  d.spec.front = {};
+  d.spec.rollout = { strategy: 'Canary', steps: [{ traffic: 20 }] };
+  d.spec.slo = { ttft: '2s', itl: '100ms', admission: true };
+};
 const canaryWithAdapters = (d: Doc) => {
   d.spec.front = {};
   d.spec.rollout = { strategy: 'Canary', steps: [{ traffic: 20 }] };
@@ -59,7 +66,7 @@ function syncIn(refused: string[] = [], unreachable = 0) {
   };
 }
 
-describe('ServeModelWorkflow rollout with LoRA adapters', () => {
+describe("ServeModelWorkflow rollout: the candidate's adapters and baseline", () => {
   it('loads the adapters on the candidate before its first share (asked again while its engine does not answer yet), shows what it holds from the promotion, and keeps them in its slot', async () => {
     const stub = new StubActivities().on('syncAdapters', syncIn([], 1)).on('lookAtModel', async (input) => ({
       replicas: 1,
@@ -148,6 +155,70 @@ describe('ServeModelWorkflow rollout with LoRA adapters', () => {
         ['sql', 'Loaded'],
         ['chat', 'Loaded'],
       ]);
+    });
+  });
+
+  it("measures the candidate's own baseline and sets its admission limit before its first share; its capacity is the model's from the promotion", async () => {
+    const measuredIn = (input: ModelInput) => (input.slot === 'b' ? 5 : 8);
+    const stub = new StubActivities().on('measureBaseline', async (input) => ({
+      maxConcurrency: measuredIn(input),
+      capped: false,
+      ttftP95Ms: 100,
+      itlP95Ms: 20,
+      attainment: 1,
+      pod: input.slot === 'b' ? 'm-b-0' : 'm-0',
+      probes: probesUpTo(measuredIn(input)),
+      durationMs: 30_000,
+    }));
+    await withWorker(harness, stub, async ({ start }) => {
+      const doc = modelDoc(canaryWithSlo);
+      const handle = await start(doc, ROLLOUT_OPTIONS);
+      const first = await waitForStatus(handle, readyAt(1));
+      expect(first.baseline).toMatchObject({ maxConcurrency: 8, generation: 1 });
+
+      doc.spec.source.huggingface.revision = 'v2';
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      const done = await waitForStatus(handle, readyAt(2));
+      expect(done).toMatchObject({ revision: 'r2', rollout: { state: 'Promoted' } });
+      expect(done.baseline).toMatchObject({ maxConcurrency: 5, generation: 2, pod: 'm-b-0' });
+      // Measured, and its limit set, in slot b before the front sent it anything.
+      const order = stub.calls
+        .slice(stub.calls.findIndex((c) => c.name === 'awaitHealth' && (c.input as ModelInput).slot === 'b'))
+        .filter((c) => ['measureBaseline', 'applyAdmission', 'shiftTraffic'].includes(c.name))
+        .map((c) => (c.name === 'shiftTraffic' ? c.name : `${c.name}:${(c.input as ModelInput).slot}`));
+      expect(order.slice(0, 3)).toEqual(['measureBaseline:b', 'applyAdmission:b', 'shiftTraffic']);
+      expect(stub.callsOf('applyAdmission').at(-1)!.input.maxConcurrency).toBe(5);
+      // The promotion applies the candidate with its own limit, not the revision before's.
+      expect(stub.callsOf('applyEngine').at(-1)!.input).toMatchObject({ slot: 'b', admissionLimit: 5 });
+      expect(done.timeline.find((e) => e.generation === 2 && e.step === 'baseline')?.detail).toBe(
+        'r2: 5 requests at once (ttft p95 100 ms, itl p95 20 ms) on m-b-0',
+      );
+    });
+  });
+
+  it('rolls back a candidate that meets the goal not even one request at a time, where the current revision does', async () => {
+    const stub = new StubActivities().on('measureBaseline', async (input) => ({
+      maxConcurrency: input.slot === 'b' ? 0 : 8,
+      capped: false,
+      pod: input.slot === 'b' ? 'm-b-0' : 'm-0',
+      probes: probesUpTo(input.slot === 'b' ? 0 : 8),
+      durationMs: 30_000,
+    }));
+    await withWorker(harness, stub, async ({ start }) => {
+      const doc = modelDoc(canaryWithSlo);
+      const handle = await start(doc, ROLLOUT_OPTIONS);
+      await waitForStatus(handle, readyAt(1));
+
+      doc.spec.source.huggingface.revision = 'v2';
+      await handle.executeUpdate(updateModelUpdate, { args: [{ spec: doc }] });
+      const back = await waitForStatus(handle, (s) => s.rollout?.state === 'Aborted');
+      expect(back.rollout?.message).toBe(
+        'r2: the goal is not met even one request at a time on m-b-0, where r1 carries 8 at once',
+      );
+      expect(stub.callsOf('shiftTraffic').flatMap((c) => c.input.shares.map((s) => s.revision))).not.toContain('r2');
+      // r1 serves on, with its own capacity.
+      const now = await waitForStatus(handle, (s) => s.phase === 'Ready');
+      expect(now).toMatchObject({ revision: 'r1', baseline: { maxConcurrency: 8, generation: 1 } });
     });
   });
 });
