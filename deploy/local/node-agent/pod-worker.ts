@@ -102,12 +102,13 @@ export class PodWorker {
   }
 
   /**
-   * `<namespace>/<model>/<pod>` → `http://<pod IP>:<engine port>` for a running engine pod of a Ferry model (what
-   * in-cluster Ferry reaches when a request must go to one replica), undefined for other pods.
+   * `<namespace>/<instance>/<pod>` → `http://<pod IP>:<engine port>` for a running engine pod of a Ferry model (what
+   * in-cluster Ferry reaches when a request must go to one replica), undefined for other pods. The instance is the
+   * model's name, or `<model>-b` for a pod of a rollout's second slot, as the worker names a pod of that slot.
    */
   engineTarget(): [string, string] | undefined {
     const labels = this.pod.metadata?.labels ?? {};
-    const model = labels['ferry.dev/model'];
+    const model = labels['ferry.dev/model'] && (labels['app.kubernetes.io/instance'] ?? labels['ferry.dev/model']);
     const engine = this.pod.spec?.containers.find((c) => c.name === 'vllm');
     const port = engine?.ports?.[0]?.containerPort;
     if (!model || labels['app.kubernetes.io/component'] !== 'engine' || !port || !this.address || this.stopping) {
