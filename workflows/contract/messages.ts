@@ -5,7 +5,7 @@ import type { Slot, StepProgress, TeardownResult } from './activities.js';
 import { FAILURE } from './failures.js';
 import { UPDATE_NAMES, type ModelRef } from './identity.js';
 import type { ServedModel, SourceSpec } from './spec/index.js';
-import type { ModelStatus, Phase } from './status.js';
+import type { Baseline, ModelStatus, Phase } from './status.js';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Input and result
@@ -84,9 +84,10 @@ export interface CarriedState {
   candidate?: { revision: string; slot: Slot };
   /**
    * The revision before the current one, while `rollout.keepRevisions` keeps its volume (its slot is the other), with
-   * the spec it served with (what `ferry rollout undo` returns to; unset in runs from before the undo).
+   * the spec it served with (what `ferry rollout undo` returns to; unset in runs from before the undo) and, with
+   * `slo`, its baseline (an undo keeps it rather than measuring again, while nothing that moves it changed).
    */
-  previous?: { revision: string; source: SourceSpec; spec?: ServedModel };
+  previous?: { revision: string; source: SourceSpec; spec?: ServedModel; baseline?: Baseline };
   /** An accepted `ferry rollout undo`: the generation that returns to `revision`, which it rolls out with no gate. */
   undo?: { revision: string; generation: number; reason?: string };
   /** A model with `spec.scaling`: the replica count the last decision set (unset: it starts at the spec's). */

@@ -67,9 +67,25 @@ export async function candidateBaseline(
   objects: Omit<ModelObjects, 'sourceHash'>,
   generation: number,
   candidate: string,
+  kept?: Baseline,
 ): Promise<Baseline | undefined> {
   const spec = objects.model;
   if (!spec.spec.slo || !patchedUnlessPinned(LOAD_BASELINE)) return undefined;
+  if (kept?.key === baselineKey(spec)) {
+    // An undo's revision, measured when it served: its limit set again on its new replicas, no load run.
+    const why = `${candidate}: kept from generation ${kept.generation}, and nothing that moves it changed since`;
+    if (spec.spec.slo.admission === true && patchedUnlessPinned(ADMISSION)) {
+      await ctx.step(
+        'baseline',
+        generation,
+        () => acts.short.applyAdmission({ ...objects, ...admissionLimitOf(kept) }),
+        () => why,
+      );
+    } else {
+      ctx.set(skipStep(ctx.status, 'baseline', generation, now(), why));
+    }
+    return kept;
+  }
   const measured = await measure(ctx, acts, objects, generation, `${candidate}: `);
   if (measured.skipped) return undefined;
   const current = ctx.status.baseline;

@@ -8,6 +8,7 @@ import type { Activities } from '../activity-options.js';
 import {
   describeSource,
   newRevision,
+  type Baseline,
   parseDuration,
   type RevisionShare,
   type ServedModel,
@@ -83,10 +84,14 @@ export async function rollOutRevision(
   const begun = { ...r, strategy, generation, steps: steps.length + 1, ...(undo ? { undo: true } : {}) };
   ctx.set(beginRollout(ctx.status, begun, now()));
   world.candidate = { revision: r.candidate.name, slot: r.candidate.slot };
+  // An undo returns to a revision whose capacity was measured: kept, while nothing that moves it changed.
+  const kept = undo ? world.previous?.baseline : undefined;
   // The candidate takes the slot the revision before kept its volume in: that one is kept no more.
   world.previous = undefined;
   try {
-    const promotedTo = await ctx.rollout.run(() => candidateSteps(ctx, acts, spec, generation, serving, r, steps));
+    const promotedTo = await ctx.rollout.run(() =>
+      candidateSteps(ctx, acts, spec, generation, serving, r, steps, kept),
+    );
     world.candidate = undefined;
     return promotedTo;
   } catch (err) {
@@ -111,6 +116,7 @@ async function candidateSteps(
   serving: Serving,
   r: RolloutRevisions,
   steps: RolloutStep[],
+  keptBaseline?: Baseline,
 ): Promise<'promoted'> {
   const { world } = ctx;
   const slot = r.candidate.slot;
@@ -156,7 +162,7 @@ async function candidateSteps(
   // Its adapters, before the first request reaches it: weights, engine and adapters go out (and back) as one.
   const adapters = await candidateAdapters(ctx, acts, objects, generation, r.candidate.name);
   // With slo, its own capacity and admission limit, measured while no request reaches it.
-  const baseline = await candidateBaseline(ctx, acts, objects, generation, r.candidate.name);
+  const baseline = await candidateBaseline(ctx, acts, objects, generation, r.candidate.name, keptBaseline);
   for (const [i, step] of steps.entries()) {
     await shift(ctx, acts, objects, r, step.traffic, generation);
     ctx.set(rolloutAt(ctx.status, r, i + 1, step.traffic, now()));
@@ -188,8 +194,9 @@ async function candidateSteps(
   world.sourceHash = claimed.sourceHash;
   world.engineGeneration = final.generation;
   world.appliedStorage = { storage: spec.spec.storage, labels: spec.metadata.labels };
+  const servingBaseline = ctx.status.baseline ? { baseline: ctx.status.baseline } : {};
   world.previous = keep
-    ? { revision: r.current.name, source: serving.spec.spec.source, spec: serving.spec }
+    ? { revision: r.current.name, source: serving.spec.spec.source, spec: serving.spec, ...servingBaseline }
     : undefined;
   if (adapters) {
     world.adapterIncarnations = adapters.incarnations;

@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   modelChangedSignal,
+  rolloutActionUpdate,
   updateModelUpdate,
   type AdapterSyncResult,
   type ModelInput,
@@ -158,7 +159,7 @@ describe("ServeModelWorkflow rollout: the candidate's adapters and baseline", ()
     });
   });
 
-  it("measures the candidate's own baseline and sets its admission limit before its first share; its capacity is the model's from the promotion", async () => {
+  it("measures the candidate's own baseline and sets its admission limit before its first share; its capacity is the model's from the promotion, and an undo keeps the measurement of the revision it returns to", async () => {
     const measuredIn = (input: ModelInput) => (input.slot === 'b' ? 5 : 8);
     const stub = new StubActivities().on('measureBaseline', async (input) => ({
       maxConcurrency: measuredIn(input),
@@ -193,6 +194,20 @@ describe("ServeModelWorkflow rollout: the candidate's adapters and baseline", ()
       expect(done.timeline.find((e) => e.generation === 2 && e.step === 'baseline')?.detail).toBe(
         'r2: 5 requests at once (ttft p95 100 ms, itl p95 20 ms) on m-b-0',
       );
+
+      // Back to r1: its measurement was kept with it, so its new replica gets its limit and no load.
+      const measures = stub.callsOf('measureBaseline').length;
+      await handle.executeUpdate(rolloutActionUpdate, { args: [{ action: 'undo', revision: 'r1' }] });
+      const back = await waitForStatus(handle, readyAt(3));
+      expect(back).toMatchObject({ revision: 'r1', baseline: { maxConcurrency: 8, generation: 1, pod: 'm-0' } });
+      expect(stub.callsOf('measureBaseline')).toHaveLength(measures);
+      expect(stub.callsOf('applyAdmission').at(-1)!.input).toMatchObject({ maxConcurrency: 8 });
+      expect(stub.callsOf('applyAdmission').at(-1)!.input.slot).toBeUndefined();
+      expect(stub.callsOf('applyEngine').at(-1)!.input).toMatchObject({ admissionLimit: 8 });
+      expect(back.timeline.find((e) => e.generation === 3 && e.step === 'baseline')).toMatchObject({
+        outcome: 'Succeeded',
+        detail: 'r1: kept from generation 1, and nothing that moves it changed since',
+      });
     });
   });
 
