@@ -15,6 +15,13 @@ type Call = ReturnType<Interceptor>;
 const LONG_POLLS = new Set(['PollWorkflowExecutionUpdate', 'GetWorkflowExecutionHistory']);
 /** gRPC's DEADLINE_EXCEEDED. */
 const DEADLINE_EXCEEDED = 4;
+/**
+ * gRPC's CANCELLED. The server gives up on a call at the deadline it was sent with and resets the stream, which grpc-js
+ * reports as CANCELLED ("Call cancelled") when that reaches it before its own deadline timer has fired: a call that
+ * ends so at its deadline (within SAME_DEADLINE_MS) ran out of it too.
+ */
+const CANCELLED = 1;
+const SAME_DEADLINE_MS = 100;
 
 const waiting = new AsyncLocalStorage<true>();
 
@@ -64,7 +71,9 @@ export function boundRequests(timeoutMs: number): RequestBound {
         onReceiveMetadata: (received) => listener?.onReceiveMetadata?.(received),
         onReceiveMessage: (message) => listener?.onReceiveMessage?.(message),
         onReceiveStatus: (status) => {
-          if (Number(status.code) === DEADLINE_EXCEEDED) first ??= method;
+          const code = Number(status.code);
+          if (code === DEADLINE_EXCEEDED || (code === CANCELLED && Date.now() >= deadline - SAME_DEADLINE_MS))
+            first ??= method;
           listener?.onReceiveStatus?.(status);
         },
       });
