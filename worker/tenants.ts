@@ -267,6 +267,7 @@ function secretsOf(model: ServedModel): [string, string][] {
   const found: [string, string][] = [];
   if (source.huggingface?.tokenSecret)
     found.push(['source.huggingface.tokenSecret', source.huggingface.tokenSecret.name]);
+  if (source.s3?.credentialsSecret) found.push(['source.s3.credentialsSecret', source.s3.credentialsSecret.name]);
   if (engine.apiKeySecret) found.push(['engine.apiKeySecret', engine.apiKeySecret.name]);
   for (const [field, list] of [
     ['engine.env', engine.env],
@@ -278,7 +279,7 @@ function secretsOf(model: ServedModel): [string, string][] {
     }
   }
   for (const adapter of engine.lora.adapters ?? []) {
-    const secret = adapter.source.huggingface?.tokenSecret;
+    const secret = adapter.source.huggingface?.tokenSecret ?? adapter.source.s3?.credentialsSecret;
     if (secret) found.push([`engine.lora.adapters ${adapter.name}`, secret.name]);
   }
   return found;

@@ -1,5 +1,11 @@
 import type { V1EnvVar, V1Job, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
-import { describeSource, durationSeconds, type ServedModel, type SourceSpec } from '../../workflows/contract/index.js';
+import {
+  describeSource,
+  durationSeconds,
+  s3Endpoint,
+  type ServedModel,
+  type SourceSpec,
+} from '../../workflows/contract/index.js';
 import { labelsFor } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
 import { pullerJobName, pvcName, slotBase } from './names.js';
@@ -31,6 +37,25 @@ export function pullEnv(
     );
     const token = source.huggingface.tokenSecret;
     if (token) env.push({ name: 'HF_TOKEN', valueFrom: { secretKeyRef: { name: token.name, key: token.key } } });
+  } else if (source.s3) {
+    const { s3 } = source;
+    env.push(
+      { name: 'FERRY_SOURCE_KIND', value: 's3' },
+      { name: 'FERRY_SOURCE', value: label },
+      { name: 'FERRY_S3_ENDPOINT', value: s3Endpoint(s3) },
+      { name: 'FERRY_S3_REGION', value: s3.region },
+      { name: 'FERRY_S3_BUCKET', value: s3.bucket },
+      { name: 'FERRY_S3_PREFIX', value: s3.prefix },
+      { name: 'FERRY_S3_ADDRESSING', value: s3.addressing },
+    );
+    const secret = s3.credentialsSecret?.name;
+    if (secret) {
+      const key = (name: string, optional = false): V1EnvVar => ({
+        name,
+        valueFrom: { secretKeyRef: { name: secret, key: name, ...(optional ? { optional } : {}) } },
+      });
+      env.push(key('AWS_ACCESS_KEY_ID'), key('AWS_SECRET_ACCESS_KEY'), key('AWS_SESSION_TOKEN', true));
+    }
   } else {
     env.push(
       { name: 'FERRY_SOURCE_KIND', value: 'pvc' },

@@ -1,24 +1,27 @@
 // The program the puller Job runs (`python3 -c PULLER_SCRIPT`), and the parser for the lines it prints.
 //
 // Contract (environment in, lines out):
-//   FERRY_SOURCE_KIND  huggingface | pvc
+//   FERRY_SOURCE_KIND  huggingface | pvc | s3
 //   FERRY_HF_REPO, FERRY_HF_REVISION   for huggingface (HF_TOKEN from a Secret when the repo needs one)
 //   FERRY_SOURCE_PATH  for pvc: the directory to copy, under the read-only source mount
+//   FERRY_S3_*         for s3: where the objects are (puller-s3.ts), AWS_* from a Secret
 //   FERRY_SOURCE       human-readable source, written into the completion marker
 //   FERRY_DEST         /models/<hash8>; the weights land in DEST.partial and are renamed to DEST when complete,
 //                      with DEST/.ferry-complete inside. A DEST that is already complete exits 0 at once.
 //   FERRY_PROGRESS {"bytes": N, "totalBytes": M|null}   about every 10 s while copying, and once at the end
 //   FERRY_ERROR {"reason": R, "message": M}             before a non-zero exit
-//   FERRY_DONE {"dest": D, "bytes": N, "skipped": B}    on success
+//   FERRY_DONE {"dest": D, "bytes": N, "skipped": B}    on success; for s3 also "verified" and "unverified" (counts)
 //   FERRY_PRUNED {"removed": [names]}                   after success: the other sources' weights it deleted
 //
 // Weights of earlier sources (siblings of DEST named by an 8-hex-digit source hash) are kept while the new source
 // downloads, so a failed download leaves the volume as it was, and deleted once DEST is complete: the engine is scaled
 // to 0 before a new source is pulled, so nothing reads them any more. FERRY_PRUNE=0 keeps them.
 //
-// Only the standard library is needed for a pvc source; a huggingface source needs huggingface_hub, which the vLLM
+// Only the standard library is needed for a pvc or an s3 source; a huggingface source needs huggingface_hub, which the vLLM
 // image ships. When the repository has safetensors, other weight formats (and Meta's `original/` checkpoints) are
 // skipped, as vLLM itself would skip them: they can double the download.
+
+import { S3_PULLER } from './puller-s3.js';
 
 export const PULLER_SCRIPT = `
 import errno, fnmatch, json, os, shutil, sys, threading, time
@@ -51,6 +54,10 @@ def tree_size(path):
 
 
 def classify(error):
+    if kind == 's3':
+        found = s3_classify(error, s3.where)
+        if found:
+            return found
     names = [cls.__name__ for cls in type(error).__mro__]
     detail = ' (' + type(error).__name__ + ': ' + str(error)[:300] + ')'
     if 'GatedRepoError' in names:
@@ -82,6 +89,10 @@ def prune():
     if removed:
         emit('FERRY_PRUNED', {'removed': removed})
 
+
+${S3_PULLER}
+
+checked = None
 
 if os.path.isfile(os.path.join(dest, marker_name)):
     prune()
@@ -119,6 +130,22 @@ elif kind == 'pvc':
     def fetch():
         shutil.rmtree(partial, ignore_errors=True)
         shutil.copytree(source, partial, copy_function=shutil.copy)
+elif kind == 's3':
+    s3 = S3()
+    try:
+        objects = s3.list()
+    except Exception as error:
+        fail(*classify(error))
+    if not objects:
+        fail('SourceNotFound', 'no objects under ' + s3.where + ': check source.s3.bucket and source.s3.prefix')
+    if any(o['rel'].endswith('.safetensors') for o in objects):
+        objects = [o for o in objects if not any(fnmatch.fnmatch(o['rel'], p) for p in ('*.bin', '*.pt', '*.pth', 'original/*'))]
+    total = sum(o['size'] for o in objects)
+
+    def fetch():
+        global checked
+        unverified = s3_fetch_all(s3, objects, partial)
+        checked = {'verified': len(objects) - len(unverified), 'unverified': len(unverified)}
 else:
     fail('InvalidSource', 'unknown FERRY_SOURCE_KIND ' + repr(kind))
 
@@ -147,7 +174,7 @@ if os.path.lexists(dest):
 os.rename(partial, dest)
 emit('FERRY_PROGRESS', {'bytes': size, 'totalBytes': size})
 prune()
-emit('FERRY_DONE', {'dest': dest, 'bytes': size, 'skipped': False})
+emit('FERRY_DONE', dict({'dest': dest, 'bytes': size, 'skipped': False}, **(checked or {})))
 `.trimStart();
 
 /** A line the puller prints, parsed. Other log lines (library output) give undefined. */

@@ -130,6 +130,9 @@ export function deadlineFailure(job: V1Job, last: StepProgress | undefined, note
 const PULLER_REASONS = new Set<string>([
   FAILURE.SourceNotFound,
   FAILURE.AccessDenied,
+  FAILURE.SourceForbidden,
+  FAILURE.SourceUnreachable,
+  FAILURE.WeightsCorrupt,
   FAILURE.NoSpace,
   FAILURE.PullerImageInvalid,
 ]);

@@ -24,7 +24,7 @@ import { jobPodSelector, jobRef } from './puller.js';
 const ANNOTATION_ADAPTERS = 'ferry.dev/adapters';
 const ADAPTERS_FIELD_MANAGER = 'ferry-adapters';
 /** The puller's reasons that no retry fixes: the spec must change. */
-const FINAL_REASONS = new Set(['SourceNotFound', 'AccessDenied', 'NoSpace']);
+const FINAL_REASONS = new Set(['SourceNotFound', 'AccessDenied', 'SourceForbidden', 'WeightsCorrupt', 'NoSpace']);
 const DEADLINE_GRACE_MS = 60_000;
 
 export async function fetchAdapters(deps: ActivityDeps, input: ObjectsInput): Promise<AdapterFilesResult> {

@@ -203,12 +203,28 @@ install_hub() {
   echo "$models_want" > "$hub_mirrors/.ferry-inputs"
 }
 
+# The local S3 store: the Versity S3 Gateway, built with the machine's Go from the Go module proxy (a few minutes cold;
+# the Go build cache keeps it warm).
+install_s3() {
+  local dir=$cache/s3/versitygw-$VERSITYGW_VERSION
+  if [ -x "$dir/versitygw" ]; then
+    log "versitygw $VERSITYGW_VERSION already installed"
+    return
+  fi
+  command -v go >/dev/null || die "the local S3 store is built with Go: install Go 1.25 or newer"
+  log "building versitygw $VERSITYGW_VERSION (the local S3 store) from the Go module proxy"
+  rm -rf "$dir.partial"
+  GOBIN=$dir.partial GOFLAGS=-mod=mod go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" ||
+    die "building versitygw $VERSITYGW_VERSION failed (see above)"
+  mv "$dir.partial" "$dir"
+}
+
 # Install for the components asked for (all by default). Helm is a tool rather than a component (up.sh starts
 # nothing for it): it comes with the Kubernetes binaries, as kubectl does, so `local:up` installs it too.
 mkdir -p "$cache"
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${components[@]}")
-need_kube=0 need_helm=0 need_vllm=0 need_hub=0
+need_kube=0 need_helm=0 need_vllm=0 need_hub=0 need_s3=0
 for c in "${want[@]}"; do
   case $c in
     temporal) install_temporal; install_browser ;;
@@ -220,6 +236,8 @@ for c in "${want[@]}"; do
     # The real engine: its runtime, the admission sidecar's nginx; the Hub needs the runtime to build its models.
     node-agent) install_nginx; install_haproxy; need_vllm=1 ;;
     hub) need_vllm=1 need_hub=1 ;;
+    # Seeded with the Hub's tiny model.
+    s3) need_vllm=1 need_hub=1 need_s3=1 ;;
     *) need_kube=1 need_helm=1 ;;
   esac
 done
@@ -236,3 +254,4 @@ fi
 if [ $need_helm = 1 ]; then install_helm; fi
 if [ -n "$vllm_pid" ]; then wait "$vllm_pid" || die "installing the vLLM runtime failed (see above)"; fi
 if [ $need_hub = 1 ]; then install_hub; fi
+if [ $need_s3 = 1 ]; then install_s3; fi

@@ -51,10 +51,11 @@ pod_gateway=10.245.0.1
 pod_cidr=10.245.0.0/16
 hub_port=${FERRY_HUB_PORT:-16447}
 kubelet_port=${FERRY_KUBELET_PORT:-16448}
+s3_port=${FERRY_S3_PORT:-16449}
 
-# The order matters: up starts them in this order, down stops them in reverse. node-agent and hub run only with the
-# real engine; down and status know them all.
-all_components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim node-agent hub worker)
+# The order matters: up starts them in this order, down stops them in reverse. node-agent, hub and s3 run only with
+# the real engine; down and status know them all.
+all_components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim node-agent hub s3 worker)
 components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim worker)
 
 # --engine sim|vllm among the arguments (or FERRY_ENGINE): sets `engine` and leaves the other arguments in `rest`.
@@ -70,7 +71,7 @@ parse_engine() {
   done
   case $engine in
     sim) ;;
-    vllm) components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim node-agent hub worker) ;;
+    vllm) components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim node-agent hub s3 worker) ;;
     *) die "--engine must be sim (the stand-in) or vllm (the real engine on CPUs), not '$engine'" ;;
   esac
 }
@@ -87,6 +88,7 @@ is_running() {
 }
 
 port_open() { (exec 3<>"/dev/tcp/$host/$1") 2>/dev/null; }
+port_open_at() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
 # wait_for DESCRIPTION SECONDS COMMAND...: polls COMMAND until it succeeds or the time is up.
 wait_for() {

@@ -42,6 +42,7 @@ scheduler_healthy() { curl -skf "https://$host:$scheduler_port/healthz" >/dev/nu
 kwok_healthy() { curl -sf "http://$host:$kwok_port/healthz" >/dev/null; }
 node_agent_healthy() { grep -q '"node agent ready"' "$run/logs/node-agent.log" 2>/dev/null; }
 hub_healthy() { grep -q '"hub ready"' "$run/logs/hub.log" 2>/dev/null && curl -sf "http://$pod_gateway:$hub_port/api/models/ferry-local/tiny-llama/revision/main" >/dev/null; }
+s3_healthy() { grep -q '"s3 ready"' "$run/logs/s3.log" 2>/dev/null && port_open_at "$pod_gateway" "$s3_port"; }
 engine_sim_healthy() { grep -q '"watching simulated engine pods"' "$run/logs/engine-sim.log" 2>/dev/null; }
 worker_healthy() {
   "$temporal" task-queue describe --address "$host:$temporal_port" --task-queue "ferry-$cluster_name" -o json 2>/dev/null |
@@ -147,6 +148,15 @@ start_hub() {
     node --import tsx "$repo/deploy/local/hub/main.ts"
 }
 
+# The local S3 store (deploy/local/s3): versitygw behind a front that counts what it serves, on the pod network's
+# gateway beside the Hub, seeded with the Hub's tiny model; it makes the Secret local-s3 for examples/s3.yaml.
+start_s3() {
+  start s3 s3_healthy env KUBECONFIG="$kubeconfig" FERRY_S3_GATEWAY="$cache/s3/versitygw-$VERSITYGW_VERSION/versitygw" \
+    FERRY_S3_STATE="$run/s3" FERRY_S3_LISTEN="$pod_gateway:$s3_port" \
+    FERRY_S3_SEED="$hub_mirrors/models/ferry-local/tiny-llama" \
+    node --import tsx "$repo/deploy/local/s3/main.ts"
+}
+
 # The local worker serves cluster "default" (task queue ferry-default) with endpoints pointed at the stand-ins.
 start_worker() {
   start worker worker_healthy env KUBECONFIG="$kubeconfig" TEMPORAL_ADDRESS="$host:$temporal_port" \
@@ -186,6 +196,7 @@ for c in "${want[@]}"; do
     engine-sim) start_engine_sim ;;
     node-agent) start_node_agent ;;
     hub) start_hub ;;
+    s3) start_s3 ;;
     worker) start_worker ;;
     *) die "unknown component '$c' (one of: ${components[*]})" ;;
   esac

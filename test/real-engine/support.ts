@@ -16,7 +16,7 @@ const cache = process.env.FERRY_CACHE ?? join(homedir(), '.cache/ferry');
 export function realEngineMissing(): string | undefined {
   const engine = existsSync(join(run, 'engine')) ? readFileSync(join(run, 'engine'), 'utf8').trim() : 'sim';
   if (engine !== 'vllm') return 'the local stack runs the engine stand-in only: npm run local:up -- --engine vllm';
-  for (const component of ['node-agent', 'hub']) {
+  for (const component of ['node-agent', 'hub', 's3']) {
     const pidFile = join(run, `${component}.pid`);
     const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : 0;
     try {
@@ -41,6 +41,40 @@ interface Served {
 export async function hubBytes(repo: string): Promise<number> {
   const served = (await (await fetch(`${HUB}/_ferry/served`)).json()) as Served;
   return served.repos[repo]?.bytes ?? 0;
+}
+
+/** The local S3 store as the agent's pods reach it (deploy/local/lib.sh: pod_gateway, s3_port). */
+export const S3_STORE = `http://10.245.0.1:${process.env.FERRY_S3_PORT ?? '16449'}`;
+/** The store's directory of buckets (versitygw's posix backend: a bucket is a directory, an object a file). */
+export const S3_DATA = join(run, 's3/data');
+
+/** The store's root keys (deploy/local/s3/main.ts), as a source.s3.credentialsSecret holds them. */
+export function s3Keys(): { accessKeyId: string; secretAccessKey: string } {
+  const vars = Object.fromEntries(
+    readFileSync(join(run, 's3/credentials.env'), 'utf8')
+      .split('\n')
+      .filter((l) => l.includes('='))
+      .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+  );
+  return { accessKeyId: vars.AWS_ACCESS_KEY_ID!, secretAccessKey: vars.AWS_SECRET_ACCESS_KEY! };
+}
+
+/** The body bytes the store's front has served for each key of a bucket so far. */
+export async function s3Served(bucket: string): Promise<Record<string, number>> {
+  const served = (await (await fetch(`${S3_STORE}/_ferry/served`)).json()) as Served;
+  return served.repos[bucket]?.files ?? {};
+}
+
+/** A repository's files at a revision (its git repository in the cache), by path. */
+export function repoFiles(repo: string, revision: string): Map<string, Buffer> {
+  const dir = join(cache, 'hub/mirrors/models', repo);
+  const listing = execFileSync('git', ['-C', dir, 'ls-tree', '-r', '--name-only', revision], { encoding: 'utf8' });
+  return new Map(
+    listing
+      .split('\n')
+      .filter(Boolean)
+      .map((path) => [path, execFileSync('git', ['-C', dir, 'show', `${revision}:${path}`], { maxBuffer: 1 << 30 })]),
+  );
 }
 
 /** The size of a repository's files at a revision, as the Hub serves them (its git repository in the cache). */

@@ -394,6 +394,37 @@ describe('puller Job', () => {
   });
 });
 
+describe('puller Job for an s3 source', () => {
+  it('passes where the objects are as env and the keys only by reference to the Secret', () => {
+    const m = fixtureModel('s3-source');
+    const spec = fixtureObjects('s3-source').pullerJob.spec!.template.spec!;
+    const container = spec.containers[0]!;
+    const env = Object.fromEntries(container.env!.map((e) => [e.name, e]));
+    expect(env.FERRY_SOURCE_KIND?.value).toBe('s3');
+    expect(env.FERRY_S3_ENDPOINT?.value).toBe('http://minio.storage:9000');
+    expect(env.FERRY_S3_BUCKET?.value).toBe('training-runs');
+    expect(env.FERRY_S3_PREFIX?.value).toBe('run-42/step-1000');
+    expect(env.FERRY_S3_REGION?.value).toBe('us-east-1');
+    expect(env.FERRY_S3_ADDRESSING?.value).toBe('path');
+    expect(env.FERRY_DEST?.value).toBe(`/models/${sourceHash8(m.spec.source)}`);
+    for (const name of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY']) {
+      expect(env[name]).toEqual({ name, valueFrom: { secretKeyRef: { name: 'minio-keys', key: name } } });
+    }
+    expect(env.AWS_SESSION_TOKEN?.valueFrom?.secretKeyRef?.optional).toBe(true);
+    // Nothing but the weights volume: the objects come over the network.
+    expect(spec.volumes).toEqual([{ name: 'weights', persistentVolumeClaim: { claimName: 'ckpt-s3-weights' } }]);
+  });
+
+  it('sends no keys for a public bucket', () => {
+    const doc = structuredClone(fixtures['s3-source']) as { spec: { source: { s3: Record<string, unknown> } } };
+    delete doc.spec.source.s3.credentialsSecret;
+    const names = buildPullerJob(parseServedModel(doc), {
+      rootUid: FIXTURE_ROOT_UID,
+    }).spec!.template.spec!.containers[0]!.env!.map((e) => e.name);
+    expect(names.filter((n) => n.startsWith('AWS_'))).toEqual([]);
+  });
+});
+
 describe('Deployment', () => {
   it('recreates pods instead of surging', () => {
     expect(fixtureObjects('minimal-hf').deployment.spec?.strategy).toEqual({ type: 'Recreate' });

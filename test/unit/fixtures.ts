@@ -100,6 +100,24 @@ export const pvcSource = {
   },
 } satisfies ServedModelInput;
 
+/** A checkpoint in an S3-compatible bucket, e.g. where a training job wrote it; the keys come from a Secret. */
+export const s3Source = {
+  apiVersion: 'ferry.dev/v1alpha1',
+  kind: 'ServedModel',
+  metadata: { name: 'ckpt-s3', namespace: 'research' },
+  spec: {
+    source: {
+      s3: {
+        bucket: 'training-runs',
+        prefix: 'run-42/step-1000',
+        endpoint: 'http://minio.storage:9000',
+        credentialsSecret: { name: 'minio-keys' },
+      },
+    },
+    storage: { size: '20Gi' },
+  },
+} satisfies ServedModelInput;
+
 /** A latency goal: the load baseline is measured, and an nginx sidecar admits what the replica can carry. */
 export const sloAdmission = {
   apiVersion: 'ferry.dev/v1alpha1',
@@ -141,6 +159,7 @@ export const fixtures = {
   'minimal-hf': minimalHf,
   'full-hf': fullHf,
   'pvc-source': pvcSource,
+  's3-source': s3Source,
   'slo-admission': sloAdmission,
   'inference-pool': inferencePool,
   front,

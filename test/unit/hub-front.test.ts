@@ -271,6 +271,24 @@ describe('the front', () => {
     expect((await served()).repos['ferry-local/slow']!.bytes).toBe(FILE_SIZE);
   });
 
+  it('paces every download of one repository set by PUT /_ferry/shape, until DELETE; others run free', async () => {
+    const rate = 1024 * 1024;
+    const set = await fetchRaw(`${base}/_ferry/shape/ferry-local%2Fshaped?throttle=${rate}`, { method: 'PUT' });
+    expect(set.status).toBe(200);
+    expect((await fetchRaw(`${base}/_ferry/shape/x?throttle=-1`, { method: 'PUT' })).status).toBe(400);
+    const timed = async (repo: string) => {
+      const started = performance.now();
+      const res = await fetchRaw(`${base}/${repo}/resolve/main/model.safetensors`);
+      expect(res.body.equals(fileBytes)).toBe(true);
+      return (performance.now() - started) / 1000;
+    };
+    // 1 MiB at 1 MiB/s: about a second; unshaped, milliseconds.
+    expect(await timed('ferry-local/shaped')).toBeGreaterThan(0.8);
+    expect(await timed('ferry-local/free')).toBeLessThan(0.5);
+    expect((await fetchRaw(`${base}/_ferry/shape/ferry-local%2Fshaped`, { method: 'DELETE' })).status).toBe(200);
+    expect(await timed('ferry-local/shaped')).toBeLessThan(0.5);
+  });
+
   it('stalls a file download after N bytes: the body stops there, open, and the request is counted', async () => {
     const n = 100_000;
     const closedBefore = upstreamClosed;

@@ -16,7 +16,7 @@ import {
   specForUpdate,
   type ServedModel,
 } from '../../workflows/contract/index.js';
-import { FIXTURE_NAMES, fixtures, fullHf, minimalHf, pvcSource } from './fixtures.js';
+import { FIXTURE_NAMES, fixtures, fullHf, minimalHf, pvcSource, s3Source } from './fixtures.js';
 
 const clone = <T>(value: T): T => structuredClone(value);
 // Documents are untyped on purpose here: the tests feed in what a person might write, mistakes included.
@@ -171,7 +171,7 @@ describe('parseServedModel', () => {
       'two sources',
       (d) => (d.spec.source.pvc = { claimName: 'c', path: 'p' }),
       'spec.source',
-      'exactly one source, not both',
+      'exactly one source, not 2',
     ],
     ['empty source', (d) => (d.spec.source = {}), 'spec.source', 'give exactly one source'],
     ['missing source', (d) => delete d.spec.source, 'spec.source', 'is required'],
@@ -648,6 +648,56 @@ describe('source identity', () => {
     expect(describeSource(parseServedModel(minimalHf).spec.source)).toBe('huggingface:Qwen/Qwen2.5-0.5B-Instruct@main');
     expect(describeSource(parseServedModel(pvcSource).spec.source)).toBe('pvc:checkpoints/run-42/step-1000');
     expect(describeSource(model.spec.source)).not.toContain('hf-token');
+    expect(describeSource(parseServedModel(s3Source).spec.source)).toBe(
+      's3://training-runs/run-42/step-1000@http://minio.storage:9000',
+    );
+    const aws = clone(s3Source) as Doc;
+    aws.spec.source.s3 = { bucket: 'runs', prefix: 'a/b/', region: 'eu-west-1' };
+    expect(describeSource(parseServedModel(aws).spec.source)).toBe('s3://runs/a/b');
+  });
+
+  it('gives an s3 source its defaults and knows the same objects under new keys', () => {
+    const source = parseServedModel(s3Source).spec.source;
+    expect(source.s3).toEqual({
+      bucket: 'training-runs',
+      prefix: 'run-42/step-1000',
+      endpoint: 'http://minio.storage:9000',
+      region: 'us-east-1',
+      addressing: 'path',
+      credentialsSecret: { name: 'minio-keys' },
+    });
+    const rotated = {
+      s3: { ...source.s3!, credentialsSecret: { name: 'minio-keys-2' }, addressing: 'virtual' as const },
+    };
+    const other = { s3: { ...source.s3!, prefix: 'run-42/step-2000' } };
+    const slash = { s3: { ...source.s3!, prefix: 'run-42/step-1000/', endpoint: 'http://minio.storage:9000/' } };
+    expect(sameSource(source, rotated)).toBe(true);
+    expect(sameSource(source, slash)).toBe(true);
+    expect(sameSource(source, other)).toBe(false);
+    expect(sameSource(source, parseServedModel(pvcSource).spec.source)).toBe(false);
+  });
+
+  it('refuses an s3 source it could not reach or name', () => {
+    const problems = (edit: (s3: Record<string, unknown>) => void) => {
+      const doc = clone(s3Source) as Doc;
+      edit(doc.spec.source.s3);
+      const result = safeParseServedModel(doc);
+      return result.ok ? [] : result.issues.map((i) => `${i.path}: ${i.message}`);
+    };
+    expect(problems((s3) => (s3.bucket = 'Training_Runs'))[0]).toContain(
+      'spec.source.s3.bucket: must be a bucket name',
+    );
+    expect(problems((s3) => (s3.endpoint = 'minio.storage:9000'))[0]).toContain(
+      'spec.source.s3.endpoint: must be an http(s) URL of the store with no path',
+    );
+    expect(problems((s3) => (s3.prefix = '/run-42'))[0]).toContain('spec.source.s3.prefix: must be a key prefix');
+    expect(problems((s3) => (s3.prefix = 'run/../42'))[0]).toContain('spec.source.s3.prefix: must be a key prefix');
+    expect(problems((s3) => (s3.addressing = 'dns'))[0]).toContain(
+      'spec.source.s3.addressing: must be one of path, virtual',
+    );
+    expect(problems((s3) => (s3.credentialsSecret = { name: 'k', key: 'x' }))[0]).toContain(
+      'spec.source.s3.credentialsSecret',
+    );
   });
 
   it('treats a new token Secret as the same source and a new revision as another', () => {

@@ -47,6 +47,20 @@ export const FAILURES = {
     retryable: false,
     meaning: 'the source refused the puller: a gated or private repository, or a token it does not accept',
   },
+  SourceForbidden: {
+    retryable: false,
+    meaning:
+      "the store refused the source's credentials, or they may not read the objects (source.s3.credentialsSecret)",
+  },
+  SourceUnreachable: {
+    retryable: false,
+    meaning: 'the source did not answer, or sent the puller elsewhere, through every attempt: its endpoint or region',
+  },
+  WeightsCorrupt: {
+    retryable: false,
+    meaning:
+      'a downloaded file is not what its source states (checksum or ETag); the message names it, no engine starts on it',
+  },
   NoSpace: { retryable: false, meaning: 'the volume is full: raise spec.storage.size' },
   PullerImageInvalid: {
     retryable: false,

@@ -7,6 +7,9 @@
 //   in its HF_ENDPOINT): `/_ferry/throttle/<bytesPerSecond>` paces every response body to that rate, and
 //   `/_ferry/stall-after/<bytes>` sends each file download up to that many bytes into the file and then nothing more,
 //   leaving the response open. Prefixes chain: `/_ferry/throttle/65536/_ferry/stall-after/100000/…`.
+// - the same shaping for every download of one repository (for the S3 store: one bucket), set with
+//   `PUT /_ferry/shape/<repository>?throttle=<bytesPerSecond>&stallAfter=<bytes>` and ended with `DELETE` of that path:
+//   for clients whose requests are signed, path and all, so that they cannot carry a prefix.
 //
 // Everything else passes unchanged (method, headers, status, body), except a redirect back to the Hub itself: olah
 // (Starlette) answers with absolute Location URLs built from the request's Host, and they would drop the prefix, so
@@ -141,6 +144,8 @@ export interface HubFrontOptions {
   port: number;
   /** Called on proxy errors (upstream unreachable, a body cut short). */
   onError?: (msg: string, extra: Record<string, unknown>) => void;
+  /** What a GET of this path downloads, to count; the Hub's file downloads unless told (the local S3 store's objects). */
+  parseDownload?: (pathname: string) => { repo: string; file: string } | undefined;
 }
 
 export class HubFront {
@@ -148,6 +153,8 @@ export class HubFront {
   private readonly upstream: URL;
   private readonly agent = new Agent({ keepAlive: true });
   private readonly counts: ServedCounts = { totalBytes: 0, repos: {} };
+  /** Shaping set per repository (`PUT /_ferry/shape/<repository>`). */
+  private readonly shapes = new Map<string, Omit<Shaping, 'prefix'>>();
   private address?: { host: string; port: number };
 
   constructor(private readonly options: HubFrontOptions) {
@@ -202,13 +209,20 @@ export class HubFront {
     if (pathname.startsWith('/_ferry/')) {
       if (pathname === '/_ferry/served' && (req.method === 'GET' || req.method === 'HEAD')) {
         this.json(res, 200, this.counts);
+      } else if (pathname.startsWith('/_ferry/shape/') && (req.method === 'PUT' || req.method === 'DELETE')) {
+        this.shape(req.method, decodeURIComponent(pathname.slice('/_ferry/shape/'.length)), rest, res);
       } else {
         this.json(res, 404, { error: `no such path: ${pathname}` });
       }
       return;
     }
-    const download = req.method === 'GET' ? parseDownload(pathname) : undefined;
-    if (download) this.repo(download.repo).requests += 1;
+    const download = req.method === 'GET' ? (this.options.parseDownload ?? parseDownload)(pathname) : undefined;
+    if (download) {
+      this.repo(download.repo).requests += 1;
+      const set = this.shapes.get(download.repo);
+      shaping.throttle ??= set?.throttle;
+      shaping.stallAfter ??= set?.stallAfter;
+    }
 
     const upstreamReq = httpRequest({
       protocol: this.upstream.protocol,
@@ -228,8 +242,8 @@ export class HubFront {
         res.destroy();
         return;
       }
-      this.options.onError?.('the upstream Hub did not answer', { path: rest, error: String(err) });
-      this.json(res, 502, { error: `the upstream Hub did not answer: ${String(err)}` });
+      this.options.onError?.('the upstream did not answer', { path: rest, error: String(err) });
+      this.json(res, 502, { error: `the upstream did not answer: ${String(err)}` });
     });
     upstreamReq.on('response', (upstreamRes) => {
       const status = upstreamRes.statusCode ?? 502;
@@ -304,6 +318,23 @@ export class HubFront {
       throw err;
     }
     if (!closed.signal.aborted) to.end();
+  }
+
+  private shape(method: string, repo: string, target: string, res: ServerResponse): void {
+    if (method === 'DELETE') {
+      this.shapes.delete(repo);
+      this.json(res, 200, { repo, shaping: null });
+      return;
+    }
+    const query = new URLSearchParams(target.split('?')[1] ?? '');
+    const number = (name: string) => (query.has(name) ? Number(query.get(name)) : undefined);
+    const set = { throttle: number('throttle'), stallAfter: number('stallAfter') };
+    if (!repo || Object.values(set).some((v) => v !== undefined && !(Number.isInteger(v) && v >= 0))) {
+      this.json(res, 400, { error: 'PUT /_ferry/shape/<repository>?throttle=<bytes per second>&stallAfter=<bytes>' });
+      return;
+    }
+    this.shapes.set(repo, set);
+    this.json(res, 200, { repo, shaping: set });
   }
 
   private repo(name: string): RepoServed {

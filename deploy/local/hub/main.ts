@@ -10,23 +10,12 @@
 // stops olah and exits 0; if olah exits on its own, so does this, non-zero, with olah's last lines.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { component, freePort } from '../component.js';
 import { HubFront } from './front.js';
 
-const log = (msg: string, extra: Record<string, unknown> = {}) =>
-  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), component: 'hub', msg, ...extra })}\n`);
-
-const fail = (msg: string, extra: Record<string, unknown> = {}): never => {
-  log(msg, extra);
-  process.exit(1);
-};
-
-function env(name: string): string {
-  const value = process.env[name];
-  return value ? value : fail(`${name} is not set`);
-}
+const { log, fail, env } = component('hub');
 
 /** `host:port`, `[v6]:port`. */
 function parseListen(text: string): { host: string; port: number } {
@@ -34,14 +23,6 @@ function parseListen(text: string): { host: string; port: number } {
   const port = Number(m?.[3]);
   if (!m || !(port >= 0 && port < 65536)) return fail(`FERRY_HUB_LISTEN must be host:port, not '${text}'`);
   return { host: m[1] ?? m[2]!, port };
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((done, reject) => server.once('error', reject).listen(0, '127.0.0.1', done));
-  const { port } = server.address() as { port: number };
-  await new Promise((done) => server.close(done));
-  return port;
 }
 
 const toml = (s: string) => JSON.stringify(s);

@@ -1,10 +1,12 @@
-// The weights' source, for the model and for each LoRA adapter: a Hugging Face repository or a checkpoint on a volume.
+// The weights' source, for the model and for each LoRA adapter: a Hugging Face repository, a checkpoint on a volume, or
+// objects under a prefix of an S3-compatible bucket.
 // Pure (no Node): it is bundled into workflow code.
 import { z } from 'zod';
 import {
   HF_MODEL_ID,
   HF_MODEL_ID_MAX,
   jsonRule,
+  mustBe,
   objectName,
   quote,
   revisionProblem,
@@ -73,32 +75,91 @@ const pvcSourceSchema = strict({
     .describe("The checkpoint's directory relative to the root of the claim, like run-42/step-1000; empty: the root."),
 });
 
+// An S3 bucket name as the stores accept it: 3 to 63 lower-case letters, digits, dots and hyphens (S3-compatible stores
+// also take underscores), starting and ending with a letter or digit.
+const BUCKET = /^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$/;
+// An http(s) origin with no path, query or credentials: https://s3.eu-west-1.amazonaws.com, http://minio.storage:9000.
+const ENDPOINT = /^https?:\/\/[A-Za-z0-9.-]+(?::[0-9]{1,5})?\/?$/;
+const REGION = /^[a-z0-9-]{1,32}$/;
+
+const s3SourceSchema = strict({
+  bucket: rules(z.string(), (v) =>
+    BUCKET.test(v)
+      ? undefined
+      : `must be a bucket name of 3 to 63 lower-case letters, digits, dots, hyphens or underscores, starting and ending with a letter or digit, got ${quote(v)}`,
+  )
+    .meta(jsonRule(BUCKET))
+    .describe('The bucket that holds the checkpoint.'),
+  prefix: rules(z.string(), (v) =>
+    CLAIM_PATH.test(v.replace(/\/$/, ''))
+      ? undefined
+      : `must be a key prefix like checkpoints/run-42/step-1000 (no leading "/", no empty, "." or ".." parts), got ${quote(v)}`,
+  )
+    .default('')
+    .describe(
+      'The checkpoint\'s "directory": the objects whose keys start with <prefix>/, written under their key\'s rest; empty: the whole bucket.',
+    ),
+  endpoint: rules(z.string(), (v) =>
+    ENDPOINT.test(v)
+      ? undefined
+      : `must be an http(s) URL of the store with no path, like https://s3.eu-west-1.amazonaws.com or http://minio.storage:9000, got ${quote(v)}`,
+  )
+    .meta(jsonRule(ENDPOINT))
+    .optional()
+    .describe(
+      "The store's URL, for S3-compatible stores; none: AWS S3 in the region (https://s3.<region>.amazonaws.com).",
+    ),
+  region: rules(z.string(), (v) =>
+    REGION.test(v) ? undefined : `must be a region name like us-east-1, got ${quote(v)}`,
+  )
+    .meta(jsonRule(REGION))
+    .default('us-east-1')
+    .describe('The region that requests are signed for (S3-compatible stores mostly take us-east-1).'),
+  addressing: z
+    .enum(['path', 'virtual'], { error: mustBe('path', 'virtual') })
+    .default('path')
+    .describe(
+      'path: <endpoint>/<bucket>/<key>, which S3-compatible stores want; virtual: <bucket>.<endpoint host>/<key>.',
+    ),
+  credentialsSecret: strict({
+    name: objectName('Secret', 's3-credentials').describe(
+      "A Secret in the model's namespace with the keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN, optional).",
+    ),
+  })
+    .optional()
+    .describe('The credentials; only the puller gets them. None: unsigned requests, for a public bucket.'),
+});
+
 export type HuggingFaceSource = z.output<typeof huggingFaceSchema>;
 export type PvcSource = z.output<typeof pvcSourceSchema>;
-/** Exactly one of `huggingface` or `pvc`. */
+export type S3Source = z.output<typeof s3SourceSchema>;
+/** Exactly one of `huggingface`, `pvc` or `s3`. */
 export type SourceSpec =
-  { huggingface: HuggingFaceSource; pvc?: undefined } | { pvc: PvcSource; huggingface?: undefined };
+  | { huggingface: HuggingFaceSource; pvc?: undefined; s3?: undefined }
+  | { pvc: PvcSource; huggingface?: undefined; s3?: undefined }
+  | { s3: S3Source; huggingface?: undefined; pvc?: undefined };
+
+const SOURCES = 'huggingface (a model repository), pvc (a checkpoint on a volume) or s3 (objects in a bucket)';
 
 export const sourceSchema = strict({
   huggingface: huggingFaceSchema.optional().describe('A model repository on the Hugging Face Hub.'),
   pvc: pvcSourceSchema
     .optional()
     .describe("A checkpoint already on a volume; the puller copies it into the model's own volume."),
+  s3: s3SourceSchema
+    .optional()
+    .describe('A checkpoint in an S3 or S3-compatible bucket: the objects under a prefix, resumed and verified.'),
 })
   .superRefine((source, ctx) => {
-    if (source.huggingface && source.pvc) {
+    const given = [source.huggingface, source.pvc, source.s3].filter((s) => s !== undefined).length;
+    if (given !== 1) {
       ctx.addIssue({
         code: 'custom',
         message:
-          'give exactly one source, not both: huggingface (a model repository) or pvc (a checkpoint on a volume)',
-      });
-    } else if (!source.huggingface && !source.pvc) {
-      ctx.addIssue({
-        code: 'custom',
-        message: 'give exactly one source: huggingface (a model repository) or pvc (a checkpoint on a volume)',
+          given > 1 ? `give exactly one source, not ${given}: ${SOURCES}` : `give exactly one source: ${SOURCES}`,
       });
     }
   })
-  // Exactly one of the two fields, which are its only ones, in JSON Schema's words.
+  // Exactly one of the fields, which are its only ones, in JSON Schema's words.
   .meta({ minProperties: 1, maxProperties: 1 })
   .transform((source) => source as SourceSpec);

@@ -1,30 +1,53 @@
 // Source identity: what decides whether weights must be pulled again. Pure.
-import type { SourceSpec } from './schema.js';
+import type { S3Source, SourceSpec } from './schema.js';
 
-/** The part of a source that identifies the weights. The token Secret is not part of it: rotating it must not re-pull. */
+/**
+ * The part of a source that identifies the weights. Secrets are not part of it: rotating a token or a key must not
+ * re-pull. Neither is how an S3 request is addressed or signed, only where the objects are.
+ */
 export type SourceIdentity =
-  { kind: 'huggingface'; repo: string; revision: string } | { kind: 'pvc'; claimName: string; path: string };
+  | { kind: 'huggingface'; repo: string; revision: string }
+  | { kind: 'pvc'; claimName: string; path: string }
+  | { kind: 's3'; endpoint: string; bucket: string; prefix: string };
+
+/** The store's URL without a trailing slash: the one given, or AWS S3's in the source's region. */
+export function s3Endpoint(s3: S3Source): string {
+  return (s3.endpoint ?? `https://s3.${s3.region}.amazonaws.com`).replace(/\/$/, '');
+}
 
 export function sourceIdentity(source: SourceSpec): SourceIdentity {
   if (source.huggingface) {
     return { kind: 'huggingface', repo: source.huggingface.repo, revision: source.huggingface.revision };
+  }
+  if (source.s3) {
+    const { bucket, prefix } = source.s3;
+    return { kind: 's3', endpoint: s3Endpoint(source.s3), bucket, prefix: prefix.replace(/\/$/, '') };
   }
   return { kind: 'pvc', claimName: source.pvc.claimName, path: source.pvc.path };
 }
 
 /** True when both sources name the same weights (so an update needs no new download). */
 export function sameSource(a: SourceSpec, b: SourceSpec): boolean {
-  const x = sourceIdentity(a);
-  const y = sourceIdentity(b);
-  return x.kind === 'huggingface' && y.kind === 'huggingface'
-    ? x.repo === y.repo && x.revision === y.revision
-    : x.kind === 'pvc' && y.kind === 'pvc' && x.claimName === y.claimName && x.path === y.path;
+  const x: Record<string, string> = sourceIdentity(a);
+  const y: Record<string, string> = sourceIdentity(b);
+  const keys = Object.keys(x);
+  return keys.length === Object.keys(y).length && keys.every((k) => x[k] === y[k]);
 }
 
-/** `huggingface:Qwen/Qwen2.5-0.5B-Instruct@main` or `pvc:checkpoints/run-42/step-1000`; never contains a secret. */
+/**
+ * `huggingface:Qwen/Qwen2.5-0.5B-Instruct@main`, `pvc:checkpoints/run-42/step-1000`, `s3://bucket/run-42` (AWS) or
+ * `s3://bucket/run-42@http://minio.storage:9000`; never contains a secret.
+ */
 export function describeSource(source: SourceSpec): string {
   const identity = sourceIdentity(source);
-  return identity.kind === 'huggingface'
-    ? `huggingface:${identity.repo}@${identity.revision}`
-    : `pvc:${identity.claimName}${identity.path ? `/${identity.path}` : ''}`;
+  switch (identity.kind) {
+    case 'huggingface':
+      return `huggingface:${identity.repo}@${identity.revision}`;
+    case 'pvc':
+      return `pvc:${identity.claimName}${identity.path ? `/${identity.path}` : ''}`;
+    default: {
+      const aws = /^https:\/\/s3\.[a-z0-9-]+\.amazonaws\.com$/.test(identity.endpoint);
+      return `s3://${identity.bucket}/${identity.prefix}${aws ? '' : `@${identity.endpoint}`}`;
+    }
+  }
 }
