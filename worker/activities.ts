@@ -70,7 +70,7 @@ export function realActivities(
     user: kc.getCurrentUser()?.name,
     endpointMode: endpoints.mode,
   });
-  const progress = progressSink(client);
+  const progress = progressSink(client, metrics);
   // A request being retried shows at once as the running step's waiting reason.
   const cluster = new Cluster(kc, { onRetry: retryProgress(progress) });
   const watcher = config.watch ? startWatcher(config, client, kc, cluster, logger, wakes) : undefined;
@@ -223,9 +223,13 @@ function specSource(client: Client): SpecSource {
   };
 }
 
-/** Signals progress to the run that asked for it (a report for an older run fails, and is only logged). */
-function progressSink(client: Client): ProgressSink {
+/**
+ * Signals progress to the run that asked for it (a report for an older run fails, and is only logged); a download's
+ * report also sets the model's download gauges.
+ */
+function progressSink(client: Client, metrics: FerryMetrics | undefined): ProgressSink {
   return async ({ workflowId, runId }, progress) => {
+    if (progress.step === 'download') metrics?.downloadProgress(workflowId, progress);
     await client.workflow.getHandle(workflowId, runId).signal(progressSignal, progress);
   };
 }

@@ -44,6 +44,9 @@ export class FerryMetrics {
   private readonly gpuSecondsCarry = new Map<string, number>();
   private readonly models;
   private readonly readyReplicas;
+  private readonly downloadBytes;
+  private readonly downloadTotalBytes;
+  private readonly downloadRate;
   /** Models whose ready-replicas series was set, so a model gone from the cluster is set to 0 once. */
   private readonly withReplicas = new Set<string>();
   /** Called when a model changed phase (the gauges are then brought up to date soon). */
@@ -110,6 +113,24 @@ export class FerryMetrics {
       '',
       "Ready engine replicas of each model (from the worker's watch)",
     );
+    this.downloadBytes = meter.createGauge(
+      'ferry_download_bytes',
+      'int',
+      'bytes',
+      "Bytes each model's latest download has written, as its puller last reported them (every source)",
+    );
+    this.downloadTotalBytes = meter.createGauge(
+      'ferry_download_total_bytes',
+      'int',
+      'bytes',
+      "The size of each model's latest download, when its source states it",
+    );
+    this.downloadRate = meter.createGauge(
+      'ferry_download_bytes_per_second',
+      'int',
+      'bytes/s',
+      "The rate of each model's latest download over its puller's last interval (about 10 s); 0: stalled",
+    );
   }
 
   /** What a model's workflow reported (the `ferry` sink). */
@@ -162,6 +183,19 @@ export class FerryMetrics {
 
   activityFailed(activity: string, type: string): void {
     this.activityFailures.add(1, { activity, type });
+  }
+
+  /** A download's report (the progress the puller's activity signals), for the workflow `servedmodel/<c>/<ns>/<name>`. */
+  downloadProgress(
+    workflowId: string,
+    progress: { bytes?: number; totalBytes?: number; bytesPerSecond?: number },
+  ): void {
+    const [, , namespace, model] = workflowId.split('/');
+    if (!namespace || !model) return;
+    const labels = { namespace, model };
+    if (progress.bytes !== undefined) this.downloadBytes.set(progress.bytes, labels);
+    if (progress.totalBytes !== undefined) this.downloadTotalBytes.set(progress.totalBytes, labels);
+    if (progress.bytesPerSecond !== undefined) this.downloadRate.set(progress.bytesPerSecond, labels);
   }
 
   /** Every phase's count (0 for phases no model is in). */

@@ -8,9 +8,11 @@
 //   FERRY_SOURCE       human-readable source, written into the completion marker
 //   FERRY_DEST         /models/<hash8>; the weights land in DEST.partial and are renamed to DEST when complete,
 //                      with DEST/.ferry-complete inside. A DEST that is already complete exits 0 at once.
-//   FERRY_PROGRESS {"bytes": N, "totalBytes": M|null}   about every 10 s while copying, and once at the end
+//   FERRY_PROGRESS {"bytes": N, "totalBytes": M|null, "bytesPerSecond": R}   about every 10 s while copying (R: over
+//                      the last interval; absent on the first line), and once at the end
 //   FERRY_ERROR {"reason": R, "message": M}             before a non-zero exit
-//   FERRY_DONE {"dest": D, "bytes": N, "skipped": B}    on success; for s3 also "verified" and "unverified" (counts)
+//   FERRY_DONE {"dest": D, "bytes": N, "skipped": B}    on success; for huggingface and s3 also "verified" and
+//                      "unverified": the files checked against what the source states (puller-verify.ts, puller-s3.ts)
 //   FERRY_PRUNED {"removed": [names]}                   after success: the other sources' weights it deleted
 //
 // Weights of earlier sources (siblings of DEST named by an 8-hex-digit source hash) are kept while the new source
@@ -22,6 +24,7 @@
 // skipped, as vLLM itself would skip them: they can double the download.
 
 import { S3_PULLER } from './puller-s3.js';
+import { VERIFY_PULLER } from './puller-verify.js';
 
 export const PULLER_SCRIPT = `
 import errno, fnmatch, json, os, shutil, sys, threading, time
@@ -91,6 +94,7 @@ def prune():
 
 
 ${S3_PULLER}
+${VERIFY_PULLER}
 
 checked = None
 
@@ -119,8 +123,11 @@ if kind == 'huggingface':
         pass  # snapshot_download below reports the real error
 
     def fetch():
+        global checked
         snapshot_download(repo, revision=revision, local_dir=partial, ignore_patterns=ignore or None)
         shutil.rmtree(os.path.join(partial, '.cache'), ignore_errors=True)
+        unverified = hf_verify(repo, revision, partial)
+        checked = {'verified': sum(len(f) for _r, _d, f in os.walk(partial)) - len(unverified), 'unverified': len(unverified)}
 elif kind == 'pvc':
     source = os.environ['FERRY_SOURCE_PATH']
     if not os.path.isdir(source):
@@ -153,8 +160,12 @@ stop = threading.Event()
 
 
 def report():
+    then, before = time.monotonic(), tree_size(partial)
     while not stop.wait(interval):
-        emit('FERRY_PROGRESS', {'bytes': tree_size(partial), 'totalBytes': total})
+        now, written = time.monotonic(), tree_size(partial)
+        rate = max(0, written - before) / max(now - then, 0.001)
+        emit('FERRY_PROGRESS', {'bytes': written, 'totalBytes': total, 'bytesPerSecond': int(rate)})
+        then, before = now, written
 
 
 emit('FERRY_PROGRESS', {'bytes': tree_size(partial), 'totalBytes': total})
@@ -179,7 +190,7 @@ emit('FERRY_DONE', dict({'dest': dest, 'bytes': size, 'skipped': False}, **(chec
 
 /** A line the puller prints, parsed. Other log lines (library output) give undefined. */
 export type PullerEvent =
-  | { type: 'progress'; bytes: number; totalBytes: number | null }
+  | { type: 'progress'; bytes: number; totalBytes: number | null; bytesPerSecond?: number }
   | { type: 'error'; reason: string; message: string }
   | { type: 'done'; dest: string; bytes: number; skipped: boolean };
 
@@ -206,6 +217,7 @@ export function parsePullerLine(line: string): PullerEvent | undefined {
             type: 'progress',
             bytes: payload.bytes,
             totalBytes: typeof payload.totalBytes === 'number' ? payload.totalBytes : null,
+            ...(typeof payload.bytesPerSecond === 'number' ? { bytesPerSecond: payload.bytesPerSecond } : {}),
           }
         : undefined;
     case 'ERROR':

@@ -59,9 +59,11 @@ export function pullerProgress(
   const summary = log ? summarizePullerLog(log) : {};
   const bytes = summary.done?.bytes ?? summary.progress?.bytes;
   const total = summary.done ? summary.done.bytes : summary.progress?.totalBytes;
+  const rate = summary.done ? undefined : summary.progress?.bytesPerSecond;
   const amounts = {
     ...(bytes !== undefined ? { bytes } : {}),
     ...(total !== undefined && total !== null ? { totalBytes: total } : {}),
+    ...(rate !== undefined ? { bytesPerSecond: rate } : {}),
   };
   const failed = job.status?.failed ?? 0;
   const attempts = (job.spec?.backoffLimit ?? 0) + 1;

@@ -1,7 +1,7 @@
 // What `ferry` prints for people: status summaries, tables and progress. Pure functions of the data and `now`.
 import {
   describeBaseline,
-  formatBytes,
+  formatDownload,
   formatDuration,
   type ModelStatus,
   type TimelineEntry,
@@ -56,13 +56,6 @@ function elapsed(from: string, now: Date): string {
   return formatDuration(Math.max(0, now.getTime() - new Date(from).getTime()));
 }
 
-/** `1.2 GiB of 3.4 GiB (35%)`, or `1.2 GiB` without a total. */
-function downloadAmount(download: NonNullable<ModelStatus['download']>): string {
-  const { bytes, totalBytes } = download;
-  if (!totalBytes) return formatBytes(bytes);
-  return `${formatBytes(bytes)} of ${formatBytes(totalBytes)} (${Math.floor((100 * bytes) / totalBytes)}%)`;
-}
-
 /** `r2 from r1, Canary step 1 of 3 at 50%: Progressing for 2m`, and why it was aborted. */
 function describeRollout(r: NonNullable<ModelStatus['rollout']>, now: Date): string {
   const when = r.endedAt ? `${age(r.endedAt, now)} ago` : `for ${age(r.startedAt, now)}`;
@@ -94,7 +87,7 @@ export function formatStatus(status: ModelStatus, now: Date, webUi?: string, { w
     field('revisions', status.revisions.map((r) => `${r.name} ${r.role} ${r.weight}% (slot ${r.slot})`).join(', '));
   }
   if (status.download && status.phase === 'Downloading') {
-    field('download', `${downloadAmount(status.download)}, ${status.download.state}`);
+    field('download', `${formatDownload(status.download)}, ${status.download.state}`);
   }
   if (status.waiting) {
     const message = status.waiting.message ? `: ${status.waiting.message}` : '';
@@ -304,7 +297,7 @@ export function changeLine(
     download &&
     (phaseChanged || download.bytes !== previous?.download?.bytes || download.state !== previous.download?.state)
   ) {
-    parts.push(`${status.phase.padEnd(12)} ${downloadAmount(download)}, ${download.state}`);
+    parts.push(`${status.phase.padEnd(12)} ${formatDownload(download)}, ${download.state}`);
   }
   const waiting = status.waiting;
   if (waiting && (waiting.reason !== previous?.waiting?.reason || waiting.message !== previous.waiting.message)) {
@@ -328,7 +321,7 @@ export function downloadBar(status: ModelStatus): string | undefined {
   const download = status.phase === 'Downloading' ? status.download : undefined;
   if (!download) return undefined;
   const bar = download.totalBytes ? `${progressBar(download.bytes / download.totalBytes)} ` : '';
-  return `  ${bar}${downloadAmount(download)}  ${download.state}`;
+  return `  ${bar}${formatDownload(download)}  ${download.state}`;
 }
 
 /** `error: …` lines for stderr: a failed model as `error: <Reason>: <message>`, spec problems one per line. */

@@ -63,6 +63,22 @@ describe.skipIf(missing)(`failures of the real engine and Hub${missing ? ` (skip
     expect(Date.now() - started).toBeLessThan(40_000 + 60_000);
   });
 
+  it.concurrent('a Hub that damages a byte of a file: WeightsCorrupt naming it, and no engine started', async () => {
+    const s = await failed('damaged', (d) => {
+      d.spec.puller.env = [{ name: 'HF_ENDPOINT', value: `${HUB}/_ferry/corrupt-at/1000` }];
+    });
+    expect(s.lastError).toMatchObject({ reason: 'WeightsCorrupt', step: 'download' });
+    // Every file longer than 1,000 bytes is damaged; they are checked in name order, model.safetensors first.
+    expect(s.lastError!.message).toMatch(
+      /model\.safetensors is not the file of ferry-local\/tiny-llama@v1: git blob id [0-9a-f]{40}, the Hub states/,
+    );
+    const engines = await kube.apps.listNamespacedDeployment({
+      namespace: kube.ns,
+      labelSelector: 'ferry.dev/model=damaged',
+    });
+    expect(engines.items.every((d) => !d.status?.readyReplicas)).toBe(true);
+  });
+
   it.concurrent('an engine over its memory limit: OOMKilled, from the kernel', async () => {
     const s = await failed('small', (d) => {
       d.spec.resources.memory = '600Mi';

@@ -6,12 +6,13 @@ import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ModelStatus } from '../../workflows/contract/index.js';
-import { expectOk, ferryJson, uniqueCluster } from '../support/e2e.js';
+import { expectOk, ferryJson, freePort, uniqueCluster } from '../support/e2e.js';
 import { spawnFerry, writeDoc } from '../support/ferry-worker.js';
 import { RESTRICTED, useNamespace, useWorkerProcesses } from '../support/fixtures.js';
 import { repoRoot } from '../support/local-env.js';
 import type { Doc } from '../support/workflow-harness.js';
 import { waitFor } from '../support/kube.js';
+import { sample, scrapeMetrics } from '../support/metrics.js';
 import { realEngineMissing, repoBytes, S3_STORE, s3Keys, s3Served } from './support.js';
 
 const missing = realEngineMissing();
@@ -50,9 +51,13 @@ afterAll(async () => {
   if (!missing) await shapeSeed();
 });
 
+let metricsUrl = '';
+
 beforeAll(async () => {
   if (missing) return;
-  await startWorkerProcess(cluster);
+  const port = await freePort();
+  metricsUrl = `http://127.0.0.1:${port}/metrics`;
+  await startWorkerProcess(cluster, undefined, undefined, { FERRY_METRICS_ADDRESS: `127.0.0.1:${port}` });
   // The Secret the example names, as the local stack makes it in namespace models.
   const keys = s3Keys();
   await kube.core.createNamespacedSecret({
@@ -76,6 +81,16 @@ describe.skipIf(missing)(`examples/s3.yaml on the real engine${missing ? ` (skip
       return s?.phase === 'Downloading' && (s.download?.bytes ?? 0) > 0 ? s.download : undefined;
     });
     expect(during.bytes).toBeLessThan(size);
+    // The rate over the puller's last interval and the time left at it, in status and in the worker's metrics.
+    expect(during.bytesPerSecond).toBeGreaterThan(0);
+    expect(during.etaSeconds).toBeGreaterThan(0);
+    const labels = { namespace: kube.ns, model: NAME };
+    const metrics = await waitFor('the download in the worker metrics', 30_000, async () => {
+      const samples = await scrapeMetrics(metricsUrl);
+      return sample(samples, 'ferry_download_bytes', labels) ? samples : undefined;
+    });
+    expect(sample(metrics, 'ferry_download_total_bytes', labels)).toBe(size);
+    expect(sample(metrics, 'ferry_download_bytes_per_second', labels)).toBeGreaterThanOrEqual(0);
     const [pod] = (
       await kube.core.listNamespacedPod({
         namespace: kube.ns,

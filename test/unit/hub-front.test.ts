@@ -289,6 +289,20 @@ describe('the front', () => {
     expect(await timed('ferry-local/shaped')).toBeLessThan(0.5);
   });
 
+  it('changes the byte at the corrupt-at offset of the file, in a whole download and in a resumed one', async () => {
+    const at = 70_000;
+    const whole = await fetchRaw(`${base}/_ferry/corrupt-at/${at}/ferry-local/bad/resolve/main/model.safetensors`);
+    expect(whole.body.length).toBe(FILE_SIZE);
+    const differ = [...whole.body.keys()].filter((i) => whole.body[i] !== fileBytes[i]);
+    expect(differ).toEqual([at]);
+    const resumed = await fetchRaw(`${base}/_ferry/corrupt-at/${at}/ferry-local/bad/resolve/main/model.safetensors`, {
+      headers: { range: 'bytes=65536-' },
+    });
+    expect(resumed.status).toBe(206);
+    const tail = fileBytes.subarray(65536);
+    expect([...resumed.body.keys()].filter((i) => resumed.body[i] !== tail[i])).toEqual([at - 65536]);
+  });
+
   it('stalls a file download after N bytes: the body stops there, open, and the request is counted', async () => {
     const n = 100_000;
     const closedBefore = upstreamClosed;

@@ -35,6 +35,25 @@ class HfApi:
     def model_info(self, repo, revision=None, files_metadata=False):
         return _Info()
 
+class _Metadata:
+    def __init__(self, etag):
+        self.etag = etag
+
+def hf_hub_url(repo, filename, revision=None):
+    return repo + '|' + filename
+
+def get_hf_file_metadata(url):
+    # As the Hub answers: the SHA-256 of an LFS file's content, the git blob id of any other; for corrupt/model the
+    # weights' digest is another file's.
+    import hashlib
+    repo, name = url.split('|')
+    body = b'x' * FILES[name]
+    if name.endswith('.safetensors'):
+        return _Metadata('"' + hashlib.sha256(body + (b'!' if repo == 'corrupt/model' else b'')).hexdigest() + '"')
+    if name.endswith('.json') and repo == 'weak/model':
+        return _Metadata('W/"not-a-digest"')
+    return _Metadata(hashlib.sha1(b'blob ' + str(len(body)).encode() + b'\\0' + body).hexdigest())
+
 def snapshot_download(repo, revision=None, local_dir=None, ignore_patterns=None):
     if repo == 'gated/model':
         raise GatedRepoError('401 gated')
@@ -139,6 +158,9 @@ describe.skipIf(!python)('puller script', () => {
       .filter((e) => e?.type === 'progress');
     expect(progress.length).toBeGreaterThan(2);
     expect(progress[0]).toEqual({ type: 'progress', bytes: 0, totalBytes: 3020 });
+    // Each later line has the rate over the interval before it.
+    expect(progress.slice(1, -1).every((p) => typeof p?.bytesPerSecond === 'number')).toBe(true);
+    expect(result.stdout).toContain('"verified": 2, "unverified": 0');
     expect(readdirSync(dest).sort()).toEqual(['.ferry-complete', 'config.json', 'model.safetensors']);
     const call = JSON.parse(readFileSync(join(work, 'hf-models', 'calls.json'), 'utf8').trim());
     expect(call).toEqual({
@@ -162,6 +184,21 @@ describe.skipIf(!python)('puller script', () => {
     });
     expect(result.status).toBe(1);
     expect(result.error).toMatchObject({ reason, message: expect.stringContaining(hint) });
+  });
+
+  it('fails with WeightsCorrupt, naming the file, when a file is not what the Hub states; counts ETags that are no digest', () => {
+    const dest = join(work, 'corrupt-models', 'dddd4444');
+    const env = { PYTHONPATH: hub, FERRY_SOURCE_KIND: 'huggingface', FERRY_HF_REVISION: 'v1', FERRY_DEST: dest };
+    const corrupt = run({ ...env, FERRY_HF_REPO: 'corrupt/model' });
+    expect(corrupt.status).toBe(1);
+    expect(corrupt.error?.reason).toBe('WeightsCorrupt');
+    expect(corrupt.error?.message).toContain('model.safetensors is not the file of corrupt/model@v1: sha256 ');
+    expect(existsSync(dest)).toBe(false);
+    expect(existsSync(join(`${dest}.partial`, 'model.safetensors'))).toBe(false);
+
+    const weak = run({ ...env, FERRY_HF_REPO: 'weak/model' });
+    expect(weak.status, weak.stderr).toBe(0);
+    expect(weak.stdout).toContain('"verified": 1, "unverified": 1');
   });
 
   it('says so when the image has no huggingface_hub', () => {

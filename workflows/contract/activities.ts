@@ -12,6 +12,8 @@ export interface StepProgress {
   message?: string;
   bytes?: number;
   totalBytes?: number;
+  /** The download's rate over the puller's last progress interval. */
+  bytesPerSecond?: number;
   readyReplicas?: number;
 }
 

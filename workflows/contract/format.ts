@@ -1,6 +1,6 @@
 // Durations, sizes and the load baseline as people read them, the same in status, the Web UI, the CLI and activity
 // messages. Pure.
-import type { Baseline } from './status.js';
+import type { Baseline, DownloadProgress } from './status.js';
 
 /** `950ms`, `12.3s`, `4m 05s`, `1h 02m`. */
 export function formatDuration(ms: number): string {
@@ -21,6 +21,21 @@ export function formatBytes(bytes: number): string {
     unit++;
   }
   return `${unit === 0 ? value : value.toFixed(1)} ${units[unit]}`;
+}
+
+/** `1.2 GiB of 3.4 GiB (35%), 45.0 MiB/s, 52.0s left`; the parts the download knows. */
+export function formatDownload(
+  download: Pick<DownloadProgress, 'bytes' | 'totalBytes' | 'bytesPerSecond' | 'etaSeconds'>,
+): string {
+  const { bytes, totalBytes, bytesPerSecond, etaSeconds } = download;
+  const parts = [
+    totalBytes
+      ? `${formatBytes(bytes)} of ${formatBytes(totalBytes)} (${Math.floor((100 * bytes) / totalBytes)}%)`
+      : formatBytes(bytes),
+  ];
+  if (bytesPerSecond !== undefined) parts.push(bytesPerSecond === 0 ? 'stalled' : `${formatBytes(bytesPerSecond)}/s`);
+  if (etaSeconds !== undefined) parts.push(`${formatDuration(etaSeconds * 1000)} left`);
+  return parts.join(', ');
 }
 
 /**

@@ -83,6 +83,10 @@ export interface ModelError {
 export interface DownloadProgress {
   bytes: number;
   totalBytes?: number;
+  /** Bytes per second over the puller's last progress interval (about 10 s); 0: stalled. */
+  bytesPerSecond?: number;
+  /** Seconds left at that rate, when the total is known and the rate is not 0. */
+  etaSeconds?: number;
   /** Pod phase or waiting reason of the puller, e.g. Running, Unschedulable, ImagePullBackOff. */
   state: string;
   message?: string;

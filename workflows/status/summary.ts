@@ -3,7 +3,7 @@
 // as in `temporal workflow metadata`.
 import {
   describeBaseline,
-  formatBytes,
+  formatDownload,
   formatDuration,
   type ModelStatus,
   type TimelineEntry,
@@ -48,9 +48,7 @@ export function summarizeStatus(status: ModelStatus): string {
       `- waiting: **${status.waiting.reason}** ${text(status.waiting.message)} (since ${status.waiting.since})`,
     );
   if (status.download && status.phase === 'Downloading') {
-    const { bytes, totalBytes, state } = status.download;
-    const of = totalBytes ? ` of ${formatBytes(totalBytes)} (${Math.floor((100 * bytes) / totalBytes)}%)` : '';
-    lines.push(`- download: ${formatBytes(bytes)}${of}, ${text(state)}`);
+    lines.push(`- download: ${formatDownload(status.download)}, ${text(status.download.state)}`);
   }
   for (const a of status.adapters ?? []) {
     const why = a.message ? `: ${text(a.message)}` : '';

@@ -14,6 +14,7 @@ import {
 } from '../contract/index.js';
 import { clip, printable } from '../contract/spec/text.js';
 import { setCondition } from './conditions.js';
+import { downloadProgress } from './download.js';
 import { stepRow } from '../steps/table.js';
 import { closeOpenSteps, endStep, openEntry, skipStep, startStep } from './timeline.js';
 
@@ -375,16 +376,7 @@ export function foldProgress(
   if (!current || !stepRow(current).progress.includes(progress.step)) return status;
   const next: ModelStatus = { ...status, updatedAt: now };
   if (progress.step === 'download') {
-    const previous = status.download;
-    next.download = {
-      bytes: progress.bytes ?? previous?.bytes ?? 0,
-      ...(progress.totalBytes !== undefined || previous?.totalBytes !== undefined
-        ? { totalBytes: progress.totalBytes ?? previous?.totalBytes }
-        : {}),
-      state: progress.state,
-      ...(progress.message ? { message: progress.message } : {}),
-      updatedAt: now,
-    };
+    next.download = downloadProgress(status.download, progress, now);
   }
   if (progress.readyReplicas !== undefined) next.readyReplicas = progress.readyReplicas;
   if (PROGRESSING.has(progress.state)) {
@@ -402,7 +394,8 @@ export function foldProgress(
  */
 export function downloadWritten(status: ModelStatus, bytes: number, now: string): ModelStatus {
   if (!status.download) return status;
-  return { ...status, download: { ...status.download, bytes, totalBytes: bytes, updatedAt: now } };
+  const { bytesPerSecond: _rate, etaSeconds: _eta, ...download } = status.download;
+  return { ...status, download: { ...download, bytes, totalBytes: bytes, updatedAt: now } };
 }
 
 /** Deletion starts: whatever ran is cancelled, phase Deleting. */

@@ -6,7 +6,8 @@
 // - path prefixes, stripped before proxying, that shape the responses of one client only (the client puts the prefix
 //   in its HF_ENDPOINT): `/_ferry/throttle/<bytesPerSecond>` paces every response body to that rate, and
 //   `/_ferry/stall-after/<bytes>` sends each file download up to that many bytes into the file and then nothing more,
-//   leaving the response open. Prefixes chain: `/_ferry/throttle/65536/_ferry/stall-after/100000/…`.
+//   leaving the response open; `/_ferry/corrupt-at/<offset>` sends each file download with the byte at that offset of
+//   the file changed, as a broken disk or network would. Prefixes chain: `/_ferry/throttle/65536/_ferry/stall-after/…`.
 // - the same shaping for every download of one repository (for the S3 store: one bucket), set with
 //   `PUT /_ferry/shape/<repository>?throttle=<bytesPerSecond>&stallAfter=<bytes>` and ended with `DELETE` of that path:
 //   for clients whose requests are signed, path and all, so that they cannot carry a prefix.
@@ -49,9 +50,11 @@ export interface Shaping {
   throttle?: number;
   /** Send each file download up to this offset of the file, then stop sending. */
   stallAfter?: number;
+  /** Change the byte at this offset of each file download. */
+  corruptAt?: number;
 }
 
-const PREFIX = /^\/_ferry\/(throttle|stall-after)\/(\d+)(?=\/|$)/;
+const PREFIX = /^\/_ferry\/(throttle|stall-after|corrupt-at)\/(\d+)(?=\/|$)/;
 
 /** Strips the shaping prefixes off a request target (path and query); undefined: a malformed prefix. */
 export function parseShaping(target: string): { shaping: Shaping; rest: string } | undefined {
@@ -62,8 +65,10 @@ export function parseShaping(target: string): { shaping: Shaping; rest: string }
     if (m[1] === 'throttle') {
       if (!(value > 0)) return undefined;
       shaping.throttle = value;
-    } else {
+    } else if (m[1] === 'stall-after') {
       shaping.stallAfter = value;
+    } else {
+      shaping.corruptAt = value;
     }
     shaping.prefix += m[0];
     rest = rest.slice(m[0].length);
@@ -265,6 +270,7 @@ export class HubFront {
       void this.pump(upstreamRes, res, {
         throttle: shaping.throttle,
         stallAfter: file && shaping.stallAfter !== undefined ? Math.max(0, shaping.stallAfter - start) : undefined,
+        corruptAt: file && shaping.corruptAt !== undefined ? shaping.corruptAt - start : undefined,
         count: file ? (n) => this.count(file.repo, file.file, n) : undefined,
       }).catch((err: unknown) => {
         this.options.onError?.('a response was cut short', { path: rest, error: String(err) });
@@ -279,7 +285,7 @@ export class HubFront {
   private async pump(
     from: IncomingMessage,
     to: ServerResponse,
-    shape: { throttle?: number; stallAfter?: number; count?: (n: number) => void },
+    shape: { throttle?: number; stallAfter?: number; corruptAt?: number; count?: (n: number) => void },
   ): Promise<void> {
     const closed = new AbortController();
     to.once('close', () => closed.abort());
@@ -302,8 +308,13 @@ export class HubFront {
           if (shape.stallAfter !== undefined && sent >= shape.stallAfter) return stall();
           let n = Math.min(buf.length, slice);
           if (shape.stallAfter !== undefined) n = Math.min(n, shape.stallAfter - sent);
-          const piece = buf.subarray(0, n);
+          let piece = buf.subarray(0, n);
           buf = buf.subarray(n);
+          const at = shape.corruptAt === undefined ? -1 : shape.corruptAt - sent;
+          if (at >= 0 && at < n) {
+            piece = Buffer.from(piece);
+            piece[at] = piece[at]! ^ 0xff;
+          }
           sent += n;
           shape.count?.(n);
           if (!to.write(piece)) await drained(to, closed.signal);

@@ -21,6 +21,7 @@ import {
 import { RESTRICTED, useNamespace } from '../../support/fixtures.js';
 import { waitFor } from '../../support/kube.js';
 import { readLocalEnv } from '../../support/local-env.js';
+import { sample, scrapeMetrics } from '../../support/metrics.js';
 
 const kube = useNamespace('ops', RESTRICTED);
 const cluster = uniqueCluster('ops');
@@ -64,31 +65,7 @@ function modelDoc(name: string, replicas = 1): Doc {
 const ref = (name: string) => [name, '-n', kube.ns, '--cluster', cluster];
 const status = (name: string) => ferryJson<ModelStatus>(['status', ...ref(name)]);
 
-/** One sample of the exposition format: name, labels, value. */
-interface Sample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
-}
-
-async function scrape(): Promise<Sample[]> {
-  const text = await (await fetch(metricsUrl)).text();
-  return text
-    .split('\n')
-    .filter((line) => line && !line.startsWith('#'))
-    .map((line) => {
-      const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line)!;
-      const labels = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
-      return { name: match[1]!, labels, value: Number(match[3]) };
-    });
-}
-
-/** The value of the one sample with `name` whose labels include `labels`, or undefined. */
-function sample(samples: Sample[], name: string, labels: Record<string, string> = {}): number | undefined {
-  const found = samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
-  if (found.length > 1) throw new Error(`${name} ${JSON.stringify(labels)} matches ${found.length} series`);
-  return found[0]?.value;
-}
+const scrape = () => scrapeMetrics(metricsUrl);
 
 /** The worker's JSON log lines about one model. */
 function modelLines(name: string): Record<string, unknown>[] {
