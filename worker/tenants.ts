@@ -268,6 +268,7 @@ function secretsOf(model: ServedModel): [string, string][] {
   if (source.huggingface?.tokenSecret)
     found.push(['source.huggingface.tokenSecret', source.huggingface.tokenSecret.name]);
   if (source.s3?.credentialsSecret) found.push(['source.s3.credentialsSecret', source.s3.credentialsSecret.name]);
+  if (source.oci?.credentialsSecret) found.push(['source.oci.credentialsSecret', source.oci.credentialsSecret.name]);
   if (engine.apiKeySecret) found.push(['engine.apiKeySecret', engine.apiKeySecret.name]);
   for (const [field, list] of [
     ['engine.env', engine.env],
@@ -279,7 +280,10 @@ function secretsOf(model: ServedModel): [string, string][] {
     }
   }
   for (const adapter of engine.lora.adapters ?? []) {
-    const secret = adapter.source.huggingface?.tokenSecret ?? adapter.source.s3?.credentialsSecret;
+    const secret =
+      adapter.source.huggingface?.tokenSecret ??
+      adapter.source.s3?.credentialsSecret ??
+      adapter.source.oci?.credentialsSecret;
     if (secret) found.push([`engine.lora.adapters ${adapter.name}`, secret.name]);
   }
   return found;

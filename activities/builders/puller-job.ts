@@ -56,6 +56,17 @@ export function pullEnv(
       });
       env.push(key('AWS_ACCESS_KEY_ID'), key('AWS_SECRET_ACCESS_KEY'), key('AWS_SESSION_TOKEN', true));
     }
+  } else if (source.oci) {
+    env.push(
+      { name: 'FERRY_SOURCE_KIND', value: 'oci' },
+      { name: 'FERRY_SOURCE', value: label },
+      { name: 'FERRY_OCI_REFERENCE', value: source.oci.reference },
+      { name: 'FERRY_OCI_PLAIN_HTTP', value: source.oci.plainHttp ? '1' : '0' },
+    );
+    const secret = source.oci.credentialsSecret?.name;
+    // The docker config's JSON (as for imagePullSecrets), by reference: the puller reads the registry's entry.
+    if (secret)
+      env.push({ name: 'FERRY_OCI_AUTH', valueFrom: { secretKeyRef: { name: secret, key: '.dockerconfigjson' } } });
   } else {
     env.push(
       { name: 'FERRY_SOURCE_KIND', value: 'pvc' },

@@ -11,7 +11,7 @@
 // continued with a Range request that names the object's ETag (If-Match), so an object replaced in between starts
 // over rather than mixing two versions; a file of the full size is kept only once it verifies. Within an attempt, a
 // connection lost or a 5xx is tried again from where it stopped, 5 times with growing pauses (1 to 16 s; tests scale
-// them with FERRY_S3_RETRY_PAUSE).
+// them with FERRY_RETRY_PAUSE).
 //
 // Verified: each file is read back and checked against what the store states for the object: its full-object SHA-256
 // or CRC32 checksum when it has one, else its ETag, which is the MD5 of the content for an object uploaded in one
@@ -24,7 +24,7 @@ import base64, hashlib, hmac, socket, urllib.error, urllib.parse, urllib.request
 import xml.etree.ElementTree as ElementTree
 
 
-class S3Error(Exception):
+class HttpError(Exception):
     def __init__(self, status, code, message):
         Exception.__init__(self, str(status) + ' ' + code + ': ' + message)
         self.status, self.code = status, code
@@ -94,19 +94,7 @@ class S3:
                 pass
             if 300 <= error.code < 400:
                 message = (message + '; ' if message else '') + 'the store redirects to ' + str(error.headers.get('Location') or error.headers.get('x-amz-bucket-region') or 'another endpoint') + ': check source.s3.endpoint and source.s3.region'
-            raise S3Error(error.code, code, message)
-
-    def retried(self, call):
-        for attempt in range(6):
-            try:
-                return call()
-            except S3Error as error:
-                if error.status < 500 or attempt == 5:
-                    raise
-            except (urllib.error.URLError, socket.timeout, ConnectionError, http_client_error()):
-                if attempt == 5:
-                    raise
-            time.sleep(min(2 ** attempt, 16) * float(os.environ.get('FERRY_S3_RETRY_PAUSE', '1')))
+            raise HttpError(error.code, code, message)
 
     def list(self):
         objects, token = [], None
@@ -115,7 +103,7 @@ class S3:
             query = {'list-type': '2', 'prefix': self.prefix}
             if token:
                 query['continuation-token'] = token
-            with self.retried(lambda: self.request('GET', None, query)) as response:
+            with retried(lambda: self.request('GET', None, query)) as response:
                 body = ElementTree.fromstring(response.read())
             for item in body.iter(ns + 'Contents'):
                 key = item.findtext(ns + 'Key')
@@ -149,7 +137,7 @@ class S3:
                 extra['range'] = 'bytes=' + str(have) + '-'
             try:
                 response = self.request('GET', item['key'], None, extra)
-            except S3Error as error:
+            except HttpError as error:
                 if error.status == 412:
                     # Replaced since the listing: this attempt cannot know the new object; the next lists again.
                     os.remove(path)
@@ -188,6 +176,20 @@ class S3:
             if size > 0 and -(-item['size'] // size) == parts and size not in fit:
                 fit.append(size)
         return fit
+
+
+def retried(call):
+    """call(), again after a lost connection or a 5xx, 5 times with growing pauses; other failures at once."""
+    for attempt in range(6):
+        try:
+            return call()
+        except HttpError as error:
+            if error.status < 500 or attempt == 5:
+                raise
+        except (urllib.error.URLError, socket.timeout, ConnectionError, http_client_error()):
+            if attempt == 5:
+                raise
+        time.sleep(min(2 ** attempt, 16) * float(os.environ.get('FERRY_RETRY_PAUSE', '1')))
 
 
 class ObjectChanged(Exception):
@@ -267,12 +269,12 @@ def s3_fetch_all(s3, objects, partial):
         path = os.path.join(partial, *item['rel'].split('/'))
         wanted.add(path)
         kept = os.path.exists(path)
-        headers = s3.retried(lambda: s3.fetch(item, path))
+        headers = retried(lambda: s3.fetch(item, path))
         problem = s3_check(s3, item, path, headers)
         if problem and problem != 'unverified' and kept:
             # What an earlier attempt left is not trusted: fetched again whole.
             os.remove(path)
-            headers = s3.retried(lambda: s3.fetch(item, path))
+            headers = retried(lambda: s3.fetch(item, path))
             problem = s3_check(s3, item, path, headers)
         if problem == 'unverified':
             unverified.append(item['rel'])
@@ -289,7 +291,7 @@ def s3_fetch_all(s3, objects, partial):
 
 def s3_classify(error, where):
     detail = ' (' + str(error)[:300] + ')'
-    if isinstance(error, S3Error):
+    if isinstance(error, HttpError):
         if error.status == 404:
             return 'SourceNotFound', 'no such bucket or object: ' + where + detail
         if error.status in (401, 403):

@@ -5,24 +5,26 @@
 //   FERRY_HF_REPO, FERRY_HF_REVISION   for huggingface (HF_TOKEN from a Secret when the repo needs one)
 //   FERRY_SOURCE_PATH  for pvc: the directory to copy, under the read-only source mount
 //   FERRY_S3_*         for s3: where the objects are (puller-s3.ts), AWS_* from a Secret
+//   FERRY_OCI_*        for oci: the artifact (puller-oci.ts), FERRY_OCI_AUTH (a docker config) from a Secret
 //   FERRY_SOURCE       human-readable source, written into the completion marker
 //   FERRY_DEST         /models/<hash8>; the weights land in DEST.partial and are renamed to DEST when complete,
 //                      with DEST/.ferry-complete inside. A DEST that is already complete exits 0 at once.
 //   FERRY_PROGRESS {"bytes": N, "totalBytes": M|null, "bytesPerSecond": R}   about every 10 s while copying (R: over
 //                      the last interval; absent on the first line), and once at the end
 //   FERRY_ERROR {"reason": R, "message": M}             before a non-zero exit
-//   FERRY_DONE {"dest": D, "bytes": N, "skipped": B}    on success; for huggingface and s3 also "verified" and
-//                      "unverified": the files checked against what the source states (puller-verify.ts, puller-s3.ts)
+//   FERRY_DONE {"dest": D, "bytes": N, "skipped": B}    on success; for huggingface, s3 and oci also "verified" and
+//                      "unverified": the files checked against what the source states (puller-verify.ts, -s3, -oci)
 //   FERRY_PRUNED {"removed": [names]}                   after success: the other sources' weights it deleted
 //
 // Weights of earlier sources (siblings of DEST named by an 8-hex-digit source hash) are kept while the new source
 // downloads, so a failed download leaves the volume as it was, and deleted once DEST is complete: the engine is scaled
 // to 0 before a new source is pulled, so nothing reads them any more. FERRY_PRUNE=0 keeps them.
 //
-// Only the standard library is needed for a pvc or an s3 source; a huggingface source needs huggingface_hub, which the vLLM
+// Only the standard library is needed for a pvc, s3 or oci source; a huggingface source needs huggingface_hub, which the vLLM
 // image ships. When the repository has safetensors, other weight formats (and Meta's `original/` checkpoints) are
 // skipped, as vLLM itself would skip them: they can double the download.
 
+import { OCI_PULLER } from './puller-oci.js';
 import { S3_PULLER } from './puller-s3.js';
 import { VERIFY_PULLER } from './puller-verify.js';
 
@@ -57,8 +59,8 @@ def tree_size(path):
 
 
 def classify(error):
-    if kind == 's3':
-        found = s3_classify(error, s3.where)
+    if kind in ('s3', 'oci'):
+        found = s3_classify(error, s3.where) if kind == 's3' else oci_classify(error, oci.where)
         if found:
             return found
     names = [cls.__name__ for cls in type(error).__mro__]
@@ -94,6 +96,7 @@ def prune():
 
 
 ${S3_PULLER}
+${OCI_PULLER}
 ${VERIFY_PULLER}
 
 checked = None
@@ -153,6 +156,20 @@ elif kind == 's3':
         global checked
         unverified = s3_fetch_all(s3, objects, partial)
         checked = {'verified': len(objects) - len(unverified), 'unverified': len(unverified)}
+elif kind == 'oci':
+    oci = Oci()
+    try:
+        layers = oci.layers()
+    except Exception as error:
+        fail(*classify(error))
+    if not layers:
+        fail('SourceNotFound', oci.where + ' has no layers: an artifact of the weights has one per file (oras push)')
+    total = sum(layer['size'] for layer in layers)
+
+    def fetch():
+        global checked
+        oci_fetch_all(oci, layers, partial)
+        checked = {'verified': len(layers), 'unverified': 0}
 else:
     fail('InvalidSource', 'unknown FERRY_SOURCE_KIND ' + repr(kind))
 

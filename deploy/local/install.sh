@@ -203,20 +203,28 @@ install_hub() {
   echo "$models_want" > "$hub_mirrors/.ferry-inputs"
 }
 
-# The local S3 store: the Versity S3 Gateway, built with the machine's Go from the Go module proxy (a few minutes cold;
-# the Go build cache keeps it warm).
-install_s3() {
-  local dir=$cache/s3/versitygw-$VERSITYGW_VERSION
-  if [ -x "$dir/versitygw" ]; then
-    log "versitygw $VERSITYGW_VERSION already installed"
+# go_tool WHAT DIR PACKAGE VERSION: `go install PACKAGE@VERSION` into DIR (once; the Go build cache keeps later
+# builds warm), for the local stack's servers built from the Go module proxy.
+go_tool() {
+  local what=$1 dir=$2 package=$3 version=$4
+  if [ -d "$dir" ]; then
+    log "$what $version already installed"
     return
   fi
-  command -v go >/dev/null || die "the local S3 store is built with Go: install Go 1.25 or newer"
-  log "building versitygw $VERSITYGW_VERSION (the local S3 store) from the Go module proxy"
+  command -v go >/dev/null || die "$what is built with Go: install Go 1.26 or newer"
+  log "building $what $version from the Go module proxy"
   rm -rf "$dir.partial"
-  GOBIN=$dir.partial GOFLAGS=-mod=mod go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" ||
-    die "building versitygw $VERSITYGW_VERSION failed (see above)"
+  GOBIN=$dir.partial GOFLAGS=-mod=mod go install "$package@$version" || die "building $what $version failed (see above)"
   mv "$dir.partial" "$dir"
+}
+
+# The local S3 store (the Versity S3 Gateway) and OCI registry (the CNCF distribution registry).
+install_s3() {
+  go_tool versitygw "$cache/s3/versitygw-$VERSITYGW_VERSION" github.com/versity/versitygw/cmd/versitygw "$VERSITYGW_VERSION"
+}
+install_registry() {
+  go_tool 'the distribution registry' "$cache/registry/distribution-$DISTRIBUTION_VERSION" \
+    github.com/distribution/distribution/v3/cmd/registry "$DISTRIBUTION_VERSION"
 }
 
 # Install for the components asked for (all by default). Helm is a tool rather than a component (up.sh starts
@@ -224,7 +232,7 @@ install_s3() {
 mkdir -p "$cache"
 want=("$@")
 [ ${#want[@]} -gt 0 ] || want=("${components[@]}")
-need_kube=0 need_helm=0 need_vllm=0 need_hub=0 need_s3=0
+need_kube=0 need_helm=0 need_vllm=0 need_hub=0 need_s3=0 need_registry=0
 for c in "${want[@]}"; do
   case $c in
     temporal) install_temporal; install_browser ;;
@@ -238,6 +246,7 @@ for c in "${want[@]}"; do
     hub) need_vllm=1 need_hub=1 ;;
     # Seeded with the Hub's tiny model.
     s3) need_vllm=1 need_hub=1 need_s3=1 ;;
+    registry) need_vllm=1 need_hub=1 need_registry=1 ;;
     *) need_kube=1 need_helm=1 ;;
   esac
 done
@@ -255,3 +264,4 @@ if [ $need_helm = 1 ]; then install_helm; fi
 if [ -n "$vllm_pid" ]; then wait "$vllm_pid" || die "installing the vLLM runtime failed (see above)"; fi
 if [ $need_hub = 1 ]; then install_hub; fi
 if [ $need_s3 = 1 ]; then install_s3; fi
+if [ $need_registry = 1 ]; then install_registry; fi

@@ -52,10 +52,11 @@ pod_cidr=10.245.0.0/16
 hub_port=${FERRY_HUB_PORT:-16447}
 kubelet_port=${FERRY_KUBELET_PORT:-16448}
 s3_port=${FERRY_S3_PORT:-16449}
+registry_port=${FERRY_REGISTRY_PORT:-16450}
 
-# The order matters: up starts them in this order, down stops them in reverse. node-agent, hub and s3 run only with
-# the real engine; down and status know them all.
-all_components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim node-agent hub s3 worker)
+# The order matters: up starts them in this order, down stops them in reverse. node-agent, hub, s3 and registry run
+# only with the real engine; down and status know them all.
+all_components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim node-agent hub s3 registry worker)
 components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim worker)
 
 # --engine sim|vllm among the arguments (or FERRY_ENGINE): sets `engine` and leaves the other arguments in `rest`.
@@ -71,7 +72,7 @@ parse_engine() {
   done
   case $engine in
     sim) ;;
-    vllm) components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim node-agent hub s3 worker) ;;
+    vllm) components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim node-agent hub s3 registry worker) ;;
     *) die "--engine must be sim (the stand-in) or vllm (the real engine on CPUs), not '$engine'" ;;
   esac
 }

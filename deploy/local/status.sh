@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prints each component of the local stack: running or not, and its log file. The real engine's components (node-agent,
-# hub, s3) count only when the stack was last brought up with --engine vllm.
+# hub, s3, registry) count only when the stack was last brought up with --engine vllm.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 

@@ -43,6 +43,7 @@ kwok_healthy() { curl -sf "http://$host:$kwok_port/healthz" >/dev/null; }
 node_agent_healthy() { grep -q '"node agent ready"' "$run/logs/node-agent.log" 2>/dev/null; }
 hub_healthy() { grep -q '"hub ready"' "$run/logs/hub.log" 2>/dev/null && curl -sf "http://$pod_gateway:$hub_port/api/models/ferry-local/tiny-llama/revision/main" >/dev/null; }
 s3_healthy() { grep -q '"s3 ready"' "$run/logs/s3.log" 2>/dev/null && port_open_at "$pod_gateway" "$s3_port"; }
+registry_healthy() { grep -q '"registry ready"' "$run/logs/registry.log" 2>/dev/null && port_open_at "$pod_gateway" "$registry_port"; }
 engine_sim_healthy() { grep -q '"watching simulated engine pods"' "$run/logs/engine-sim.log" 2>/dev/null; }
 worker_healthy() {
   "$temporal" task-queue describe --address "$host:$temporal_port" --task-queue "ferry-$cluster_name" -o json 2>/dev/null |
@@ -157,6 +158,16 @@ start_s3() {
     node --import tsx "$repo/deploy/local/s3/main.ts"
 }
 
+# The local OCI registry (deploy/local/registry): the distribution registry behind the same front, seeded with the
+# Hub's tiny model as an artifact; it makes the Secret local-registry for examples/oci.yaml.
+start_registry() {
+  start registry registry_healthy env KUBECONFIG="$kubeconfig" \
+    FERRY_REGISTRY_BIN="$cache/registry/distribution-$DISTRIBUTION_VERSION/registry" \
+    FERRY_REGISTRY_STATE="$run/registry" FERRY_REGISTRY_LISTEN="$pod_gateway:$registry_port" \
+    FERRY_REGISTRY_SEED="$hub_mirrors/models/ferry-local/tiny-llama" \
+    node --import tsx "$repo/deploy/local/registry/main.ts"
+}
+
 # The local worker serves cluster "default" (task queue ferry-default) with endpoints pointed at the stand-ins.
 start_worker() {
   start worker worker_healthy env KUBECONFIG="$kubeconfig" TEMPORAL_ADDRESS="$host:$temporal_port" \
@@ -197,6 +208,7 @@ for c in "${want[@]}"; do
     node-agent) start_node_agent ;;
     hub) start_hub ;;
     s3) start_s3 ;;
+    registry) start_registry ;;
     worker) start_worker ;;
     *) die "unknown component '$c' (one of: ${components[*]})" ;;
   esac

@@ -1,64 +1,39 @@
 // The puller's S3 source against a real S3 server: the local stack's versitygw (deploy/local/s3), through the front
 // that counts the bytes it serves. The puller's program runs here as a process, as the Job's container would run it,
 // with the tiny Llama's files put in a bucket of each test's own.
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parsePullerLine, PULLER_SCRIPT, type PullerEvent } from '../../activities/builders/index.js';
 import { S3Client } from '../../deploy/local/s3/client.js';
-import { realEngineMissing, repoFiles, S3_DATA, S3_STORE, s3Keys, s3Served } from './support.js';
+import {
+  realEngineMissing,
+  repoFiles,
+  runPuller,
+  S3_DATA,
+  S3_STORE,
+  s3Keys,
+  s3Served,
+  type PullerRun,
+} from './support.js';
 
 const missing = realEngineMissing();
 const WEIGHTS = 'model.safetensors';
 
-interface Pull {
-  code: number | null;
-  events: PullerEvent[];
-  done?: Extract<PullerEvent, { type: 'done' }> & { verified?: number; unverified?: number };
-  error?: Extract<PullerEvent, { type: 'error' }>;
-  output: string;
-}
-
 /** Runs the puller's program for `bucket`/`prefix` into `dest`, as the Job's container would. */
-function pull(dest: string, s3: Record<string, string>): Promise<Pull> {
+function pull(dest: string, s3: Record<string, string>): Promise<PullerRun> {
   const keys = s3Keys();
-  const child = spawn('python3', ['-c', PULLER_SCRIPT], {
-    env: {
-      PATH: process.env.PATH ?? '',
-      FERRY_SOURCE_KIND: 's3',
-      FERRY_DEST: dest,
-      FERRY_S3_ENDPOINT: S3_STORE,
-      FERRY_S3_REGION: 'us-east-1',
-      FERRY_S3_ADDRESSING: 'path',
-      FERRY_PROGRESS_INTERVAL: '0.2',
-      FERRY_S3_RETRY_PAUSE: '0.01',
-      AWS_ACCESS_KEY_ID: keys.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: keys.secretAccessKey,
-      ...s3,
-    },
+  return runPuller({
+    FERRY_SOURCE_KIND: 's3',
+    FERRY_DEST: dest,
+    FERRY_S3_ENDPOINT: S3_STORE,
+    FERRY_S3_REGION: 'us-east-1',
+    FERRY_S3_ADDRESSING: 'path',
+    AWS_ACCESS_KEY_ID: keys.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: keys.secretAccessKey,
+    ...s3,
   });
-  let output = '';
-  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-  return new Promise((resolve) =>
-    child.on('close', (code) => {
-      const events = output.split('\n').flatMap((l) => parsePullerLine(l) ?? []);
-      const done = events.find((e) => e.type === 'done');
-      const error = events.find((e) => e.type === 'error');
-      // The done line's extra fields (verified, unverified) are the puller's own, read here from the raw line.
-      const raw = /^FERRY_DONE (\{.*\})$/m.exec(output)?.[1];
-      resolve({
-        code,
-        events,
-        done: done && { ...done, ...(raw ? (JSON.parse(raw) as object) : {}) },
-        error,
-        output,
-      });
-    }),
-  );
 }
 
 describe.skipIf(missing)(`the puller's s3 source on a real S3 server${missing ? ` (skipped: ${missing})` : ''}`, () => {

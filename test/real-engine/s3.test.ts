@@ -13,7 +13,7 @@ import { repoRoot } from '../support/local-env.js';
 import type { Doc } from '../support/workflow-harness.js';
 import { waitFor } from '../support/kube.js';
 import { sample, scrapeMetrics } from '../support/metrics.js';
-import { realEngineMissing, repoBytes, S3_STORE, s3Keys, s3Served } from './support.js';
+import { completionTokens, realEngineMissing, repoBytes, S3_STORE, s3Keys, s3Served } from './support.js';
 
 const missing = realEngineMissing();
 const kube = useNamespace('real-s3', RESTRICTED);
@@ -115,14 +115,7 @@ describe.skipIf(missing)(`examples/s3.yaml on the real engine${missing ? ` (skip
     });
     expect(pods.items.map((p) => p.metadata!.name)).not.toContain(pod!.metadata!.name);
 
-    const res = await fetch(`${served.endpoint}/v1/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: NAME, prompt: 'hello', max_tokens: 4 }),
-    });
-    expect(res.status).toBe(200);
-    const body = (await res.json()) as { usage: { completion_tokens: number } };
-    expect(body.usage.completion_tokens).toBeGreaterThan(0);
+    expect(await completionTokens(served.endpoint!, NAME)).toBeGreaterThan(0);
 
     // The keys reached the puller only through the Secret: not in the Job.
     const jobs = await kube.batch.listNamespacedJob({ namespace: kube.ns });

@@ -1,11 +1,13 @@
 // What the real-engine tests share: whether the local stack runs the real engine (`--engine vllm`), the local Hub's
 // address and byte count, the tiny model's documents, and a look at the processes the node agent runs for a pod.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { parse as parseYaml } from 'yaml';
+import { parsePullerLine, PULLER_SCRIPT, type PullerEvent } from '../../activities/builders/index.js';
+import { readEnvFile } from '../../deploy/local/component.js';
 import { repoRoot } from '../support/local-env.js';
 import type { Doc } from '../support/workflow-harness.js';
 
@@ -16,7 +18,7 @@ const cache = process.env.FERRY_CACHE ?? join(homedir(), '.cache/ferry');
 export function realEngineMissing(): string | undefined {
   const engine = existsSync(join(run, 'engine')) ? readFileSync(join(run, 'engine'), 'utf8').trim() : 'sim';
   if (engine !== 'vllm') return 'the local stack runs the engine stand-in only: npm run local:up -- --engine vllm';
-  for (const component of ['node-agent', 'hub', 's3']) {
+  for (const component of ['node-agent', 'hub', 's3', 'registry']) {
     const pidFile = join(run, `${component}.pid`);
     const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : 0;
     try {
@@ -50,12 +52,7 @@ export const S3_DATA = join(run, 's3/data');
 
 /** The store's root keys (deploy/local/s3/main.ts), as a source.s3.credentialsSecret holds them. */
 export function s3Keys(): { accessKeyId: string; secretAccessKey: string } {
-  const vars = Object.fromEntries(
-    readFileSync(join(run, 's3/credentials.env'), 'utf8')
-      .split('\n')
-      .filter((l) => l.includes('='))
-      .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
-  );
+  const vars = readEnvFile(join(run, 's3/credentials.env'));
   return { accessKeyId: vars.AWS_ACCESS_KEY_ID!, secretAccessKey: vars.AWS_SECRET_ACCESS_KEY! };
 }
 
@@ -63,6 +60,23 @@ export function s3Keys(): { accessKeyId: string; secretAccessKey: string } {
 export async function s3Served(bucket: string): Promise<Record<string, number>> {
   const served = (await (await fetch(`${S3_STORE}/_ferry/served`)).json()) as Served;
   return served.repos[bucket]?.files ?? {};
+}
+
+/** The local OCI registry as the agent's pods reach it (deploy/local/lib.sh: pod_gateway, registry_port). */
+export const REGISTRY = `10.245.0.1:${process.env.FERRY_REGISTRY_PORT ?? '16450'}`;
+/** The registry's storage (the distribution registry's filesystem driver). */
+export const REGISTRY_DATA = join(run, 'registry/data');
+
+/** The registry's user and password (deploy/local/registry/main.ts). */
+export function registryAuth(): { username: string; password: string } {
+  const vars = readEnvFile(join(run, 'registry/credentials.env'));
+  return { username: vars.REGISTRY_USERNAME!, password: vars.REGISTRY_PASSWORD! };
+}
+
+/** The blob bytes the registry's front has served for each digest of a repository so far. */
+export async function registryServed(repository: string): Promise<Record<string, number>> {
+  const served = (await (await fetch(`http://${REGISTRY}/_ferry/served`)).json()) as Served;
+  return served.repos[repository]?.files ?? {};
 }
 
 /** A repository's files at a revision (its git repository in the cache), by path. */
@@ -131,4 +145,49 @@ export function agentContainers(podUids: string[]): string[] {
 /** The host directory of a PersistentVolume, as the node agent keeps it. */
 export function volumeDir(pv: string): string {
   return join(run, 'node-agent/volumes', pv);
+}
+
+/** What a run of the puller's program printed, parsed. */
+export interface PullerRun {
+  code: number | null;
+  events: PullerEvent[];
+  done?: Extract<PullerEvent, { type: 'done' }> & { verified?: number; unverified?: number };
+  error?: Extract<PullerEvent, { type: 'error' }>;
+  output: string;
+}
+
+/** Runs the puller's program here, as a Job's container would run it, with `env` (short pauses between retries). */
+export function runPuller(env: Record<string, string>): Promise<PullerRun> {
+  const child = spawn('python3', ['-c', PULLER_SCRIPT], {
+    env: { PATH: process.env.PATH ?? '', FERRY_PROGRESS_INTERVAL: '0.2', FERRY_RETRY_PAUSE: '0.01', ...env },
+  });
+  let output = '';
+  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+  return new Promise((resolve) =>
+    child.on('close', (code) => {
+      const events = output.split('\n').flatMap((l) => parsePullerLine(l) ?? []);
+      const done = events.find((e) => e.type === 'done');
+      // The done line's extra fields (verified, unverified) are the puller's own, read here from the raw line.
+      const raw = /^FERRY_DONE (\{.*\})$/m.exec(output)?.[1];
+      resolve({
+        code,
+        events,
+        done: done && { ...done, ...(raw ? (JSON.parse(raw) as object) : {}) },
+        error: events.find((e) => e.type === 'error'),
+        output,
+      });
+    }),
+  );
+}
+
+/** Asks `model` at `endpoint` for a 4-token completion; the tokens it generated. */
+export async function completionTokens(endpoint: string, model: string): Promise<number> {
+  const res = await fetch(`${endpoint}/v1/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model, prompt: 'hello', max_tokens: 4 }),
+  });
+  if (res.status !== 200) throw new Error(`${model} at ${endpoint} answered ${res.status}: ${await res.text()}`);
+  return ((await res.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens;
 }

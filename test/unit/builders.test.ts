@@ -425,6 +425,24 @@ describe('puller Job for an s3 source', () => {
   });
 });
 
+describe('puller Job for an oci source', () => {
+  it('passes the reference as env and the docker config only by reference to the Secret', () => {
+    const doc = structuredClone(fixtures['minimal-hf']) as { spec: { source: unknown } };
+    doc.spec.source = {
+      oci: { reference: 'registry.example.com/models/qwen:1.0', credentialsSecret: { name: 'regcred' } },
+    };
+    const job = buildPullerJob(parseServedModel(doc), { rootUid: FIXTURE_ROOT_UID });
+    const env = Object.fromEntries(job.spec!.template.spec!.containers[0]!.env!.map((e) => [e.name, e]));
+    expect(env.FERRY_SOURCE_KIND?.value).toBe('oci');
+    expect(env.FERRY_OCI_REFERENCE?.value).toBe('registry.example.com/models/qwen:1.0');
+    expect(env.FERRY_OCI_PLAIN_HTTP?.value).toBe('0');
+    expect(env.FERRY_OCI_AUTH).toEqual({
+      name: 'FERRY_OCI_AUTH',
+      valueFrom: { secretKeyRef: { name: 'regcred', key: '.dockerconfigjson' } },
+    });
+  });
+});
+
 describe('Deployment', () => {
   it('recreates pods instead of surging', () => {
     expect(fixtureObjects('minimal-hf').deployment.spec?.strategy).toEqual({ type: 'Recreate' });

@@ -199,7 +199,7 @@ describe.skipIf(!python)('puller script', () => {
     const weak = run({ ...env, FERRY_HF_REPO: 'weak/model' });
     expect(weak.status, weak.stderr).toBe(0);
     expect(weak.stdout).toContain('"verified": 1, "unverified": 1');
-  });
+  }, 20_000);
 
   it('says so when the image has no huggingface_hub', () => {
     const broken = join(work, 'broken');

@@ -677,6 +677,33 @@ describe('source identity', () => {
     expect(sameSource(source, parseServedModel(pvcSource).spec.source)).toBe(false);
   });
 
+  it('takes an oci source by tag or digest, and refuses a reference without its registry', () => {
+    const oci = (reference: string, extra: Record<string, unknown> = {}) => {
+      const doc = clone(minimalHf) as Doc;
+      doc.spec.source = { oci: { reference, ...extra } };
+      return safeParseServedModel(doc);
+    };
+    const tagged = oci('registry.example.com/models/qwen:1.0', { credentialsSecret: { name: 'regcred' } });
+    expect(tagged.ok && tagged.model.spec.source.oci).toEqual({
+      reference: 'registry.example.com/models/qwen:1.0',
+      plainHttp: false,
+      credentialsSecret: { name: 'regcred' },
+    });
+    expect(tagged.ok && describeSource(tagged.model.spec.source)).toBe('oci://registry.example.com/models/qwen:1.0');
+    expect(oci(`10.0.0.1:5000/qwen@sha256:${'a'.repeat(64)}`, { plainHttp: true }).ok).toBe(true);
+    for (const bad of ['qwen:1.0', 'https://registry.example.com/qwen:1.0', 'registry.example.com/Qwen:1.0']) {
+      const result = oci(bad);
+      expect(result.ok, bad).toBe(false);
+      if (!result.ok) expect(result.issues[0]!.message).toContain('must be an OCI reference with its registry');
+    }
+    const a = oci('r.example.com/m:1', { credentialsSecret: { name: 'x' } });
+    const b = oci('r.example.com/m:1', { plainHttp: true });
+    const c = oci('r.example.com/m:2');
+    if (!a.ok || !b.ok || !c.ok) throw new Error('expected valid documents');
+    expect(sameSource(a.model.spec.source, b.model.spec.source)).toBe(true);
+    expect(sameSource(a.model.spec.source, c.model.spec.source)).toBe(false);
+  });
+
   it('refuses an s3 source it could not reach or name', () => {
     const problems = (edit: (s3: Record<string, unknown>) => void) => {
       const doc = clone(s3Source) as Doc;

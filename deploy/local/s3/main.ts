@@ -10,7 +10,7 @@
 // start it makes the bucket `models` and puts the tiny Llama (FERRY_S3_SEED, a git repository of the local Hub, its
 // revision v1) under `ferry-local/tiny-llama/`, and the Secret `local-s3` in namespace `models` with the keys, which
 // examples/s3.yaml names. Logs JSON lines to stderr; "s3 ready" once all that is done.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import {
   existsSync,
   mkdirSync,
@@ -26,15 +26,15 @@ import { join, relative, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { component, freePort } from '../component.js';
-import { HubFront } from '../hub/front.js';
+import { component, freePort, fronted, readEnvFile } from '../component.js';
 import { S3Client } from './client.js';
 
 const SEED_BUCKET = 'models';
 const SEED_PREFIX = 'ferry-local/tiny-llama';
 const SEED_REVISION = 'v1';
 
-const { log, fail, env } = component('s3');
+const self = component('s3');
+const { log, fail, env } = self;
 
 /** The root keys, made once: the store keeps its data across restarts, so its keys stay too. */
 function credentials(state: string): { accessKeyId: string; secretAccessKey: string } {
@@ -43,12 +43,7 @@ function credentials(state: string): { accessKeyId: string; secretAccessKey: str
     const body = `AWS_ACCESS_KEY_ID=ferry${randomBytes(8).toString('hex')}\nAWS_SECRET_ACCESS_KEY=${randomBytes(24).toString('base64url')}\n`;
     writeFileSync(file, body, { mode: 0o600 });
   }
-  const vars = Object.fromEntries(
-    readFileSync(file, 'utf8')
-      .split('\n')
-      .filter((l) => l.includes('='))
-      .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
-  );
+  const vars = readEnvFile(file);
   return { accessKeyId: vars.AWS_ACCESS_KEY_ID!, secretAccessKey: vars.AWS_SECRET_ACCESS_KEY! };
 }
 
@@ -60,49 +55,32 @@ function files(dir: string): string[] {
 const gateway = env('FERRY_S3_GATEWAY');
 const state = resolve(env('FERRY_S3_STATE'));
 const seedRepo = env('FERRY_S3_SEED');
-const [listenHost, listenPort] = env('FERRY_S3_LISTEN').split(':');
+const listen = env('FERRY_S3_LISTEN');
 mkdirSync(join(state, 'data'), { recursive: true });
 const keys = credentials(state);
 const port = await freePort();
 
-const tail: string[] = [];
-let stopping = false;
-const child = spawn(gateway, ['--port', `127.0.0.1:${port}`, '--quiet', 'posix', join(state, 'data')], {
+const { front, tail } = fronted(
+  self,
   // The root keys go by environment, never on the command line.
-  env: { PATH: process.env.PATH ?? '', ROOT_ACCESS_KEY: keys.accessKeyId, ROOT_SECRET_KEY: keys.secretAccessKey },
-  stdio: ['ignore', 'pipe', 'pipe'],
-});
-const keep = (chunk: Buffer) => {
-  tail.push(...chunk.toString('utf8').split('\n').filter(Boolean));
-  tail.splice(0, Math.max(0, tail.length - 30));
-};
-child.stdout.on('data', keep);
-child.stderr.on('data', keep);
-child.once('exit', (code, signal) => {
-  if (!stopping) fail('versitygw exited', { code, signal, lastLines: tail });
-});
-
-const front = new HubFront({
-  upstream: `http://127.0.0.1:${port}`,
-  host: listenHost!,
-  port: Number(listenPort),
-  onError: (msg, extra) => log(msg, extra),
-  // Path-style object reads: /<bucket>/<key>, counted per bucket and key.
-  parseDownload: (pathname) => {
-    const m = /^\/([^/]+)\/(.+)$/.exec(pathname);
-    return m
-      ? { repo: decodeURIComponent(m[1]!), file: m[2]!.split('/').map(decodeURIComponent).join('/') }
-      : undefined;
+  {
+    name: 'versitygw',
+    command: gateway,
+    args: ['--port', `127.0.0.1:${port}`, '--quiet', 'posix', join(state, 'data')],
+    env: { ROOT_ACCESS_KEY: keys.accessKeyId, ROOT_SECRET_KEY: keys.secretAccessKey },
   },
-});
-const shutdown = () => {
-  if (stopping) return;
-  stopping = true;
-  child.kill('SIGTERM');
-  void front.stop().finally(() => process.exit(0));
-};
-process.on('SIGTERM', shutdown);
-process.on('SIGINT', shutdown);
+  {
+    upstream: `http://127.0.0.1:${port}`,
+    listen,
+    // Path-style object reads: /<bucket>/<key>, counted per bucket and key.
+    parseDownload: (pathname) => {
+      const m = /^\/([^/]+)\/(.+)$/.exec(pathname);
+      return m
+        ? { repo: decodeURIComponent(m[1]!), file: m[2]!.split('/').map(decodeURIComponent).join('/') }
+        : undefined;
+    },
+  },
+);
 
 const client = new S3Client({ endpoint: `http://127.0.0.1:${port}`, ...keys });
 const deadline = Date.now() + 60_000;

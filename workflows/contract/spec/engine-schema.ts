@@ -142,7 +142,7 @@ const adapterSchema = strict({
   )
     .meta(jsonRule(ADAPTER_NAME, { maxLength: ADAPTER_NAME_MAX }))
     .describe('The name clients send as the model of a request to use this adapter.'),
-  source: sourceSchema.describe("Where the adapter's files come from: exactly one of huggingface, pvc or s3."),
+  source: sourceSchema.describe("Where the adapter's files come from: exactly one of huggingface, pvc, s3 or oci."),
 });
 
 export type AdapterSpec = z.output<typeof adapterSchema>;

@@ -25,7 +25,13 @@ export {
   type ScalingPolicy,
   type ScalingSpec,
 } from './scaling-schema.js';
-export { type HuggingFaceSource, type PvcSource, type S3Source, type SourceSpec } from './source-schema.js';
+export {
+  type HuggingFaceSource,
+  type OciSource,
+  type PvcSource,
+  type S3Source,
+  type SourceSpec,
+} from './source-schema.js';
 
 export const API_VERSION = 'ferry.dev/v1alpha1';
 export const KIND = 'ServedModel';
@@ -65,7 +71,7 @@ const specSchema = strict({
   cluster: dnsLabel('cluster name (it picks the worker and task queue)', 'default')
     .default(DEFAULT_CLUSTER)
     .describe('The cluster whose worker serves the model (task queue ferry-<cluster>). Cannot change later.'),
-  source: sourceSchema.describe('Where the weights come from: exactly one of huggingface, pvc or s3.'),
+  source: sourceSchema.describe('Where the weights come from: exactly one of huggingface, pvc, s3 or oci.'),
   engine: engineSchema.prefault({}).describe('The vLLM engine: its image, arguments, environment and API key.'),
   resources: resourcesSchema.prefault({}).describe('What each engine pod asks for.'),
   storage: storageSchema

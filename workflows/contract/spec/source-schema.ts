@@ -1,5 +1,5 @@
-// The weights' source, for the model and for each LoRA adapter: a Hugging Face repository, a checkpoint on a volume, or
-// objects under a prefix of an S3-compatible bucket.
+// The weights' source, for the model and for each LoRA adapter: a Hugging Face repository, a checkpoint on a volume,
+// objects under a prefix of an S3-compatible bucket, or an OCI artifact in a registry.
 // Pure (no Node): it is bundled into workflow code.
 import { z } from 'zod';
 import {
@@ -130,16 +130,46 @@ const s3SourceSchema = strict({
     .describe('The credentials; only the puller gets them. None: unsigned requests, for a public bucket.'),
 });
 
+// registry[:port]/repository[:tag][@sha256:digest], the repository's parts lower-case (the OCI distribution spec's).
+const OCI_REFERENCE =
+  /^[A-Za-z0-9.-]+(?::[0-9]{1,5})?\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$/;
+
+const ociSourceSchema = strict({
+  reference: rules(z.string(), (v) =>
+    v.length <= 512 && OCI_REFERENCE.test(v)
+      ? undefined
+      : `must be an OCI reference with its registry, like registry.example.com/models/qwen:1.0 or …@sha256:<digest>, got ${quote(v)}`,
+  )
+    .meta(jsonRule(OCI_REFERENCE, { maxLength: 512 }))
+    .describe(
+      'The artifact, with its registry: registry.example.com/models/qwen:1.0, or pinned with @sha256:<digest>. Each layer with a file name (org.opencontainers.image.title, as oras push writes it) is one file of the weights.',
+    ),
+  credentialsSecret: strict({
+    name: objectName('Secret', 'registry-credentials').describe(
+      "A Secret in the model's namespace of type kubernetes.io/dockerconfigjson (its key .dockerconfigjson), as for imagePullSecrets.",
+    ),
+  })
+    .optional()
+    .describe("The registry's credentials; only the puller gets them. None: anonymous pulls."),
+  plainHttp: z
+    .boolean()
+    .default(false)
+    .describe('Talk to the registry over plain HTTP, for a registry inside the cluster without TLS.'),
+});
+
 export type HuggingFaceSource = z.output<typeof huggingFaceSchema>;
+export type OciSource = z.output<typeof ociSourceSchema>;
 export type PvcSource = z.output<typeof pvcSourceSchema>;
 export type S3Source = z.output<typeof s3SourceSchema>;
-/** Exactly one of `huggingface`, `pvc` or `s3`. */
+/** Exactly one of `huggingface`, `pvc`, `s3` or `oci`. */
 export type SourceSpec =
-  | { huggingface: HuggingFaceSource; pvc?: undefined; s3?: undefined }
-  | { pvc: PvcSource; huggingface?: undefined; s3?: undefined }
-  | { s3: S3Source; huggingface?: undefined; pvc?: undefined };
+  | { huggingface: HuggingFaceSource; pvc?: undefined; s3?: undefined; oci?: undefined }
+  | { pvc: PvcSource; huggingface?: undefined; s3?: undefined; oci?: undefined }
+  | { s3: S3Source; huggingface?: undefined; pvc?: undefined; oci?: undefined }
+  | { oci: OciSource; huggingface?: undefined; pvc?: undefined; s3?: undefined };
 
-const SOURCES = 'huggingface (a model repository), pvc (a checkpoint on a volume) or s3 (objects in a bucket)';
+const SOURCES =
+  'huggingface (a model repository), pvc (a checkpoint on a volume), s3 (objects in a bucket) or oci (an artifact in a registry)';
 
 export const sourceSchema = strict({
   huggingface: huggingFaceSchema.optional().describe('A model repository on the Hugging Face Hub.'),
@@ -149,9 +179,12 @@ export const sourceSchema = strict({
   s3: s3SourceSchema
     .optional()
     .describe('A checkpoint in an S3 or S3-compatible bucket: the objects under a prefix, resumed and verified.'),
+  oci: ociSourceSchema
+    .optional()
+    .describe('An OCI artifact in a registry (oras push): its layers are the files, resumed and checked by digest.'),
 })
   .superRefine((source, ctx) => {
-    const given = [source.huggingface, source.pvc, source.s3].filter((s) => s !== undefined).length;
+    const given = [source.huggingface, source.pvc, source.s3, source.oci].filter((s) => s !== undefined).length;
     if (given !== 1) {
       ctx.addIssue({
         code: 'custom',

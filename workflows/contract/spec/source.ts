@@ -8,7 +8,8 @@ import type { S3Source, SourceSpec } from './schema.js';
 export type SourceIdentity =
   | { kind: 'huggingface'; repo: string; revision: string }
   | { kind: 'pvc'; claimName: string; path: string }
-  | { kind: 's3'; endpoint: string; bucket: string; prefix: string };
+  | { kind: 's3'; endpoint: string; bucket: string; prefix: string }
+  | { kind: 'oci'; reference: string };
 
 /** The store's URL without a trailing slash: the one given, or AWS S3's in the source's region. */
 export function s3Endpoint(s3: S3Source): string {
@@ -23,6 +24,7 @@ export function sourceIdentity(source: SourceSpec): SourceIdentity {
     const { bucket, prefix } = source.s3;
     return { kind: 's3', endpoint: s3Endpoint(source.s3), bucket, prefix: prefix.replace(/\/$/, '') };
   }
+  if (source.oci) return { kind: 'oci', reference: source.oci.reference };
   return { kind: 'pvc', claimName: source.pvc.claimName, path: source.pvc.path };
 }
 
@@ -35,8 +37,8 @@ export function sameSource(a: SourceSpec, b: SourceSpec): boolean {
 }
 
 /**
- * `huggingface:Qwen/Qwen2.5-0.5B-Instruct@main`, `pvc:checkpoints/run-42/step-1000`, `s3://bucket/run-42` (AWS) or
- * `s3://bucket/run-42@http://minio.storage:9000`; never contains a secret.
+ * `huggingface:Qwen/Qwen2.5-0.5B-Instruct@main`, `pvc:checkpoints/run-42/step-1000`, `s3://bucket/run-42` (AWS),
+ * `s3://bucket/run-42@http://minio.storage:9000` or `oci://registry.example.com/models/qwen:1.0`; never a secret.
  */
 export function describeSource(source: SourceSpec): string {
   const identity = sourceIdentity(source);
@@ -45,6 +47,8 @@ export function describeSource(source: SourceSpec): string {
       return `huggingface:${identity.repo}@${identity.revision}`;
     case 'pvc':
       return `pvc:${identity.claimName}${identity.path ? `/${identity.path}` : ''}`;
+    case 'oci':
+      return `oci://${identity.reference}`;
     default: {
       const aws = /^https:\/\/s3\.[a-z0-9-]+\.amazonaws\.com$/.test(identity.endpoint);
       return `s3://${identity.bucket}/${identity.prefix}${aws ? '' : `@${identity.endpoint}`}`;

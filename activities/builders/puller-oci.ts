@@ -1,0 +1,162 @@
+// The OCI part of the puller's program (puller-script.ts puts it in): an artifact in a registry, by the OCI distribution
+// API with the standard library only.
+//
+//   FERRY_OCI_REFERENCE   registry[:port]/repository[:tag][@sha256:digest]
+//   FERRY_OCI_PLAIN_HTTP  1: http:// (a registry without TLS), else https://
+//   FERRY_OCI_AUTH        the JSON of a docker config (a kubernetes.io/dockerconfigjson Secret's .dockerconfigjson)
+//
+// The manifest (an index: its first manifest) lists the layers; each layer named by the annotation
+// org.opencontainers.image.title (as `oras push` writes it) is one file, at that path under the weights' directory. A
+// layer without a name (an image's filesystem layer) is refused: images are not read yet. Authentication: Basic with
+// the config's entry for the registry, or the Bearer token its WWW-Authenticate names, fetched with that entry.
+//
+// Resumed: a file an earlier attempt left is continued with a Range request; a file of the full size is kept only once
+// it verifies. Verified: every file's SHA-256 is its layer's digest, and a manifest pinned by digest is checked too; a
+// mismatch deletes the file and fails with WeightsCorrupt naming it.
+export const OCI_PULLER = `
+import re
+
+
+class Oci:
+    MANIFESTS = ', '.join([
+        'application/vnd.oci.image.index.v1+json', 'application/vnd.oci.image.manifest.v1+json',
+        'application/vnd.docker.distribution.manifest.v2+json', 'application/vnd.docker.distribution.manifest.list.v2+json'])
+
+    def __init__(self):
+        self.reference = os.environ['FERRY_OCI_REFERENCE']
+        rest, _, self.digest = self.reference.partition('@')
+        self.registry, _, repository = rest.partition('/')
+        name, colon, tag = repository.rpartition(':')
+        self.repository, self.tag = (name, tag) if colon and '/' not in tag else (repository, 'latest')
+        self.base = ('http' if os.environ.get('FERRY_OCI_PLAIN_HTTP') == '1' else 'https') + '://' + self.registry
+        self.opener = urllib.request.build_opener(_NoRedirect)
+        self.basic, self.bearer = None, None
+        try:
+            entry = (json.loads(os.environ.get('FERRY_OCI_AUTH') or '{}').get('auths') or {}).get(self.registry) or {}
+        except (ValueError, AttributeError):
+            fail('SourceForbidden', 'the Secret of source.oci.credentialsSecret holds no docker config JSON under .dockerconfigjson')
+        if entry.get('auth'):
+            self.basic = entry['auth']
+        elif entry.get('username'):
+            self.basic = base64.b64encode((entry['username'] + ':' + entry.get('password', '')).encode()).decode()
+        self.where = 'oci://' + self.reference
+
+    def request(self, method, path, headers=None, follow=3):
+        headers = dict(headers or {})
+        if self.bearer:
+            headers['Authorization'] = 'Bearer ' + self.bearer
+        elif self.basic:
+            headers['Authorization'] = 'Basic ' + self.basic
+        url = path if path.startswith('http') else self.base + path
+        try:
+            return self.opener.open(urllib.request.Request(url, method=method, headers=headers), timeout=60)
+        except urllib.error.HTTPError as error:
+            if error.code in (301, 302, 303, 307, 308) and follow and error.headers.get('Location'):
+                # A blob served from elsewhere (a storage backend's URL): no credentials of the registry go along.
+                location = urllib.parse.urljoin(url, error.headers['Location'])
+                return self.opener.open(urllib.request.Request(location, method=method, headers={k: v for k, v in headers.items() if k != 'Authorization'}), timeout=60)
+            challenge = error.headers.get('WWW-Authenticate', '') if error.code == 401 else ''
+            if challenge.lower().startswith('bearer ') and not self.bearer and follow:
+                self.bearer = self.token(challenge)
+                return self.request(method, path, headers, follow - 1)
+            code, message = 'HTTP' + str(error.code), error.reason or ''
+            try:
+                problem = (json.loads(error.read() or b'{}').get('errors') or [{}])[0]
+                code, message = problem.get('code') or code, problem.get('message') or message
+            except Exception:
+                pass
+            raise HttpError(error.code, code, message)
+
+    def token(self, challenge):
+        fields = dict((k, v) for k, v in re.findall(r'(\\w+)="([^"]*)"', challenge))
+        query = urllib.parse.urlencode({k: fields[k] for k in ('service', 'scope') if k in fields})
+        request = urllib.request.Request(fields.get('realm', '') + ('?' + query if query else ''))
+        if self.basic:
+            request.add_header('Authorization', 'Basic ' + self.basic)
+        try:
+            with self.opener.open(request, timeout=60) as response:
+                body = json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            raise HttpError(error.code, 'TokenRefused', 'the token service ' + fields.get('realm', '') + ' refused: ' + str(error.reason))
+        return body.get('token') or body.get('access_token')
+
+    def layers(self):
+        """The files of the artifact: [{'rel', 'size', 'digest'}], from its manifest."""
+        path = '/v2/' + self.repository + '/manifests/' + (self.digest or self.tag)
+        with retried(lambda: self.request('GET', path, {'Accept': self.MANIFESTS})) as response:
+            body = response.read()
+        if self.digest and 'sha256:' + hashlib.sha256(body).hexdigest() != self.digest:
+            fail('WeightsCorrupt', 'the manifest of ' + self.where + ' is not the one its digest names')
+        manifest = json.loads(body)
+        if manifest.get('manifests'):
+            chosen = manifest['manifests'][0]
+            for m in manifest['manifests']:
+                if (m.get('platform') or {}).get('architecture') == 'amd64':
+                    chosen = m
+                    break
+            path = '/v2/' + self.repository + '/manifests/' + chosen['digest']
+            with retried(lambda: self.request('GET', path, {'Accept': self.MANIFESTS})) as response:
+                manifest = json.loads(response.read())
+        files = []
+        for layer in manifest.get('layers') or []:
+            title = (layer.get('annotations') or {}).get('org.opencontainers.image.title')
+            if not title:
+                fail('SourceNotFound', self.where + ' has a layer without a file name (' + str(layer.get('mediaType')) + '): only artifacts whose layers are files (oras push) are read, not images')
+            if title.startswith('/') or any(part in ('', '.', '..') for part in title.split('/')):
+                fail('SourceNotFound', self.where + ' names a file ' + title + ' that is not a plain relative path')
+            files.append({'rel': title, 'size': int(layer.get('size') or 0), 'digest': layer.get('digest', '')})
+        return files
+
+    def fetch(self, item, path):
+        """Puts the layer's blob at path, continuing what is there."""
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        have = os.path.getsize(path) if os.path.exists(path) else 0
+        if have > item['size']:
+            os.remove(path)
+            have = 0
+        if have == item['size']:
+            open(path, 'ab').close()
+            return
+        headers = {'Range': 'bytes=' + str(have) + '-'} if have else {}
+        with self.request('GET', '/v2/' + self.repository + '/blobs/' + item['digest'], headers) as response:
+            with open(path, 'ab' if have and response.status == 206 else 'wb') as out:
+                while True:
+                    chunk = response.read1(1 << 20)
+                    if not chunk:
+                        break
+                    out.write(chunk)
+        if os.path.getsize(path) != item['size']:
+            raise ConnectionError('the blob of ' + item['rel'] + ' ended early')
+
+
+def oci_fetch_all(oci, files, partial):
+    """Every layer into partial (what is there continued), each checked by its digest."""
+    for item in files:
+        path = os.path.join(partial, *item['rel'].split('/'))
+        for tries in range(2):
+            kept = os.path.exists(path)
+            retried(lambda: oci.fetch(item, path))
+            digest = hashlib.sha256()
+            with open(path, 'rb') as f:
+                for chunk in iter(lambda: f.read(1 << 20), b''):
+                    digest.update(chunk)
+            got = 'sha256:' + digest.hexdigest()
+            if got == item['digest']:
+                break
+            os.remove(path)
+            if not kept or tries:
+                fail('WeightsCorrupt', item['rel'] + ' is not the layer ' + item['digest'] + ' of ' + oci.where + ': its digest is ' + got)
+
+
+def oci_classify(error, where):
+    detail = ' (' + str(error)[:300] + ')'
+    if isinstance(error, HttpError):
+        if error.status == 404:
+            return 'SourceNotFound', 'no such artifact: ' + where + detail
+        if error.status in (401, 403):
+            return 'SourceForbidden', 'the registry refused the request: check source.oci.credentialsSecret for ' + where + detail
+        return 'DownloadFailed', 'the registry failed the request: ' + where + detail
+    if isinstance(error, (urllib.error.URLError, socket.timeout, ConnectionError)):
+        return 'SourceUnreachable', 'the registry did not answer: ' + where + ' (check the reference and source.oci.plainHttp)' + detail
+    return None
+`;
