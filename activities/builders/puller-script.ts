@@ -42,7 +42,16 @@ def emit(tag, payload):
     print(tag + ' ' + json.dumps(payload), flush=True)
 
 
+# The progress thread, once started: stopped before the program ends, so that it is not writing to stdout while the
+# interpreter shuts down (which aborts the process instead of exiting with the code).
+stop = threading.Event()
+reporter = None
+
+
 def fail(reason, message):
+    stop.set()
+    if reporter:
+        reporter.join(5)
     emit('FERRY_ERROR', {'reason': reason, 'message': message[:1000]})
     sys.exit(1)
 
@@ -138,8 +147,24 @@ elif kind == 'pvc':
     total = tree_size(source)
 
     def fetch():
-        shutil.rmtree(partial, ignore_errors=True)
-        shutil.copytree(source, partial, copy_function=shutil.copy)
+        # What an earlier attempt copied whole stays: a file of the source's size and modification time (copy2 keeps
+        # it) is not copied again, as rsync's quick check; any other is copied whole. Files the source no longer has go.
+        wanted = set()
+        for root, _dirs, names in os.walk(source, followlinks=True):
+            for name in names:
+                src = os.path.join(root, name)
+                dst = os.path.join(partial, os.path.relpath(src, source))
+                wanted.add(dst)
+                have = os.stat(dst) if os.path.exists(dst) else None
+                want = os.stat(src)
+                if have and have.st_size == want.st_size and int(have.st_mtime) == int(want.st_mtime):
+                    continue
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                shutil.copy2(src, dst)
+        for root, _dirs, names in os.walk(partial):
+            for name in names:
+                if os.path.join(root, name) not in wanted:
+                    os.remove(os.path.join(root, name))
 elif kind == 's3':
     s3 = S3()
     try:
@@ -173,9 +198,6 @@ elif kind == 'oci':
 else:
     fail('InvalidSource', 'unknown FERRY_SOURCE_KIND ' + repr(kind))
 
-stop = threading.Event()
-
-
 def report():
     then, before = time.monotonic(), tree_size(partial)
     while not stop.wait(interval):
@@ -186,13 +208,14 @@ def report():
 
 
 emit('FERRY_PROGRESS', {'bytes': tree_size(partial), 'totalBytes': total})
-threading.Thread(target=report, daemon=True).start()
+reporter = threading.Thread(target=report, daemon=True)
+reporter.start()
 try:
     fetch()
 except Exception as error:
-    stop.set()
     fail(*classify(error))
 stop.set()
+reporter.join(5)
 
 size = tree_size(partial)
 with open(os.path.join(partial, marker_name), 'w') as marker:

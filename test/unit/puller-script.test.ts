@@ -1,5 +1,16 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -106,6 +117,29 @@ describe.skipIf(!python)('puller script', () => {
     const again = run(env);
     expect(again.status).toBe(0);
     expect(again.done?.skipped).toBe(true);
+  });
+
+  it('keeps what an earlier attempt copied whole, copies the rest, and drops files the source no longer has', () => {
+    const source = join(work, 'source-resume');
+    mkdirSync(source, { recursive: true });
+    writeFileSync(join(source, 'a.safetensors'), Buffer.alloc(8192, 1));
+    writeFileSync(join(source, 'b.safetensors'), Buffer.alloc(8192, 2));
+    const dest = join(work, 'resume-models', 'eeee5555');
+    const partial = `${dest}.partial`;
+    mkdirSync(partial, { recursive: true });
+    // The attempt before: a.safetensors whole (with the source's times, as copy2 leaves it), b cut short, a stray file.
+    const then = new Date('2026-01-02T03:04:05Z');
+    utimesSync(join(source, 'a.safetensors'), then, then);
+    copyFileSync(join(source, 'a.safetensors'), join(partial, 'a.safetensors'));
+    utimesSync(join(partial, 'a.safetensors'), then, then);
+    writeFileSync(join(partial, 'b.safetensors'), Buffer.alloc(100, 2));
+    writeFileSync(join(partial, 'stale.bin'), 'x');
+    const result = run({ FERRY_SOURCE_KIND: 'pvc', FERRY_SOURCE_PATH: source, FERRY_DEST: dest });
+    expect(result.status, result.stderr).toBe(0);
+    // Not written again: a copy would carry this run's time.
+    expect(statSync(join(dest, 'a.safetensors')).mtimeMs).toBe(then.getTime());
+    expect(readFileSync(join(dest, 'b.safetensors')).equals(Buffer.alloc(8192, 2))).toBe(true);
+    expect(readdirSync(dest).sort()).toEqual(['.ferry-complete', 'a.safetensors', 'b.safetensors']);
   });
 
   it('deletes the weights of earlier sources once the new ones are complete, and nothing else', () => {
