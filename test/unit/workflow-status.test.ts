@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import {
   type AdapterSyncResult,
   formatBytes,
+  formatDownload,
   formatDuration,
   modelRefOf,
   type ModelStatus,
@@ -257,6 +258,28 @@ describe('progress', () => {
     status = foldProgress(status, { step: 'download', state: 'Running', bytes: 400 }, currentStep(status), t(3));
     expect(status.download).toEqual({ bytes: 400, totalBytes: 1000, state: 'Running', updatedAt: t(3) });
     expect(status.waiting).toBeUndefined();
+  });
+
+  it('shows the rate the puller measured and the time left at it, and drops both when a report has no rate', () => {
+    let status = beginStep(initialStatus(spec, t(0)), 'download', 1, t(1));
+    const report = (bytes: number, bytesPerSecond?: number): StepProgress => ({
+      step: 'download',
+      state: 'Running',
+      bytes,
+      totalBytes: 1000,
+      ...(bytesPerSecond !== undefined ? { bytesPerSecond } : {}),
+    });
+    status = foldProgress(status, report(400, 50), currentStep(status), t(2));
+    expect(status.download).toMatchObject({ bytes: 400, bytesPerSecond: 50, etaSeconds: 12 });
+    status = foldProgress(status, report(400, 0), currentStep(status), t(3));
+    expect(status.download).toMatchObject({ bytesPerSecond: 0 });
+    expect(status.download?.etaSeconds).toBeUndefined();
+    status = foldProgress(status, report(500), currentStep(status), t(4));
+    expect(status.download).toEqual({ bytes: 500, totalBytes: 1000, state: 'Running', updatedAt: t(4) });
+    expect(
+      formatDownload({ bytes: 512 * 1024, totalBytes: 1024 * 1024, bytesPerSecond: 20 * 1024, etaSeconds: 16 }),
+    ).toBe('512.0 KiB of 1.0 MiB (50%), 20.0 KiB/s, 16.0s left');
+    expect(formatDownload({ bytes: 10, bytesPerSecond: 0 })).toBe('10 B, stalled');
   });
 
   it('shows a waiting reason with the time it started, and clears it when things move', () => {
