@@ -1,5 +1,5 @@
 // A small S3 client for the local stack and its tests: path-style requests signed with Signature Version 4
-// (node:crypto), enough to make buckets, put objects (in one piece or in parts) and remove them. Ferry's puller has its
+// (node:crypto), enough to make buckets, put objects (in one piece or in parts) and list them. Ferry's puller has its
 // own client in Python (activities/builders/puller-s3.ts); this one only seeds and shapes the local store.
 import { createHash, createHmac } from 'node:crypto';
 
@@ -131,10 +131,6 @@ export class S3Client {
       await this.request('POST', bucket, key, { query: { uploadId }, body: Buffer.from(xml) })
     ).text();
     return (/<ETag>([^<]*)<\/ETag>/.exec(done)?.[1] ?? '').replace(/&quot;|&#34;|"/g, '');
-  }
-
-  async deleteObject(bucket: string, key: string): Promise<void> {
-    await (await this.request('DELETE', bucket, key)).arrayBuffer();
   }
 
   /** The keys under a prefix (the first 1,000). */
