@@ -119,12 +119,7 @@ class Oci:
             return
         headers = {'Range': 'bytes=' + str(have) + '-'} if have else {}
         with self.request('GET', '/v2/' + self.repository + '/blobs/' + item['digest'], headers) as response:
-            with open(path, 'ab' if have and response.status == 206 else 'wb') as out:
-                while True:
-                    chunk = response.read1(1 << 20)
-                    if not chunk:
-                        break
-                    out.write(chunk)
+            write_body(response, path, have and response.status == 206)
         if os.path.getsize(path) != item['size']:
             raise ConnectionError('the blob of ' + item['rel'] + ' ended early')
 

@@ -146,14 +146,7 @@ class S3:
             with response:
                 headers = {k.lower(): v for k, v in response.headers.items()}
                 # A store that ignores Range sends the whole object (200): written from the start.
-                with open(path, 'ab' if have and response.status == 206 else 'wb') as out:
-                    while True:
-                        # read1: what has arrived, so the file grows as the bytes come (progress, and what a restart
-                        # finds), rather than a whole MiB at a time.
-                        chunk = response.read1(1 << 20)
-                        if not chunk:
-                            break
-                        out.write(chunk)
+                write_body(response, path, have and response.status == 206)
             if os.path.getsize(path) == item['size']:
                 return headers
             raise ConnectionError('the body of ' + item['key'] + ' ended early')
@@ -176,6 +169,17 @@ class S3:
             if size > 0 and -(-item['size'] // size) == parts and size not in fit:
                 fit.append(size)
         return fit
+
+
+def write_body(response, path, append):
+    """The response's body into path, after what is there when append. read1: what has arrived, so the file grows as
+    the bytes come (progress, and what a restart finds), rather than a whole MiB at a time."""
+    with open(path, 'ab' if append else 'wb') as out:
+        while True:
+            chunk = response.read1(1 << 20)
+            if not chunk:
+                break
+            out.write(chunk)
 
 
 def retried(call):

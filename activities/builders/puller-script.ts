@@ -13,8 +13,10 @@
 //                      the last interval; absent on the first line), and once at the end
 //   FERRY_ERROR {"reason": R, "message": M}             before a non-zero exit
 //   FERRY_DONE {"dest": D, "bytes": N, "skipped": B}    on success; for huggingface, s3 and oci also "verified" and
-//                      "unverified": the files checked against what the source states (puller-verify.ts, -s3, -oci)
+//                      "unverified": the files checked against what the source states (puller-hf.ts, -s3, -oci)
 //   FERRY_PRUNED {"removed": [names]}                   after success: the other sources' weights it deleted
+//   FERRY_REFETCH {"files": [paths], "why": W}          huggingface: a continued file that failed the check, downloaded
+//                      again whole
 //
 // Weights of earlier sources (siblings of DEST named by an 8-hex-digit source hash) are kept while the new source
 // downloads, so a failed download leaves the volume as it was, and deleted once DEST is complete: the engine is scaled
@@ -26,7 +28,7 @@
 
 import { OCI_PULLER } from './puller-oci.js';
 import { S3_PULLER } from './puller-s3.js';
-import { VERIFY_PULLER } from './puller-verify.js';
+import { HF_PULLER } from './puller-hf.js';
 
 export const PULLER_SCRIPT = `
 import errno, fnmatch, json, os, shutil, sys, threading, time
@@ -68,8 +70,8 @@ def tree_size(path):
 
 
 def classify(error):
-    if kind in ('s3', 'oci'):
-        found = s3_classify(error, s3.where) if kind == 's3' else oci_classify(error, oci.where)
+    if kind in ('s3', 'oci', 'huggingface'):
+        found = s3_classify(error, s3.where) if kind == 's3' else oci_classify(error, oci.where) if kind == 'oci' else hf_classify(error)
         if found:
             return found
     names = [cls.__name__ for cls in type(error).__mro__]
@@ -106,7 +108,7 @@ def prune():
 
 ${S3_PULLER}
 ${OCI_PULLER}
-${VERIFY_PULLER}
+${HF_PULLER}
 
 checked = None
 
@@ -119,27 +121,27 @@ if kind == 'huggingface':
     repo = os.environ['FERRY_HF_REPO']
     revision = os.environ.get('FERRY_HF_REVISION') or 'main'
     try:
-        from huggingface_hub import HfApi, snapshot_download
+        from huggingface_hub import HfApi
     except ImportError:
         fail('PullerImageInvalid', 'huggingface_hub is not installed in the puller image: leave puller.image empty to use the vLLM image')
-    ignore = []
-    total = None
     try:
-        files = HfApi().model_info(repo, revision=revision, files_metadata=True).siblings or []
-        if any(f.rfilename.endswith('.safetensors') for f in files):
-            ignore = ['*.bin', '*.pt', '*.pth', 'original/*']
-        wanted = [f for f in files if not any(fnmatch.fnmatch(f.rfilename, p) for p in ignore)]
-        if wanted and all(f.size is not None for f in wanted):
-            total = sum(f.size for f in wanted)
-    except Exception:
-        pass  # snapshot_download below reports the real error
+        info = HfApi().model_info(repo, revision=revision)
+        names = [f.rfilename for f in (info.siblings or [])]
+        if any(name.endswith('.safetensors') for name in names):
+            names = [n for n in names if not any(fnmatch.fnmatch(n, p) for p in ('*.bin', '*.pt', '*.pth', 'original/*'))]
+        # Every file of the commit the revision names now, even if the revision moves on meanwhile.
+        hub_files = hf_files(repo, info.sha or revision, names)
+    except Exception as error:
+        fail(*classify(error))
+    sizes = [f['size'] for f in hub_files]
+    total = sum(sizes) if all(size is not None for size in sizes) else None
 
     def fetch():
         global checked
-        snapshot_download(repo, revision=revision, local_dir=partial, ignore_patterns=ignore or None)
+        # What huggingface_hub itself may have left on the volume (earlier pullers used its downloads).
         shutil.rmtree(os.path.join(partial, '.cache'), ignore_errors=True)
-        unverified = hf_verify(repo, revision, partial)
-        checked = {'verified': sum(len(f) for _r, _d, f in os.walk(partial)) - len(unverified), 'unverified': len(unverified)}
+        unverified = hf_fetch_all(repo, revision, hub_files, partial)
+        checked = {'verified': len(hub_files) - len(unverified), 'unverified': len(unverified)}
 elif kind == 'pvc':
     source = os.environ['FERRY_SOURCE_PATH']
     if not os.path.isdir(source):

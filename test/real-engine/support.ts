@@ -156,11 +156,21 @@ export interface PullerRun {
   output: string;
 }
 
-/** Runs the puller's program here, as a Job's container would run it, with `env` (short pauses between retries). */
-export function runPuller(env: Record<string, string>): Promise<PullerRun> {
-  const child = spawn('python3', ['-c', PULLER_SCRIPT], {
+/**
+ * Runs the puller's program here, as a Job's container would run it, with `env` (short pauses between retries):
+ * with `python` (one with huggingface_hub, for a Hub source; the standard library's suffices for the others), and
+ * killed with SIGKILL, as a deleted pod's container is in the end, when `kill` aborts.
+ */
+export function runPuller(
+  env: Record<string, string>,
+  options: { python?: string; kill?: AbortSignal } = {},
+): Promise<PullerRun> {
+  const child = spawn(options.python ?? 'python3', ['-c', PULLER_SCRIPT], {
     env: { PATH: process.env.PATH ?? '', FERRY_PROGRESS_INTERVAL: '0.2', FERRY_RETRY_PAUSE: '0.01', ...env },
+    ...(options.kill ? { signal: options.kill, killSignal: 'SIGKILL' as const } : {}),
   });
+  // An aborted run ends with its close event; the abort itself is not an error here.
+  child.on('error', () => undefined);
   let output = '';
   child.stdout.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr.on('data', (d: Buffer) => (output += d.toString()));

@@ -50,6 +50,12 @@ function upstreamHandler(req: IncomingMessage, res: ServerResponse): void {
         res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"Entry not found"}');
         return;
       }
+      if (path.includes('/norange/') && req.method === 'GET') {
+        // As olah sends a file from its git mirror: the whole of it, whatever the Range, chunked with no length.
+        res.writeHead(200, { etag: '"abc"' });
+        res.end(fileBytes);
+        return;
+      }
       const range = /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
       const start = range ? Number(range[1]) : 0;
       const body = fileBytes.subarray(start);
@@ -301,6 +307,25 @@ describe('the front', () => {
     expect(resumed.status).toBe(206);
     const tail = fileBytes.subarray(65536);
     expect([...resumed.body.keys()].filter((i) => resumed.body[i] !== tail[i])).toEqual([at - 65536]);
+  });
+
+  it('answers a Range itself when the upstream sends the whole file, counting only what it sends', async () => {
+    const file = `${base}/_ferry/corrupt-at/70000/ferry-local/norange/resolve/main/model.safetensors`;
+    const resumed = await fetchRaw(file, { headers: { range: 'bytes=65536-' } });
+    expect(resumed.status).toBe(206);
+    expect(resumed.headers['content-range']).toBe(`bytes 65536-${FILE_SIZE - 1}/${FILE_SIZE}`);
+    expect(resumed.headers['content-length']).toBe(String(FILE_SIZE - 65536));
+    const tail = fileBytes.subarray(65536);
+    // The corrupt-at offset is of the file, as for an upstream that answers the range.
+    expect([...resumed.body.keys()].filter((i) => resumed.body[i] !== tail[i])).toEqual([70000 - 65536]);
+    expect((await served()).repos['ferry-local/norange']?.bytes).toBe(FILE_SIZE - 65536);
+
+    const whole = await fetchRaw(file.replace('/_ferry/corrupt-at/70000', ''));
+    expect(whole.status).toBe(200);
+    expect(whole.body.equals(fileBytes)).toBe(true);
+    const beyond = await fetchRaw(file, { headers: { range: `bytes=${FILE_SIZE}-` } });
+    expect(beyond.status).toBe(416);
+    expect(beyond.headers['content-range']).toBe(`bytes */${FILE_SIZE}`);
   });
 
   it('stalls a file download after N bytes: the body stops there, open, and the request is counted', async () => {

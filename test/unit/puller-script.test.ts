@@ -24,7 +24,7 @@ const work = mkdtempSync(join(tmpdir(), 'ferry-puller-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 const FAKE_HUB = `
-import json, os, time
+import hashlib, http.server, json, os, threading, time
 
 class RepositoryNotFoundError(Exception):
     pass
@@ -33,55 +33,74 @@ class GatedRepoError(RepositoryNotFoundError):
     pass
 
 FILES = {'config.json': 20, 'model.safetensors': 3000, 'pytorch_model.bin': 5000, 'original/consolidated.pth': 7000}
+# What the fake Hub was asked, one JSON line each, beside DEST.
+LOG = os.path.join(os.path.dirname(os.environ['FERRY_DEST']), 'calls.json')
+
+def log(entry):
+    os.makedirs(os.path.dirname(LOG), exist_ok=True)
+    with open(LOG, 'a') as calls:
+        calls.write(json.dumps(entry) + '\\n')
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        org, name, path = self.path.lstrip('/').split('/', 2)
+        rng = self.headers.get('Range')
+        log({'get': path, 'repo': org + '/' + name, 'range': rng, 'auth': self.headers.get('Authorization')})
+        body = b'x' * FILES[path]
+        start = int(rng[len('bytes='):-1]) if rng else 0
+        self.send_response(206 if rng else 200)
+        self.send_header('Content-Length', str(len(body) - start))
+        self.end_headers()
+        # In three pieces, a while apart, so that progress is seen.
+        rest = body[start:]
+        for i in range(3):
+            self.wfile.write(rest[i * len(rest) // 3:(i + 1) * len(rest) // 3])
+            self.wfile.flush()
+            time.sleep(0.05)
+
+    def log_message(self, *args):
+        pass
+
+_server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _Handler)
+threading.Thread(target=_server.serve_forever, daemon=True).start()
 
 class _Sibling:
-    def __init__(self, name, size):
-        self.rfilename, self.size = name, size
+    def __init__(self, name):
+        self.rfilename = name
 
 class _Info:
+    sha = 'c0ffee'
     def __init__(self):
-        self.siblings = [_Sibling(n, s) for n, s in FILES.items()]
+        self.siblings = [_Sibling(n) for n in FILES]
 
 class HfApi:
-    def model_info(self, repo, revision=None, files_metadata=False):
+    def model_info(self, repo, revision=None):
+        if repo == 'gated/model':
+            raise GatedRepoError('401 gated')
+        if repo == 'missing/model':
+            raise RepositoryNotFoundError('404 not found')
         return _Info()
 
 class _Metadata:
-    def __init__(self, etag):
-        self.etag = etag
+    def __init__(self, etag, size, location):
+        self.etag, self.size, self.location = etag, size, location
 
 def hf_hub_url(repo, filename, revision=None):
-    return repo + '|' + filename
+    return repo + '|' + filename + '|' + revision
 
 def get_hf_file_metadata(url):
     # As the Hub answers: the SHA-256 of an LFS file's content, the git blob id of any other; for corrupt/model the
     # weights' digest is another file's.
-    import hashlib
-    repo, name = url.split('|')
+    repo, name, revision = url.split('|')
+    log({'head': name, 'revision': revision})
     body = b'x' * FILES[name]
     if name.endswith('.safetensors'):
-        return _Metadata('"' + hashlib.sha256(body + (b'!' if repo == 'corrupt/model' else b'')).hexdigest() + '"')
-    if name.endswith('.json') and repo == 'weak/model':
-        return _Metadata('W/"not-a-digest"')
-    return _Metadata(hashlib.sha1(b'blob ' + str(len(body)).encode() + b'\\0' + body).hexdigest())
-
-def snapshot_download(repo, revision=None, local_dir=None, ignore_patterns=None):
-    if repo == 'gated/model':
-        raise GatedRepoError('401 gated')
-    if repo == 'missing/model':
-        raise RepositoryNotFoundError('404 not found')
-    os.makedirs(os.path.join(local_dir, '.cache', 'huggingface'), exist_ok=True)
-    with open(os.path.join(os.path.dirname(local_dir), 'calls.json'), 'a') as calls:
-        calls.write(json.dumps({'repo': repo, 'revision': revision, 'ignore': ignore_patterns, 'token': os.environ.get('HF_TOKEN')}) + '\\n')
-    for name, size in FILES.items():
-        if any(name.endswith(p[1:]) or name.startswith(p[:-1]) for p in (ignore_patterns or [])):
-            continue
-        path = os.path.join(local_dir, name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, 'wb') as f:
-            f.write(b'x' * size)
-        time.sleep(0.15)
-    return local_dir
+        etag = '"' + hashlib.sha256(body + (b'!' if repo == 'corrupt/model' else b'')).hexdigest() + '"'
+    elif name.endswith('.json') and repo == 'weak/model':
+        etag = 'W/"not-a-digest"'
+    else:
+        etag = hashlib.sha1(b'blob ' + str(len(body)).encode() + b'\\0' + body).hexdigest()
+    return _Metadata(etag, len(body), 'http://127.0.0.1:' + str(_server.server_address[1]) + '/' + repo + '/' + name)
 `;
 
 function run(env: Record<string, string>) {
@@ -196,13 +215,19 @@ describe.skipIf(!python)('puller script', () => {
     expect(progress.slice(1, -1).every((p) => typeof p?.bytesPerSecond === 'number')).toBe(true);
     expect(result.stdout).toContain('"verified": 2, "unverified": 0');
     expect(readdirSync(dest).sort()).toEqual(['.ferry-complete', 'config.json', 'model.safetensors']);
-    const call = JSON.parse(readFileSync(join(work, 'hf-models', 'calls.json'), 'utf8').trim());
-    expect(call).toEqual({
-      repo: 'Qwen/Qwen2.5-0.5B-Instruct',
-      revision: 'main',
-      ignore: ['*.bin', '*.pt', '*.pth', 'original/*'],
-      token: 'hf_secret',
-    });
+    const calls = readFileSync(join(work, 'hf-models', 'calls.json'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, string | null>);
+    // The files of the commit the revision names, the other weight formats left out; the token sent with each GET.
+    expect(calls.filter((c) => c.head)).toEqual([
+      { head: 'config.json', revision: 'c0ffee' },
+      { head: 'model.safetensors', revision: 'c0ffee' },
+    ]);
+    expect(calls.filter((c) => c.get)).toEqual([
+      { get: 'config.json', repo: 'Qwen/Qwen2.5-0.5B-Instruct', range: null, auth: 'Bearer hf_secret' },
+      { get: 'model.safetensors', repo: 'Qwen/Qwen2.5-0.5B-Instruct', range: null, auth: 'Bearer hf_secret' },
+    ]);
     expect(result.stdout).not.toContain('hf_secret');
   });
 
@@ -225,6 +250,8 @@ describe.skipIf(!python)('puller script', () => {
     const env = { PYTHONPATH: hub, FERRY_SOURCE_KIND: 'huggingface', FERRY_HF_REVISION: 'v1', FERRY_DEST: dest };
     const corrupt = run({ ...env, FERRY_HF_REPO: 'corrupt/model' });
     expect(corrupt.status).toBe(1);
+    // Downloaded whole just now, so not fetched again: refused.
+    expect(corrupt.stdout).not.toContain('FERRY_REFETCH');
     expect(corrupt.error?.reason).toBe('WeightsCorrupt');
     expect(corrupt.error?.message).toContain('model.safetensors is not the file of corrupt/model@v1: sha256 ');
     expect(existsSync(dest)).toBe(false);
@@ -234,6 +261,39 @@ describe.skipIf(!python)('puller script', () => {
     expect(weak.status, weak.stderr).toBe(0);
     expect(weak.stdout).toContain('"verified": 1, "unverified": 1');
   }, 20_000);
+
+  it.each([
+    ['continues', 'x', []],
+    ['fetches again, whole, when the check fails', 'y', ['bytes=1000-', null]],
+  ])('%s a file an earlier attempt began', (_what, fill, refetched) => {
+    const dest = join(work, `resumed-${fill}`, 'eeee5555');
+    // The attempt before left a third of the weights (in a damaged copy, "y"s where the Hub has "x"s).
+    mkdirSync(`${dest}.partial`, { recursive: true });
+    writeFileSync(join(`${dest}.partial`, 'model.safetensors'), fill.repeat(1000));
+    const result = run({
+      PYTHONPATH: hub,
+      FERRY_SOURCE_KIND: 'huggingface',
+      FERRY_HF_REPO: 'org/model',
+      FERRY_HF_REVISION: 'v1',
+      FERRY_DEST: dest,
+    });
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toContain('"verified": 2, "unverified": 0');
+    expect(readFileSync(join(dest, 'model.safetensors'), 'utf8')).toBe('x'.repeat(3000));
+    const gets = readFileSync(join(work, `resumed-${fill}`, 'calls.json'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { get?: string; range: string | null })
+      .filter((c) => c.get === 'model.safetensors')
+      .map((c) => c.range);
+    if (refetched.length) {
+      expect(result.stdout).toContain('FERRY_REFETCH {"files": ["model.safetensors"]');
+      expect(gets).toEqual(refetched);
+    } else {
+      expect(result.stdout).not.toContain('FERRY_REFETCH');
+      expect(gets).toEqual(['bytes=1000-']);
+    }
+  });
 
   it('says so when the image has no huggingface_hub', () => {
     const broken = join(work, 'broken');

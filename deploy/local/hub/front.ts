@@ -11,6 +11,8 @@
 // - the same shaping for every download of one repository (for the S3 store: one bucket), set with
 //   `PUT /_ferry/shape/<repository>?throttle=<bytesPerSecond>&stallAfter=<bytes>` and ended with `DELETE` of that path:
 //   for clients whose requests are signed, path and all, so that they cannot carry a prefix.
+// - Range for file downloads: olah sends a file from its git mirror whole whatever the Range, so the front answers a
+//   `Range: bytes=N-` itself, as the Hub does (206 from N, the length from a HEAD), and counts only what it sends.
 //
 // Everything else passes unchanged (method, headers, status, body), except a redirect back to the Hub itself: olah
 // (Starlette) answers with absolute Location URLs built from the request's Host, and they would drop the prefix, so
@@ -229,15 +231,7 @@ export class HubFront {
       shaping.stallAfter ??= set?.stallAfter;
     }
 
-    const upstreamReq = httpRequest({
-      protocol: this.upstream.protocol,
-      hostname: this.upstream.hostname,
-      port: this.upstream.port,
-      method: req.method,
-      path: rest,
-      headers: endToEnd(req.headers),
-      agent: this.agent,
-    });
+    const upstreamReq = this.upstreamRequest(req.method ?? 'GET', rest, endToEnd(req.headers));
     // The client went away (or a stall ended by the client): nothing more to fetch.
     res.on('close', () => {
       if (!res.writableFinished) upstreamReq.destroy();
@@ -250,29 +244,10 @@ export class HubFront {
       this.options.onError?.('the upstream did not answer', { path: rest, error: String(err) });
       this.json(res, 502, { error: `the upstream did not answer: ${String(err)}` });
     });
+    // The first byte a download asks for (`Range: bytes=<from>-`, as a client continuing a file sends it).
+    const from = download ? openRangeStart(req.headers.range) : undefined;
     upstreamReq.on('response', (upstreamRes) => {
-      const status = upstreamRes.statusCode ?? 502;
-      const headers = endToEnd(upstreamRes.headers);
-      const location = upstreamRes.headers.location;
-      if (location !== undefined) {
-        const clientOrigin = req.headers.host ? `http://${req.headers.host}` : this.url;
-        headers.location = rewriteLocation(location, {
-          upstreamOrigin: this.upstream.origin,
-          clientOrigin,
-          prefix: shaping.prefix,
-        });
-      }
-      res.writeHead(status, upstreamRes.statusMessage, headers);
-      const file = download && status >= 200 && status < 300 ? download : undefined;
-      // The cut is at that offset of the file: a resumed download (a 206 from `start`) stalls there too, rather than
-      // gaining that many more bytes at each attempt. (olah ignores Range and answers 200 with the whole file.)
-      const start = status === 206 ? rangeStart(upstreamRes.headers['content-range']) : 0;
-      void this.pump(upstreamRes, res, {
-        throttle: shaping.throttle,
-        stallAfter: file && shaping.stallAfter !== undefined ? Math.max(0, shaping.stallAfter - start) : undefined,
-        corruptAt: file && shaping.corruptAt !== undefined ? shaping.corruptAt - start : undefined,
-        count: file ? (n) => this.count(file.repo, file.file, n) : undefined,
-      }).catch((err: unknown) => {
+      void this.answer(req, res, upstreamRes, { rest, shaping, download, from }).catch((err: unknown) => {
         this.options.onError?.('a response was cut short', { path: rest, error: String(err) });
         upstreamRes.destroy();
         res.destroy();
@@ -281,11 +256,84 @@ export class HubFront {
     req.pipe(upstreamReq);
   }
 
+  /** Sends the upstream's response on: a redirect rewritten, a Range the upstream ignored served from its 200. */
+  private async answer(
+    req: IncomingMessage,
+    res: ServerResponse,
+    upstreamRes: IncomingMessage,
+    ctx: { rest: string; shaping: Shaping; download?: { repo: string; file: string }; from?: number },
+  ): Promise<void> {
+    const { rest, shaping, download } = ctx;
+    let status = upstreamRes.statusCode ?? 502;
+    const headers = endToEnd(upstreamRes.headers);
+    const location = upstreamRes.headers.location;
+    if (location !== undefined) {
+      const clientOrigin = req.headers.host ? `http://${req.headers.host}` : this.url;
+      headers.location = rewriteLocation(location, {
+        upstreamOrigin: this.upstream.origin,
+        clientOrigin,
+        prefix: shaping.prefix,
+      });
+    }
+    // olah ignores Range and answers 200 with the whole file: the front answers the range itself, as the Hub does
+    // (206 from that offset), and counts only what it sends.
+    let skip = 0;
+    if (download && ctx.from && status === 200) {
+      const total = Number(upstreamRes.headers['content-length'] ?? (await this.length(rest, req)));
+      if (Number.isInteger(total) && total > 0) {
+        if (ctx.from >= total) {
+          upstreamRes.destroy();
+          res.writeHead(416, { 'content-range': `bytes */${total}`, 'content-length': '0' });
+          res.end();
+          return;
+        }
+        delete headers['transfer-encoding'];
+        Object.assign(headers, {
+          'content-length': String(total - ctx.from),
+          'content-range': `bytes ${ctx.from}-${total - 1}/${total}`,
+        });
+        status = 206;
+        skip = ctx.from;
+      }
+    }
+    res.writeHead(status, status === 206 && skip ? 'Partial Content' : upstreamRes.statusMessage, headers);
+    const file = download && status >= 200 && status < 300 ? download : undefined;
+    // The cut is at that offset of the file: a resumed download (a 206 from `start`) stalls there too, rather than
+    // gaining that many more bytes at each attempt.
+    const start = skip || (status === 206 ? rangeStart(upstreamRes.headers['content-range']) : 0);
+    await this.pump(upstreamRes, res, {
+      skip,
+      throttle: shaping.throttle,
+      stallAfter: file && shaping.stallAfter !== undefined ? Math.max(0, shaping.stallAfter - start) : undefined,
+      corruptAt: file && shaping.corruptAt !== undefined ? shaping.corruptAt - start : undefined,
+      count: file ? (n) => this.count(file.repo, file.file, n) : undefined,
+    });
+  }
+
+  /** The length of a file, from a HEAD of it upstream (olah sends its downloads chunked, with no length). */
+  private length(rest: string, req: IncomingMessage): Promise<string | undefined> {
+    const { range: _range, ...headers } = endToEnd(req.headers);
+    return new Promise((resolve) => {
+      const head = this.upstreamRequest('HEAD', rest, headers);
+      head.on('response', (r) => {
+        r.resume();
+        resolve(r.statusCode === 200 ? r.headers['content-length'] : undefined);
+      });
+      head.on('error', () => resolve(undefined));
+      head.end();
+    });
+  }
+
+  private upstreamRequest(method: string, path: string, headers: Record<string, string | string[] | undefined>) {
+    const { protocol, hostname, port } = this.upstream;
+    return httpRequest({ protocol, hostname, port, method, path, headers, agent: this.agent });
+  }
+
   /** Copies a body to the client with backpressure, paced and cut as asked, counting what it writes. */
   private async pump(
     from: IncomingMessage,
     to: ServerResponse,
-    shape: { throttle?: number; stallAfter?: number; corruptAt?: number; count?: (n: number) => void },
+    shape: { skip?: number; throttle?: number; stallAfter?: number; corruptAt?: number; count?: (n: number) => void },
   ): Promise<void> {
     const closed = new AbortController();
     to.once('close', () => closed.abort());
@@ -300,8 +348,13 @@ export class HubFront {
     };
     if (shape.stallAfter === 0) return stall();
     try {
+      let skip = shape.skip ?? 0;
       for await (const chunk of from) {
         let buf = chunk as Buffer;
+        // The bytes before a range the upstream sent anyway: not the client's.
+        const dropped = Math.min(skip, buf.length);
+        buf = buf.subarray(dropped);
+        skip -= dropped;
         while (buf.length > 0) {
           if (closed.signal.aborted) return;
           // A file of exactly that size ends normally; a longer one stalls when its next bytes arrive.
@@ -364,6 +417,12 @@ export class HubFront {
     res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
     res.end(text);
   }
+}
+
+/** N of a `Range: bytes=N-` header (the only form pullers send); undefined for any other. */
+function openRangeStart(header: string | undefined): number | undefined {
+  const m = /^bytes=(\d+)-$/.exec(header?.trim() ?? '');
+  return m ? Number(m[1]) : undefined;
 }
 
 /** The first byte's offset in a `Content-Range: bytes <start>-<end>/<size>` (0 when absent or malformed). */

@@ -32,7 +32,7 @@ async function answeredBy(name: string, n: number): Promise<Record<string, numbe
   const url = await waitFor("the model's Service on the front", 60_000, async () => localUrls()[`${env.ns}/${name}`]);
   // The local stack's Service port goes to the stand-in until its HAProxy for a front pod runs, which can be a moment
   // after the pod is ready (in a cluster the Service would have no endpoint yet): first a front's answer.
-  await waitFor('a front pod answering', 60_000, async () => {
+  await waitFor('a front pod answering', 120_000, async () => {
     const res = await fetch(`${url}/v1/models`, { signal: AbortSignal.timeout(30_000) }).catch(() => undefined);
     await res?.text();
     return res?.ok && res.headers.get('x-ferry-revision') !== null;
@@ -47,7 +47,7 @@ async function answeredBy(name: string, n: number): Promise<Record<string, numbe
   return counts;
 }
 
-describe("a model's second slot", () => {
+describe("a model's second slot", { timeout: 300_000 }, () => {
   it('holds a second revision beside the first, behind the front at its share; a look keeps it; teardown takes both', async () => {
     const name = 'twin';
     const model = testModel(name, env.ns, {

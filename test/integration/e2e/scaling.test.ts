@@ -153,7 +153,11 @@ describe('autoscaling on the requests in flight, end to end', { timeout: 420_000
         p.status?.conditions?.some((c) => c.type === 'PodScheduled' && c.reason === 'Unschedulable'),
       );
     });
-    await waitFor('a second replica ready', 60_000, async () => ((await deployment()).status?.readyReplicas ?? 0) >= 2);
+    await waitFor(
+      'a second replica ready',
+      120_000,
+      async () => ((await deployment()).status?.readyReplicas ?? 0) >= 2,
+    );
     expect((await status()).phase).toBe('Ready');
 
     // The load ends: after scaleDownAfter, down in steps of at most half, to minReplicas; the unschedulable replica
