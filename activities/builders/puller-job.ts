@@ -62,6 +62,7 @@ export function pullEnv(
       { name: 'FERRY_SOURCE', value: label },
       { name: 'FERRY_OCI_REFERENCE', value: source.oci.reference },
       { name: 'FERRY_OCI_PLAIN_HTTP', value: source.oci.plainHttp ? '1' : '0' },
+      ...(source.oci.path !== undefined ? [{ name: 'FERRY_OCI_PATH', value: source.oci.path }] : []),
     );
     const secret = source.oci.credentialsSecret?.name;
     // The docker config's JSON (as for imagePullSecrets), by reference: the puller reads the registry's entry.

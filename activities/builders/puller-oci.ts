@@ -4,17 +4,22 @@
 //   FERRY_OCI_REFERENCE   registry[:port]/repository[:tag][@sha256:digest]
 //   FERRY_OCI_PLAIN_HTTP  1: http:// (a registry without TLS), else https://
 //   FERRY_OCI_AUTH        the JSON of a docker config (a kubernetes.io/dockerconfigjson Secret's .dockerconfigjson)
+//   FERRY_OCI_PATH        for an image: the directory of its filesystem that holds the weights (default /models)
 //
-// The manifest (an index: its first manifest) lists the layers; each layer named by the annotation
-// org.opencontainers.image.title (as `oras push` writes it) is one file, at that path under the weights' directory. A
-// layer without a name (an image's filesystem layer) is refused: images are not read yet. Authentication: Basic with
-// the config's entry for the registry, or the Bearer token its WWW-Authenticate names, fetched with that entry.
+// The manifest (an index: its amd64 manifest, else its first) lists the layers. An artifact: each layer named by the
+// annotation org.opencontainers.image.title (as `oras push` writes it) is one file, at that path under the weights'
+// directory. An image (layers without names: tar archives, plain or gzip, of its filesystem, as KServe's modelcars):
+// each layer's blob is fetched into DEST.layers, checked by its digest and unpacked in order, keeping the files under
+// FERRY_OCI_PATH and honouring the layers' whiteouts; a name that would leave that directory, a link, a device is
+// skipped. zstd layers are refused (the standard library cannot read them). Authentication: Basic with the config's
+// entry for the registry, or the Bearer token its WWW-Authenticate names, fetched with that entry.
 //
-// Resumed: a file an earlier attempt left is continued with a Range request; a file of the full size is kept only once
-// it verifies. Verified: every file's SHA-256 is its layer's digest, and a manifest pinned by digest is checked too; a
-// mismatch deletes the file and fails with WeightsCorrupt naming it.
+// Resumed: a file (an image's layer blob) an earlier attempt left is continued with a Range request; one of the full size
+// is kept only once it verifies; an image's layer already unpacked is not fetched again. Verified: every file's (every
+// image layer's) SHA-256 is its layer's digest, and a manifest pinned by digest is checked too; a mismatch deletes the
+// file and fails with WeightsCorrupt naming it.
 export const OCI_PULLER = `
-import re
+import re, tarfile
 
 
 class Oci:
@@ -98,10 +103,20 @@ class Oci:
             with retried(lambda: self.request('GET', path, {'Accept': self.MANIFESTS})) as response:
                 manifest = json.loads(response.read())
         files = []
-        for layer in manifest.get('layers') or []:
+        layers = manifest.get('layers') or []
+        titled = [layer for layer in layers if (layer.get('annotations') or {}).get('org.opencontainers.image.title')]
+        if layers and not titled:
+            # An image: its filesystem's layers, unpacked in order.
+            for layer in layers:
+                kind = str(layer.get('mediaType'))
+                if 'zstd' in kind:
+                    fail('SourceNotFound', self.where + ' has a zstd layer (' + kind + '): only tar and gzip layers are read')
+                files.append({'rel': layer.get('digest', '').partition(':')[2], 'size': int(layer.get('size') or 0), 'digest': layer.get('digest', ''), 'image': True})
+            return files
+        for layer in layers:
             title = (layer.get('annotations') or {}).get('org.opencontainers.image.title')
             if not title:
-                fail('SourceNotFound', self.where + ' has a layer without a file name (' + str(layer.get('mediaType')) + '): only artifacts whose layers are files (oras push) are read, not images')
+                fail('SourceNotFound', self.where + ' has a layer without a file name (' + str(layer.get('mediaType')) + ') among named ones: neither an artifact of files (oras push) nor an image')
             if title.startswith('/') or any(part in ('', '.', '..') for part in title.split('/')):
                 fail('SourceNotFound', self.where + ' names a file ' + title + ' that is not a plain relative path')
             files.append({'rel': title, 'size': int(layer.get('size') or 0), 'digest': layer.get('digest', '')})
@@ -125,9 +140,14 @@ class Oci:
 
 
 def oci_fetch_all(oci, files, partial):
-    """Every layer into partial (what is there continued), each checked by its digest."""
+    """Every layer (what is there continued), each checked by its digest: an artifact's into partial, an image's into
+    DEST.layers and then unpacked into partial. Returns the number of files the weights have."""
+    image = bool(files and files[0].get('image'))
+    where = dest + '.layers' if image else partial
     for item in files:
-        path = os.path.join(partial, *item['rel'].split('/'))
+        path = os.path.join(where, *item['rel'].split('/'))
+        if image and os.path.exists(path + '.unpacked'):
+            continue
         for tries in range(2):
             kept = os.path.exists(path)
             retried(lambda: oci.fetch(item, path))
@@ -140,7 +160,60 @@ def oci_fetch_all(oci, files, partial):
                 break
             os.remove(path)
             if not kept or tries:
-                fail('WeightsCorrupt', item['rel'] + ' is not the layer ' + item['digest'] + ' of ' + oci.where + ': its digest is ' + got)
+                what = 'the layer ' + item['digest'] if image else item['rel'] + ' is not the layer ' + item['digest']
+                fail('WeightsCorrupt', what + ' of ' + oci.where + ': its digest is ' + got)
+        if image:
+            oci_unpack(path, partial, os.environ.get('FERRY_OCI_PATH') or '/models')
+            open(path + '.unpacked', 'w').close()
+    if not image:
+        return len(files)
+    shutil.rmtree(where, ignore_errors=True)
+    count = sum(len(names) for _root, _dirs, names in os.walk(partial))
+    if not count:
+        fail('SourceNotFound', oci.where + ' has no files under ' + (os.environ.get('FERRY_OCI_PATH') or '/models') + ' in its image: set source.oci.path to the directory of the weights')
+    return count
+
+
+def oci_unpack(blob, partial, directory):
+    """The files of a layer under directory into partial; a whiteout (.wh.<name>, .wh..wh..opq) removes what earlier
+    layers put there. Anything that would land outside partial, links and special files are skipped."""
+    root = directory.strip('/') + '/'
+    top = os.path.realpath(partial)
+    with tarfile.open(blob, 'r:*') as tar:
+        for member in tar:
+            name = member.name.lstrip('/')
+            while name.startswith('./'):
+                name = name[2:]
+            if not name.startswith(root) or name == root:
+                continue
+            parts = name[len(root):].rstrip('/').split('/')
+            if any(part in ('', '.', '..') for part in parts):
+                continue
+            target = os.path.join(partial, *parts)
+            parent = os.path.dirname(target)
+            if not (os.path.realpath(parent) + '/').startswith(top + '/'):
+                continue
+            base = parts[-1]
+            if base == '.wh..wh..opq':
+                for entry in os.listdir(parent) if os.path.isdir(parent) else []:
+                    gone = os.path.join(parent, entry)
+                    shutil.rmtree(gone) if os.path.isdir(gone) and not os.path.islink(gone) else os.remove(gone)
+                continue
+            if base.startswith('.wh.'):
+                gone = os.path.join(parent, base[len('.wh.'):])
+                if os.path.isdir(gone) and not os.path.islink(gone):
+                    shutil.rmtree(gone)
+                elif os.path.lexists(gone):
+                    os.remove(gone)
+                continue
+            if member.isdir():
+                os.makedirs(target, exist_ok=True)
+            elif member.isfile():
+                os.makedirs(parent, exist_ok=True)
+                if os.path.lexists(target) and not os.path.isfile(target):
+                    shutil.rmtree(target) if os.path.isdir(target) else os.remove(target)
+                with tar.extractfile(member) as source, open(target, 'wb') as out:
+                    shutil.copyfileobj(source, out, 1 << 20)
 
 
 def oci_classify(error, where):

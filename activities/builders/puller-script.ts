@@ -98,7 +98,7 @@ def prune():
     parent, own = os.path.split(dest)
     removed = []
     for name in sorted(os.listdir(parent)):
-        base = name[:-len('.partial')] if name.endswith('.partial') else name
+        base = name.rsplit('.', 1)[0] if name.endswith(('.partial', '.layers')) else name
         if base != own and len(base) == 8 and all(c in '0123456789abcdef' for c in base):
             shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
             removed.append(name)
@@ -111,6 +111,7 @@ ${OCI_PULLER}
 ${HF_PULLER}
 
 checked = None
+measured = partial  # what progress counts
 
 if os.path.isfile(os.path.join(dest, marker_name)):
     prune()
@@ -192,24 +193,25 @@ elif kind == 'oci':
     if not layers:
         fail('SourceNotFound', oci.where + ' has no layers: an artifact of the weights has one per file (oras push)')
     total = sum(layer['size'] for layer in layers)
+    if layers[0].get('image'):
+        measured = dest + '.layers'  # the blobs, which the total counts; unpacked, the files are larger
 
     def fetch():
         global checked
-        oci_fetch_all(oci, layers, partial)
-        checked = {'verified': len(layers), 'unverified': 0}
+        checked = {'verified': oci_fetch_all(oci, layers, partial), 'unverified': 0}
 else:
     fail('InvalidSource', 'unknown FERRY_SOURCE_KIND ' + repr(kind))
 
 def report():
-    then, before = time.monotonic(), tree_size(partial)
+    then, before = time.monotonic(), tree_size(measured)
     while not stop.wait(interval):
-        now, written = time.monotonic(), tree_size(partial)
+        now, written = time.monotonic(), tree_size(measured)
         rate = max(0, written - before) / max(now - then, 0.001)
         emit('FERRY_PROGRESS', {'bytes': written, 'totalBytes': total, 'bytesPerSecond': int(rate)})
         then, before = now, written
 
 
-emit('FERRY_PROGRESS', {'bytes': tree_size(partial), 'totalBytes': total})
+emit('FERRY_PROGRESS', {'bytes': tree_size(measured), 'totalBytes': total})
 reporter = threading.Thread(target=report, daemon=True)
 reporter.start()
 try:

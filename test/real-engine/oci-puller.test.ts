@@ -1,8 +1,9 @@
 // The puller's OCI source against a real registry: the local stack's CNCF distribution registry (deploy/local/registry)
 // with htpasswd authentication, through the front that counts the blob bytes it serves. The puller's program runs here
 // as a process, as the Job's container would run it; each test pushes the tiny Llama to a repository of its own.
+import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -20,6 +21,44 @@ import {
 
 const missing = realEngineMissing();
 const WEIGHTS = 'model.safetensors';
+
+/** An entry of an image layer: a file's content, a directory (null), or a symbolic link to a path. */
+type Entry = Buffer | null | { symlink: string };
+
+/** A tar archive of `entries` (name → entry), as image builders write them, made by Python's tarfile. */
+function tarOf(entries: [string, Entry][], gzip = true): Buffer {
+  const script = `
+import base64, io, json, sys, tarfile
+out = io.BytesIO()
+with tarfile.open(fileobj=out, mode='w:gz' if sys.argv[1] == 'gz' else 'w') as tar:
+    for name, entry in json.load(sys.stdin):
+        info = tarfile.TarInfo(name)
+        if entry is None:
+            info.type = tarfile.DIRTYPE
+            tar.addfile(info)
+        elif isinstance(entry, dict):
+            info.type, info.linkname = tarfile.SYMTYPE, entry['symlink']
+            tar.addfile(info)
+        else:
+            body = base64.b64decode(entry)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+sys.stdout.buffer.write(out.getvalue())
+`;
+  const json = entries.map(([name, e]) => [name, Buffer.isBuffer(e) ? e.toString('base64') : e]);
+  return execFileSync('python3', ['-c', script, gzip ? 'gz' : 'tar'], {
+    input: JSON.stringify(json),
+    maxBuffer: 1 << 28,
+  });
+}
+
+/** Every file under `dir`, by its path relative to it. */
+function tree(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => !e.isDirectory())
+    .map((e) => join(e.parentPath, e.name).slice(dir.length + 1))
+    .sort();
+}
 
 describe.skipIf(missing)(`the puller's oci source on a real registry${missing ? ` (skipped: ${missing})` : ''}`, () => {
   const work = mkdtempSync(join(tmpdir(), 'ferry-oci-puller-'));
@@ -107,6 +146,52 @@ describe.skipIf(missing)(`the puller's oci source on a real registry${missing ? 
     expect(result.error?.message).toContain(`${WEIGHTS} is not the layer sha256:${hex}`);
     expect(existsSync(dest)).toBe(false);
     expect(existsSync(join(`${dest}.partial`, WEIGHTS))).toBe(false);
+  });
+
+  it('reads an image: the files under /models of its layers in order, whiteouts honoured, nothing else', async () => {
+    const repository = `${prefix}/image`;
+    const base = tarOf([
+      ['./etc/hostname', Buffer.from('image\n')],
+      ['./models', null],
+      ...[...files].map(([path, body]): [string, Entry] => [`./models/${path}`, body]),
+      ['./models/stale.bin', Buffer.from('an earlier checkpoint')],
+      ['./models/old/a.bin', Buffer.from('a')],
+      ['models/../../escaped', Buffer.from('outside')],
+      ['./models/passwd', { symlink: '/etc/passwd' }],
+    ]);
+    const top = tarOf([
+      ['./models/.wh.stale.bin', Buffer.alloc(0)],
+      ['./models/old/.wh..wh..opq', Buffer.alloc(0)],
+      ['./models/extra.txt', Buffer.from('added by the second layer')],
+    ]);
+    await client.pushImage(repository, 'v1', [base, top]);
+    mkdirSync(join(work, 'image'));
+    const dest = join(work, 'image/abababab');
+    const result = await pull(dest, `${REGISTRY}/${repository}:v1`);
+    expect(result.error, result.output).toBeUndefined();
+    expect(tree(dest)).toEqual(['.ferry-complete', 'extra.txt', ...files.keys()].sort());
+    for (const [path, body] of files) expect(readFileSync(join(dest, path)).equals(body), path).toBe(true);
+    expect(result.done).toMatchObject({ skipped: false, verified: files.size + 1 });
+    // Progress counts the layers' blobs, as the registry serves them.
+    expect(result.events.find((e) => e.type === 'progress')).toMatchObject({ totalBytes: base.length + top.length });
+    expect(await servedBytes(repository)).toBe(base.length + top.length);
+    expect(existsSync(`${dest}.layers`)).toBe(false);
+    expect(tree(work).filter((p) => p.includes('escaped'))).toEqual([]);
+  });
+
+  it('reads the directory source.oci.path names, from plain tar layers; an image with nothing there is refused', async () => {
+    const repository = `${prefix}/image-path`;
+    await client.pushImage(repository, 'v1', [tarOf([['opt/weights/qwen/config.json', Buffer.from('{}')]], false)]);
+    mkdirSync(join(work, 'image-path'));
+    const dest = join(work, 'image-path/cdcdcdcd');
+    const found = await pull(dest, `${REGISTRY}/${repository}:v1`, { FERRY_OCI_PATH: '/opt/weights/qwen' });
+    expect(found.error, found.output).toBeUndefined();
+    expect(readFileSync(join(dest, 'config.json'), 'utf8')).toBe('{}');
+    const none = await pull(join(work, 'image-path/efefefef'), `${REGISTRY}/${repository}:v1`);
+    expect(none.error).toMatchObject({
+      reason: 'SourceNotFound',
+      message: expect.stringContaining('no files under /models'),
+    });
   });
 
   it('names what is wrong with the source', async () => {

@@ -440,6 +440,13 @@ describe('puller Job for an oci source', () => {
       name: 'FERRY_OCI_AUTH',
       valueFrom: { secretKeyRef: { name: 'regcred', key: '.dockerconfigjson' } },
     });
+    expect(env.FERRY_OCI_PATH).toBeUndefined();
+    doc.spec.source = { oci: { reference: 'registry.example.com/models/qwen:1.0', path: '/opt/weights' } };
+    const image = buildPullerJob(parseServedModel(doc), { rootUid: FIXTURE_ROOT_UID });
+    expect(image.spec!.template.spec!.containers[0]!.env).toContainEqual({
+      name: 'FERRY_OCI_PATH',
+      value: '/opt/weights',
+    });
   });
 });
 

@@ -12,6 +12,7 @@ import {
   parseServedModel,
   safeParseServedModel,
   sameSource,
+  sourceIdentity,
   SpecError,
   specForUpdate,
   type ServedModel,
@@ -702,6 +703,29 @@ describe('source identity', () => {
     if (!a.ok || !b.ok || !c.ok) throw new Error('expected valid documents');
     expect(sameSource(a.model.spec.source, b.model.spec.source)).toBe(true);
     expect(sameSource(a.model.spec.source, c.model.spec.source)).toBe(false);
+  });
+
+  it("takes an image's directory as source.oci.path, a part of the source unless it is /models", () => {
+    const oci = (path?: string) => {
+      const doc = clone(minimalHf) as Doc;
+      doc.spec.source = { oci: { reference: 'r.example.com/m:1', ...(path !== undefined ? { path } : {}) } };
+      return safeParseServedModel(doc);
+    };
+    const at = oci('/opt/weights/qwen');
+    const none = oci();
+    const models = oci('/models');
+    if (!at.ok || !none.ok || !models.ok) throw new Error('expected valid documents');
+    expect(describeSource(at.model.spec.source)).toBe('oci://r.example.com/m:1#/opt/weights/qwen');
+    expect(describeSource(none.model.spec.source)).toBe('oci://r.example.com/m:1');
+    // Without a path the identity is what it was before the field existed: no model pulls again on an upgrade.
+    expect(sourceIdentity(none.model.spec.source)).toEqual({ kind: 'oci', reference: 'r.example.com/m:1' });
+    expect(sameSource(at.model.spec.source, none.model.spec.source)).toBe(false);
+    expect(sameSource(models.model.spec.source, none.model.spec.source)).toBe(true);
+    for (const bad of ['models', '/models/', '/models/../etc', '/a b', '/']) {
+      const result = oci(bad);
+      expect(result.ok, bad).toBe(false);
+      if (!result.ok) expect(result.issues[0]!.message).toContain('must be an absolute directory in the image');
+    }
   });
 
   it('refuses an s3 source it could not reach or name', () => {

@@ -1,12 +1,13 @@
 // A small OCI registry client for the local stack and its tests: pushes files as an artifact the way `oras push` does
-// (one layer per file, named by org.opencontainers.image.title; an empty config), over the distribution API with Basic
-// authentication. Ferry's puller has its own client in Python (activities/builders/puller-oci.ts).
+// (one layer per file, named by org.opencontainers.image.title; an empty config), or tar layers as an image, over the
+// distribution API with Basic authentication. Ferry's puller has its own client in Python (activities/builders/puller-oci.ts).
 import { createHash } from 'node:crypto';
 
 const ARTIFACT_TYPE = 'application/vnd.ferry.weights.v1';
 const LAYER = 'application/vnd.oci.image.layer.v1.tar';
 const EMPTY = 'application/vnd.oci.empty.v1+json';
 const MANIFEST = 'application/vnd.oci.image.manifest.v1+json';
+const IMAGE_CONFIG = 'application/vnd.oci.image.config.v1+json';
 
 const sha256 = (body: Buffer) => `sha256:${createHash('sha256').update(body).digest('hex')}`;
 
@@ -60,15 +61,25 @@ export class RegistryClient {
       const blob = await this.putBlob(repository, body);
       layers.push({ mediaType: LAYER, ...blob, annotations: { 'org.opencontainers.image.title': path } });
     }
-    const manifest = Buffer.from(
-      JSON.stringify({
-        schemaVersion: 2,
-        mediaType: MANIFEST,
-        artifactType: ARTIFACT_TYPE,
-        config: { mediaType: EMPTY, ...config },
-        layers,
-      }),
-    );
+    return this.putManifest(repository, tag, {
+      artifactType: ARTIFACT_TYPE,
+      config: { mediaType: EMPTY, ...config },
+      layers,
+    });
+  }
+
+  /** Pushes tar archives (gzip-compressed when `gzip`) as the layers of a linux/amd64 image tagged `tag`. */
+  async pushImage(repository: string, tag: string, tars: Buffer[], gzip = true): Promise<string> {
+    const image = { architecture: 'amd64', os: 'linux', rootfs: { type: 'layers', diff_ids: [] }, config: {} };
+    const config = await this.putBlob(repository, Buffer.from(JSON.stringify(image)));
+    const layers = [];
+    for (const tar of tars)
+      layers.push({ mediaType: gzip ? `${LAYER}+gzip` : LAYER, ...(await this.putBlob(repository, tar)) });
+    return this.putManifest(repository, tag, { config: { mediaType: IMAGE_CONFIG, ...config }, layers });
+  }
+
+  private async putManifest(repository: string, tag: string, body: object): Promise<string> {
+    const manifest = Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: MANIFEST, ...body }));
     await this.check(
       await fetch(`${this.base}/v2/${repository}/manifests/${tag}`, {
         method: 'PUT',

@@ -134,6 +134,9 @@ const s3SourceSchema = strict({
 const OCI_REFERENCE =
   /^[A-Za-z0-9.-]+(?::[0-9]{1,5})?\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$/;
 
+// An absolute directory in an image's filesystem: /models, /opt/weights/qwen.
+const IMAGE_PATH = /^\/[A-Za-z0-9._-]+(?:\/[A-Za-z0-9._-]+)*$/;
+
 const ociSourceSchema = strict({
   reference: rules(z.string(), (v) =>
     v.length <= 512 && OCI_REFERENCE.test(v)
@@ -142,7 +145,17 @@ const ociSourceSchema = strict({
   )
     .meta(jsonRule(OCI_REFERENCE, { maxLength: 512 }))
     .describe(
-      'The artifact, with its registry: registry.example.com/models/qwen:1.0, or pinned with @sha256:<digest>. Each layer with a file name (org.opencontainers.image.title, as oras push writes it) is one file of the weights.',
+      'The artifact or image, with its registry: registry.example.com/models/qwen:1.0, or pinned with @sha256:<digest>. In an artifact, each layer with a file name (org.opencontainers.image.title, as oras push writes it) is one file of the weights; of an image, the files under path.',
+    ),
+  path: rules(z.string(), (v) =>
+    IMAGE_PATH.test(v) && !v.split('/').some((part) => part === '.' || part === '..')
+      ? undefined
+      : `must be an absolute directory in the image, like /models, got ${quote(v)}`,
+  )
+    .meta(jsonRule(IMAGE_PATH))
+    .optional()
+    .describe(
+      "For an image: the directory in its filesystem whose files are the weights; none: /models (KServe's modelcar layout). An artifact's files have their own names.",
     ),
   credentialsSecret: strict({
     name: objectName('Secret', 'registry-credentials').describe(

@@ -9,7 +9,7 @@ export type SourceIdentity =
   | { kind: 'huggingface'; repo: string; revision: string }
   | { kind: 'pvc'; claimName: string; path: string }
   | { kind: 's3'; endpoint: string; bucket: string; prefix: string }
-  | { kind: 'oci'; reference: string };
+  | { kind: 'oci'; reference: string; path?: string };
 
 /** The store's URL without a trailing slash: the one given, or AWS S3's in the source's region. */
 export function s3Endpoint(s3: S3Source): string {
@@ -24,7 +24,12 @@ export function sourceIdentity(source: SourceSpec): SourceIdentity {
     const { bucket, prefix } = source.s3;
     return { kind: 's3', endpoint: s3Endpoint(source.s3), bucket, prefix: prefix.replace(/\/$/, '') };
   }
-  if (source.oci) return { kind: 'oci', reference: source.oci.reference };
+  if (source.oci) {
+    // The path only when it is not the default, so that the identity of an artifact or of an image read at /models is
+    // what it was before the field existed.
+    const { reference, path } = source.oci;
+    return path !== undefined && path !== '/models' ? { kind: 'oci', reference, path } : { kind: 'oci', reference };
+  }
   return { kind: 'pvc', claimName: source.pvc.claimName, path: source.pvc.path };
 }
 
@@ -38,7 +43,8 @@ export function sameSource(a: SourceSpec, b: SourceSpec): boolean {
 
 /**
  * `huggingface:Qwen/Qwen2.5-0.5B-Instruct@main`, `pvc:checkpoints/run-42/step-1000`, `s3://bucket/run-42` (AWS),
- * `s3://bucket/run-42@http://minio.storage:9000` or `oci://registry.example.com/models/qwen:1.0`; never a secret.
+ * `s3://bucket/run-42@http://minio.storage:9000`, `oci://registry.example.com/models/qwen:1.0` or, for the files under a
+ * directory of an image, `oci://registry.example.com/models/qwen:1.0#/weights`; never a secret.
  */
 export function describeSource(source: SourceSpec): string {
   const identity = sourceIdentity(source);
@@ -48,7 +54,7 @@ export function describeSource(source: SourceSpec): string {
     case 'pvc':
       return `pvc:${identity.claimName}${identity.path ? `/${identity.path}` : ''}`;
     case 'oci':
-      return `oci://${identity.reference}`;
+      return `oci://${identity.reference}${identity.path !== undefined ? `#${identity.path}` : ''}`;
     default: {
       const aws = /^https:\/\/s3\.[a-z0-9-]+\.amazonaws\.com$/.test(identity.endpoint);
       return `s3://${identity.bucket}/${identity.prefix}${aws ? '' : `@${identity.endpoint}`}`;
