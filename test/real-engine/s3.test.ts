@@ -5,11 +5,12 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ModelStatus } from '../../workflows/contract/index.js';
+import { Client, Connection } from '@temporalio/client';
+import { formatBytes, type ModelStatus, workflowIdFor } from '../../workflows/contract/index.js';
 import { expectOk, ferryJson, freePort, uniqueCluster } from '../support/e2e.js';
 import { spawnFerry, writeDoc } from '../support/ferry-worker.js';
 import { RESTRICTED, useNamespace, useWorkerProcesses } from '../support/fixtures.js';
-import { repoRoot } from '../support/local-env.js';
+import { readLocalEnv, repoRoot } from '../support/local-env.js';
 import type { Doc } from '../support/workflow-harness.js';
 import { waitFor } from '../support/kube.js';
 import { sample, scrapeMetrics } from '../support/metrics.js';
@@ -91,6 +92,21 @@ describe.skipIf(missing)(`examples/s3.yaml on the real engine${missing ? ` (skip
     });
     expect(sample(metrics, 'ferry_download_total_bytes', labels)).toBe(size);
     expect(sample(metrics, 'ferry_download_bytes_per_second', labels)).toBeGreaterThanOrEqual(0);
+    // And in the workflow's current details, which the Temporal Web UI shows on the model's page.
+    const connection = await Connection.connect({ address: readLocalEnv().TEMPORAL_ADDRESS });
+    try {
+      const handle = new Client({ connection }).workflow.getHandle(
+        workflowIdFor({ cluster, namespace: kube.ns, name: NAME }),
+      );
+      const details = await waitFor('the rate and time left in the current details', 30_000, async () => {
+        const { currentDetails } = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+        return currentDetails && / of .*\/s, .* left/.test(currentDetails) ? currentDetails : undefined;
+      });
+      expect(details).toContain(` of ${formatBytes(size)} (`);
+      expect(details).toMatch(/download: [\d.]+ K?i?B of [\d.]+ KiB \(\d+%\), [\d.]+ K?i?B\/s, .+ left/);
+    } finally {
+      await connection.close();
+    }
     const [pod] = (
       await kube.core.listNamespacedPod({
         namespace: kube.ns,
