@@ -34,13 +34,15 @@ def hf_check(path, etag):
 
 
 def hf_files(repo, revision, wanted):
-    """For each wanted path: its size, ETag and where its bytes are (the Hub's answer to a HEAD of the file)."""
+    """For each wanted path: its size and ETag (the Hub's answer to a HEAD of the file) and its URL on the Hub, which
+    is asked again for each download: the Hub redirects it to a signed URL of its CDN that expires, so one signed when
+    the listing began could be stale by the time a large repository's last file is fetched."""
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
     files = []
     for rel in wanted:
         url = hf_hub_url(repo, rel, revision=revision)
         meta = get_hf_file_metadata(url)
-        files.append({'rel': rel, 'size': meta.size, 'etag': meta.etag, 'url': meta.location or url})
+        files.append({'rel': rel, 'size': meta.size, 'etag': meta.etag, 'url': url})
     return files
 
 
@@ -59,7 +61,7 @@ def hf_fetch(item, path):
         request.add_header('Range', 'bytes=' + str(have) + '-')
     token = os.environ.get('HF_TOKEN', '')
     if token:
-        # Not carried to a redirect's target: the Hub's CDN gets a signed URL, not the token.
+        # Not carried to a redirect's target (the Range is): the Hub's CDN gets a signed URL, not the token.
         request.add_unredirected_header('Authorization', 'Bearer ' + token)
     try:
         response = urllib.request.urlopen(request, timeout=60)

@@ -43,8 +43,18 @@ def log(entry):
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        org, name, path = self.path.lstrip('/').split('/', 2)
+        # /<org>/<name>/resolve/<revision>/<path> redirects, as the Hub does for LFS files, to its CDN's
+        # /cdn/<org>/<name>/<path>, which sends the bytes.
+        parts = self.path.lstrip('/').split('/')
         rng = self.headers.get('Range')
+        if parts[0] != 'cdn':
+            log({'resolve': '/'.join(parts[4:]), 'auth': self.headers.get('Authorization')})
+            self.send_response(302)
+            self.send_header('Location', '/cdn/' + parts[0] + '/' + parts[1] + '/' + '/'.join(parts[4:]))
+            self.send_header('Content-Length', '0')
+            self.end_headers()
+            return
+        org, name, path = parts[1], parts[2], '/'.join(parts[3:])
         log({'get': path, 'repo': org + '/' + name, 'range': rng, 'auth': self.headers.get('Authorization')})
         body = b'x' * FILES[path]
         start = int(rng[len('bytes='):-1]) if rng else 0
@@ -82,16 +92,17 @@ class HfApi:
         return _Info()
 
 class _Metadata:
-    def __init__(self, etag, size, location):
-        self.etag, self.size, self.location = etag, size, location
+    def __init__(self, etag, size):
+        self.etag, self.size = etag, size
 
 def hf_hub_url(repo, filename, revision=None):
-    return repo + '|' + filename + '|' + revision
+    return 'http://127.0.0.1:' + str(_server.server_address[1]) + '/' + repo + '/resolve/' + revision + '/' + filename
 
 def get_hf_file_metadata(url):
     # As the Hub answers: the SHA-256 of an LFS file's content, the git blob id of any other; for corrupt/model the
     # weights' digest is another file's.
-    repo, name, revision = url.split('|')
+    org, name_, _resolve, revision, name = url.split('/', 3)[3].split('/', 4)
+    repo = org + '/' + name_
     log({'head': name, 'revision': revision})
     body = b'x' * FILES[name]
     if name.endswith('.safetensors'):
@@ -100,7 +111,7 @@ def get_hf_file_metadata(url):
         etag = 'W/"not-a-digest"'
     else:
         etag = hashlib.sha1(b'blob ' + str(len(body)).encode() + b'\\0' + body).hexdigest()
-    return _Metadata(etag, len(body), 'http://127.0.0.1:' + str(_server.server_address[1]) + '/' + repo + '/' + name)
+    return _Metadata(etag, len(body))
 `;
 
 function run(env: Record<string, string>) {
@@ -219,14 +230,17 @@ describe.skipIf(!python)('puller script', () => {
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l) as Record<string, string | null>);
-    // The files of the commit the revision names, the other weight formats left out; the token sent with each GET.
+    // The files of the commit the revision names, the other weight formats left out.
     expect(calls.filter((c) => c.head)).toEqual([
       { head: 'config.json', revision: 'c0ffee' },
       { head: 'model.safetensors', revision: 'c0ffee' },
     ]);
-    expect(calls.filter((c) => c.get)).toEqual([
-      { get: 'config.json', repo: 'Qwen/Qwen2.5-0.5B-Instruct', range: null, auth: 'Bearer hf_secret' },
-      { get: 'model.safetensors', repo: 'Qwen/Qwen2.5-0.5B-Instruct', range: null, auth: 'Bearer hf_secret' },
+    // The token to the Hub; not to the CDN it redirects to.
+    expect(calls.filter((c) => c.resolve || c.get)).toEqual([
+      { resolve: 'config.json', auth: 'Bearer hf_secret' },
+      { get: 'config.json', repo: 'Qwen/Qwen2.5-0.5B-Instruct', range: null, auth: null },
+      { resolve: 'model.safetensors', auth: 'Bearer hf_secret' },
+      { get: 'model.safetensors', repo: 'Qwen/Qwen2.5-0.5B-Instruct', range: null, auth: null },
     ]);
     expect(result.stdout).not.toContain('hf_secret');
   });
