@@ -6,7 +6,8 @@
 //
 // Resumed: each file grows at its own path in DEST.partial, and a later attempt continues it with a Range request.
 // The token (HF_TOKEN) goes to the Hub only, never to where the Hub redirects a download (its CDN, a presigned URL).
-// Within an attempt, a lost connection or a 5xx is tried again from where it stopped, as for S3.
+// Within an attempt, a lost connection, a 5xx or a 429 (the Hub's rate limit) is tried again from where it stopped, as
+// for S3.
 //
 // Verified: the Hub's ETag of a file is the SHA-256 of an LFS file's content and the git blob id (SHA-1 of
 // "blob <size>\0" and the content) of any other; a file whose ETag is neither counts as unverified. A file that does

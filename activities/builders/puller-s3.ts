@@ -10,8 +10,8 @@
 // Resumed: the files stay in DEST.partial between attempts (a deleted pod, a retried Job). A file already there is
 // continued with a Range request that names the object's ETag (If-Match), so an object replaced in between starts
 // over rather than mixing two versions; a file of the full size is kept only once it verifies. Within an attempt, a
-// connection lost or a 5xx is tried again from where it stopped, 5 times with growing pauses (1 to 16 s; tests scale
-// them with FERRY_RETRY_PAUSE).
+// connection lost, a 5xx or a 429 (slow down) is tried again from where it stopped, 5 times with growing pauses (1 to
+// 16 s; tests scale them with FERRY_RETRY_PAUSE).
 //
 // Verified: each file is read back and checked against what the store states for the object: its full-object SHA-256
 // or CRC32 checksum when it has one, else its ETag, which is the MD5 of the content for an object uploaded in one
@@ -183,12 +183,13 @@ def write_body(response, path, append):
 
 
 def retried(call):
-    """call(), again after a lost connection or a 5xx, 5 times with growing pauses; other failures at once."""
+    """call(), again after a lost connection, a 5xx or a request to slow down (429, 408), 5 times with growing pauses;
+    other failures at once."""
     for attempt in range(6):
         try:
             return call()
         except HttpError as error:
-            if error.status < 500 or attempt == 5:
+            if (error.status < 500 and error.status not in (408, 429)) or attempt == 5:
                 raise
         except (urllib.error.URLError, socket.timeout, ConnectionError, http_client_error()):
             if attempt == 5:

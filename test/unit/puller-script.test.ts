@@ -56,6 +56,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         org, name, path = parts[1], parts[2], '/'.join(parts[3:])
         log({'get': path, 'repo': org + '/' + name, 'range': rng, 'auth': self.headers.get('Authorization')})
+        if org == 'busy' and not _limited:
+            # busy/model: the first download is refused by the rate limit, as the Hub does under load.
+            _limited.append(path)
+            self.send_response(429)
+            self.send_header('Content-Length', '0')
+            self.end_headers()
+            return
         body = b'x' * FILES[path]
         start = int(rng[len('bytes='):-1]) if rng else 0
         self.send_response(206 if rng else 200)
@@ -71,6 +78,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+_limited = []
 _server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), _Handler)
 threading.Thread(target=_server.serve_forever, daemon=True).start()
 
@@ -307,6 +315,29 @@ describe.skipIf(!python)('puller script', () => {
       expect(result.stdout).not.toContain('FERRY_REFETCH');
       expect(gets).toEqual(['bytes=1000-']);
     }
+  });
+
+  it('waits out a 429 of the Hub and goes on', () => {
+    const dest = join(work, 'busy-models', 'abcd1234');
+    const result = run({
+      PYTHONPATH: hub,
+      FERRY_SOURCE_KIND: 'huggingface',
+      FERRY_HF_REPO: 'busy/model',
+      FERRY_DEST: dest,
+      FERRY_RETRY_PAUSE: '0.01',
+    });
+    expect(result.status, result.stdout).toBe(0);
+    const gets = readFileSync(join(work, 'busy-models', 'calls.json'), 'utf8')
+      .trim()
+      .split('\n')
+      .filter((l) => l.includes('"get"'));
+    // config.json refused once and asked again, then model.safetensors.
+    expect(gets.map((l) => (JSON.parse(l) as { get: string }).get)).toEqual([
+      'config.json',
+      'config.json',
+      'model.safetensors',
+    ]);
+    expect(readdirSync(dest).sort()).toEqual(['.ferry-complete', 'config.json', 'model.safetensors']);
   });
 
   it('says so when the image has no huggingface_hub', () => {
