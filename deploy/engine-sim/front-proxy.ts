@@ -54,6 +54,36 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+/**
+ * Service ports come from below the kernel's ephemeral range (32768–60999), which every listen(0) and outbound
+ * connection draws from: a Service listens only while it has a ready target, and a port from that range could be
+ * taken by another socket in between, after which the Service's address would reach someone else's server (a stand-in
+ * answering for another model). Within this process the ports in use are kept; the start is spread by the process id
+ * so that two supervisors (the stack's and a test's) rarely meet.
+ */
+const SERVICE_PORTS = { first: 24000, count: 8000 };
+const servicePorts = new Set<number>();
+let nextServicePort = SERVICE_PORTS.first + ((process.pid * 97) % SERVICE_PORTS.count);
+
+async function servicePort(): Promise<number> {
+  for (let tries = 0; tries < SERVICE_PORTS.count; tries++) {
+    const port = nextServicePort;
+    nextServicePort = SERVICE_PORTS.first + ((port - SERVICE_PORTS.first + 1) % SERVICE_PORTS.count);
+    if (servicePorts.has(port)) continue;
+    const free = await new Promise<boolean>((resolve) => {
+      const probe = createServer();
+      probe.once('error', () => resolve(false));
+      probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+    });
+    if (!free) continue;
+    servicePorts.add(port);
+    return port;
+  }
+  throw new Error(
+    `no free port for a Service in ${SERVICE_PORTS.first}–${SERVICE_PORTS.first + SERVICE_PORTS.count - 1}`,
+  );
+}
+
 /** Where a Service sends a connection: a ready endpoint. */
 export interface Endpoint {
   host: string;
@@ -76,7 +106,7 @@ export class ServicePort {
   }
 
   static async open(target: () => Endpoint | undefined): Promise<ServicePort> {
-    const service = new ServicePort(await freePort(), target);
+    const service = new ServicePort(await servicePort(), target);
     await service.follow();
     return service;
   }
@@ -117,6 +147,7 @@ export class ServicePort {
     clearInterval(this.timer);
     this.server?.close();
     this.server = undefined;
+    servicePorts.delete(this.port);
   }
 }
 
