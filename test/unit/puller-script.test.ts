@@ -136,6 +136,16 @@ describe.skipIf(!python)('puller script', () => {
   mkdirSync(join(hub, 'huggingface_hub'), { recursive: true });
   writeFileSync(join(hub, 'huggingface_hub', '__init__.py'), FAKE_HUB);
 
+  /** The puller for `repo` on the stand-in Hub, into `dest`. */
+  const pullHf = (repo: string, dest: string, env: Record<string, string> = {}) =>
+    run({ PYTHONPATH: hub, FERRY_SOURCE_KIND: 'huggingface', FERRY_HF_REPO: repo, FERRY_DEST: dest, ...env });
+  /** What the stand-in Hub was asked by the pullers whose DEST is in `dir`, in order. */
+  const hubCalls = (dir: string) =>
+    readFileSync(join(work, dir, 'calls.json'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, string | null>);
+
   it('copies a pvc source into DEST, marks it complete and reports progress', () => {
     const source = join(work, 'source', 'run-42', 'step-1000');
     mkdirSync(join(source, 'nested'), { recursive: true });
@@ -215,14 +225,7 @@ describe.skipIf(!python)('puller script', () => {
 
   it('downloads from the hub with progress, skipping duplicate weight formats', () => {
     const dest = join(work, 'hf-models', 'bbbb2222');
-    const result = run({
-      PYTHONPATH: hub,
-      FERRY_SOURCE_KIND: 'huggingface',
-      FERRY_HF_REPO: 'Qwen/Qwen2.5-0.5B-Instruct',
-      FERRY_HF_REVISION: 'main',
-      FERRY_DEST: dest,
-      HF_TOKEN: 'hf_secret',
-    });
+    const result = pullHf('Qwen/Qwen2.5-0.5B-Instruct', dest, { FERRY_HF_REVISION: 'main', HF_TOKEN: 'hf_secret' });
     expect(result.status, result.stderr).toBe(0);
     const progress = result.stdout
       .split('\n')
@@ -234,10 +237,7 @@ describe.skipIf(!python)('puller script', () => {
     expect(progress.slice(1, -1).every((p) => typeof p?.bytesPerSecond === 'number')).toBe(true);
     expect(result.stdout).toContain('"verified": 2, "unverified": 0');
     expect(readdirSync(dest).sort()).toEqual(['.ferry-complete', 'config.json', 'model.safetensors']);
-    const calls = readFileSync(join(work, 'hf-models', 'calls.json'), 'utf8')
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as Record<string, string | null>);
+    const calls = hubCalls('hf-models');
     // The files of the commit the revision names, the other weight formats left out.
     expect(calls.filter((c) => c.head)).toEqual([
       { head: 'config.json', revision: 'c0ffee' },
@@ -292,20 +292,11 @@ describe.skipIf(!python)('puller script', () => {
     // The attempt before left a third of the weights (in a damaged copy, "y"s where the Hub has "x"s).
     mkdirSync(`${dest}.partial`, { recursive: true });
     writeFileSync(join(`${dest}.partial`, 'model.safetensors'), fill.repeat(1000));
-    const result = run({
-      PYTHONPATH: hub,
-      FERRY_SOURCE_KIND: 'huggingface',
-      FERRY_HF_REPO: 'org/model',
-      FERRY_HF_REVISION: 'v1',
-      FERRY_DEST: dest,
-    });
+    const result = pullHf('org/model', dest, { FERRY_HF_REVISION: 'v1' });
     expect(result.status, result.stderr).toBe(0);
     expect(result.stdout).toContain('"verified": 2, "unverified": 0');
     expect(readFileSync(join(dest, 'model.safetensors'), 'utf8')).toBe('x'.repeat(3000));
-    const gets = readFileSync(join(work, `resumed-${fill}`, 'calls.json'), 'utf8')
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as { get?: string; range: string | null })
+    const gets = hubCalls(`resumed-${fill}`)
       .filter((c) => c.get === 'model.safetensors')
       .map((c) => c.range);
     if (refetched.length) {
@@ -319,24 +310,11 @@ describe.skipIf(!python)('puller script', () => {
 
   it('waits out a 429 of the Hub and goes on', () => {
     const dest = join(work, 'busy-models', 'abcd1234');
-    const result = run({
-      PYTHONPATH: hub,
-      FERRY_SOURCE_KIND: 'huggingface',
-      FERRY_HF_REPO: 'busy/model',
-      FERRY_DEST: dest,
-      FERRY_RETRY_PAUSE: '0.01',
-    });
+    const result = pullHf('busy/model', dest, { FERRY_RETRY_PAUSE: '0.01' });
     expect(result.status, result.stdout).toBe(0);
-    const gets = readFileSync(join(work, 'busy-models', 'calls.json'), 'utf8')
-      .trim()
-      .split('\n')
-      .filter((l) => l.includes('"get"'));
+    const gets = hubCalls('busy-models').filter((c) => c.get);
     // config.json refused once and asked again, then model.safetensors.
-    expect(gets.map((l) => (JSON.parse(l) as { get: string }).get)).toEqual([
-      'config.json',
-      'config.json',
-      'model.safetensors',
-    ]);
+    expect(gets.map((c) => c.get)).toEqual(['config.json', 'config.json', 'model.safetensors']);
     expect(readdirSync(dest).sort()).toEqual(['.ferry-complete', 'config.json', 'model.safetensors']);
   });
 
