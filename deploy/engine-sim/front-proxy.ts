@@ -17,8 +17,8 @@ const READY_PATH = '/ready';
 
 /**
  * A front pod's haproxy.cfg on loopback: the model's port bound to `bind`, the exporter's to `metricsBind`, and each
- * revision's engine Service (`<service>.<namespace>.svc:<port>`) replaced by `engine(<service>)`. Everything else is
- * the pod's.
+ * revision's engine Service (`<service>.<namespace>.svc:<port>`) replaced by `engine(<service>)`, and `noreuseport` in
+ * its global section. Everything else is the pod's.
  */
 export function loopbackFrontConfig(
   config: string,
@@ -26,7 +26,10 @@ export function loopbackFrontConfig(
 ): string {
   let binds = 0;
   let servers = 0;
-  const lines = config.split('\n').map((line) => {
+  const lines = config.split('\n').flatMap((line) => {
+    // Each pod has its own address; on one host, a port another HAProxy holds must fail the start rather than be
+    // shared (SO_REUSEPORT, HAProxy's default), which would hand some connections to the other.
+    if (line === 'global') return [line, '  noreuseport'];
     const bind = /^(\s*)bind :(\d+)\s*$/.exec(line);
     if (bind) {
       binds++;
@@ -39,8 +42,10 @@ export function loopbackFrontConfig(
     }
     return line;
   });
-  if (binds !== 2 || servers < 1) {
-    throw new Error(`the front's configuration has ${binds} bind and ${servers} server lines, not 2 and at least 1`);
+  if (!lines.includes('  noreuseport') || binds !== 2 || servers < 1) {
+    throw new Error(
+      `the front's configuration has ${binds} bind and ${servers} server lines and a global section: not 2, at least 1 and one`,
+    );
   }
   return lines.join('\n');
 }
@@ -97,16 +102,26 @@ export interface Endpoint {
 export class ServicePort {
   private server: Server | undefined;
   private readonly timer: NodeJS.Timeout;
+  /** The last error listening on the port, reported once until the port listens again. */
+  private failed: string | undefined;
 
   private constructor(
     readonly port: number,
     private readonly target: () => Endpoint | undefined,
+    private readonly onListenError: (err: Error) => void,
   ) {
     this.timer = setInterval(() => void this.follow(), 250);
   }
 
-  static async open(target: () => Endpoint | undefined): Promise<ServicePort> {
-    const service = new ServicePort(await servicePort(), target);
+  /**
+   * `onListenError` hears of a port that could not be listened on (taken by another process): the Service refuses
+   * connections until it can, as it is tried again every 250 ms.
+   */
+  static async open(
+    target: () => Endpoint | undefined,
+    onListenError: (err: Error) => void = () => undefined,
+  ): Promise<ServicePort> {
+    const service = new ServicePort(await servicePort(), target, onListenError);
     await service.follow();
     return service;
   }
@@ -130,11 +145,16 @@ export class ServicePort {
       });
       this.server = server;
       await new Promise<void>((resolve) => {
-        server.once('error', () => {
+        server.once('error', (err) => {
           this.server = undefined;
+          if (this.failed !== err.message) this.onListenError(err);
+          this.failed = err.message;
           resolve();
         });
-        server.listen(this.port, '127.0.0.1', resolve);
+        server.listen(this.port, '127.0.0.1', () => {
+          this.failed = undefined;
+          resolve();
+        });
       });
     } else if (!ready && this.server) {
       // New connections are refused; those open run to their end.

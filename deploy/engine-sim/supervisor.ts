@@ -163,7 +163,7 @@ export class EngineSimSupervisor {
     this.fronted = fronted;
     for (const key of fronted) {
       if (!this.modelServices.has(key))
-        this.modelServices.set(key, await ServicePort.open(() => this.modelTarget(key)));
+        this.modelServices.set(key, await ServicePort.open(() => this.modelTarget(key), this.listenError(key)));
     }
     const served = new Set([...this.sims.values()].map((r) => `${r.namespace}/${r.model}`));
     for (const [key, service] of this.modelServices) {
@@ -171,6 +171,11 @@ export class EngineSimSupervisor {
       service.close();
       this.modelServices.delete(key);
     }
+  }
+
+  /** Reports a Service port the supervisor could not listen on: its Service refuses connections meanwhile. */
+  private listenError(service: string): (err: Error) => void {
+    return (err) => log('service port not listening', { service, error: err.message });
   }
 
   /** The model's Service ports stop taking connections to a target that has just gone, before it stops. */
@@ -285,13 +290,16 @@ export class EngineSimSupervisor {
     const key = `${namespace}/${model}`;
     let service = this.engineServices.get(key);
     if (!service) {
-      service = await ServicePort.open(() => this.readyEndpoint(namespace, model));
+      service = await ServicePort.open(() => this.readyEndpoint(namespace, model), this.listenError(`${key}-engine`));
       this.engineServices.set(key, service);
     }
     // A revision in the model's second slot (a rollout) has its own engine Service, `<model>-b`.
     const slotB = `${namespace}/${model}-b`;
     if (config.includes(` ${model}-b.${namespace}.svc:`) && !this.engineServices.has(slotB)) {
-      this.engineServices.set(slotB, await ServicePort.open(() => this.readyEndpoint(namespace, `${model}-b`)));
+      this.engineServices.set(
+        slotB,
+        await ServicePort.open(() => this.readyEndpoint(namespace, `${model}-b`), this.listenError(slotB)),
+      );
     }
     const ports = new Map([
       [`${model}-engine`, service.port],

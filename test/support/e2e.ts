@@ -3,6 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
+import { get } from 'node:http';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -101,6 +102,26 @@ export async function freePort(): Promise<number> {
  */
 export function localUrls(): Record<string, string> {
   return JSON.parse(readFileSync(join(repoRoot, '.ferry/run/endpoints.json'), 'utf8')) as Record<string, string>;
+}
+
+/**
+ * One GET on a connection of its own, as a new client sees it: a Service (kube-proxy, or the local stack's port that
+ * plays it) picks a pod per connection, so a kept-alive connection opened before the model had a front would still
+ * reach the engine behind it. Resolves with the status and headers; rejects on no answer within `timeoutMs`.
+ */
+export function getOnce(
+  url: string,
+  timeoutMs = 30_000,
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined> }> {
+  return new Promise((resolve, reject) => {
+    const req = get(url, { agent: false, timeout: timeoutMs }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers }));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error(`no answer from ${url} in ${timeoutMs} ms`)));
+    req.on('error', reject);
+  });
 }
 
 export const uniqueCluster = (prefix: string): string => `${prefix}-${randomBytes(3).toString('hex')}`;

@@ -151,12 +151,14 @@ describe("the local stack's front (deploy/engine-sim/front-proxy.ts)", () => {
     });
     const changed = (text: string) => text.split('\n').filter((line) => !config.split('\n').includes(line));
     expect(changed(local)).toEqual([
+      '  noreuseport',
       '  bind 127.0.0.1:41000',
       '  bind 127.0.0.1:41001',
       expect.stringMatching(/^ {2}server r3 127\.0\.0\.1:41002 weight 90 maxconn \d+$/),
       expect.stringMatching(/^ {2}server r4 127\.0\.0\.1:41003 weight 10 maxconn \d+$/),
     ]);
-    expect(local.split('\n')).toHaveLength(config.split('\n').length);
+    expect(local.split('\n')).toHaveLength(config.split('\n').length + 1);
+    expect(local.split('\n').indexOf('  noreuseport')).toBe(local.split('\n').indexOf('global') + 1);
     const engine = () => 'a:3';
     expect(() => loopbackFrontConfig('global\n', { bind: 'a:1', metricsBind: 'a:2', engine })).toThrow(
       '0 bind and 0 server lines',

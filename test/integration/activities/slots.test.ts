@@ -6,10 +6,11 @@
 import type { V1Deployment, V1PersistentVolumeClaim, V1Service } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { LABEL_MODEL, rootName } from '../../../activities/builders/index.js';
+import { REVISION_HEADER } from '../../../activities/builders/front.js';
 import { overrideEndpoints } from '../../../activities/cluster/endpoints.js';
 import type { RevisionShare, ServedModel } from '../../../workflows/contract/index.js';
 import { activity, testModel } from '../../support/activity-env.js';
-import { localUrls, modelObjects } from '../../support/e2e.js';
+import { getOnce, localUrls, modelObjects } from '../../support/e2e.js';
 import { prepareModel } from '../../support/engine-env.js';
 import { useActivityEnv } from '../../support/fixtures.js';
 import { waitFor } from '../../support/kube.js';
@@ -27,22 +28,29 @@ const env = useActivityEnv('act-slots', {
 const get = <T>(apiVersion: string, kind: string, name: string) =>
   env.cluster.get<T & { kind?: string }>({ apiVersion, kind, name, namespace: env.ns });
 
-/** Sends `n` requests through the model's Service as the local stack plays it; counts them by revision. */
+/**
+ * Sends `n` requests through the model's Service as the local stack plays it, each on a connection of its own (as the
+ * Service picks a pod per connection, one opened while the engine alone answered would still reach it); counts them
+ * by revision.
+ */
 async function answeredBy(name: string, n: number): Promise<Record<string, number>> {
-  const url = await waitFor("the model's Service on the front", 60_000, async () => localUrls()[`${env.ns}/${name}`]);
+  const key = `${env.ns}/${name}`;
+  await waitFor("the model's Service on the front", 60_000, async () => localUrls()[key]);
   // The local stack's Service port goes to the stand-in until its HAProxy for a front pod runs, which can be a moment
-  // after the pod is ready (in a cluster the Service would have no endpoint yet): first a front's answer.
+  // after the pod is ready (in a cluster the Service would have no endpoint yet): first a front's answer. What was
+  // answered is kept, so that a wait that ends says what it saw.
   await waitFor('a front pod answering', 120_000, async () => {
-    const res = await fetch(`${url}/v1/models`, { signal: AbortSignal.timeout(30_000) }).catch(() => undefined);
-    await res?.text();
-    return res?.ok && res.headers.get('x-ferry-revision') !== null;
+    const url = localUrls()[key]!;
+    const res = await getOnce(`${url}/v1/models`);
+    if (res.status === 200 && res.headers[REVISION_HEADER] !== undefined) return true;
+    throw new Error(`${url} answered HTTP ${res.status} with no ${REVISION_HEADER}`);
   });
   const counts: Record<string, number> = {};
   for (let i = 0; i < n; i++) {
-    const res = await fetch(`${url}/v1/models`, { signal: AbortSignal.timeout(30_000) });
-    await res.text();
-    const key = res.ok ? (res.headers.get('x-ferry-revision') ?? 'none') : `HTTP ${res.status}`;
-    counts[key] = (counts[key] ?? 0) + 1;
+    const res = await getOnce(`${localUrls()[key]!}/v1/models`);
+    const revision = res.headers[REVISION_HEADER];
+    const k = res.status === 200 ? (typeof revision === 'string' ? revision : 'none') : `HTTP ${res.status}`;
+    counts[k] = (counts[k] ?? 0) + 1;
   }
   return counts;
 }

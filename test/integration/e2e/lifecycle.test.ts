@@ -4,7 +4,7 @@ import { pvcName, sourceHash8 } from '../../../activities/builders/index.js';
 import { type ModelStatus, parseServedModel } from '../../../workflows/contract/index.js';
 import { runFerry, writeDoc } from '../../support/ferry-worker.js';
 import type { Doc } from '../../support/workflow-harness.js';
-import { expectOk, ferryJson, localUrls, modelObjects, uniqueCluster } from '../../support/e2e.js';
+import { expectOk, ferryJson, getOnce, localUrls, modelObjects, uniqueCluster } from '../../support/e2e.js';
 import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
 import { waitFor } from '../../support/kube.js';
 
@@ -182,8 +182,8 @@ describe('ferry end to end', { timeout: 360_000 }, () => {
     expect(served.revision).toBe('r1');
     const answeredBy = async () => {
       const url = localUrls()[`${kube.ns}/held`];
-      const res = url ? await fetch(`${url}/v1/models`).catch(() => undefined) : undefined;
-      return res?.ok ? res.headers.get('x-ferry-revision') : undefined;
+      const res = url ? await getOnce(`${url}/v1/models`).catch(() => undefined) : undefined;
+      return res?.status === 200 ? res.headers['x-ferry-revision'] : undefined;
     };
     await waitFor('an answer through the front from r1', 60_000, async () => (await answeredBy()) === 'r1');
     // New engine pods are the next revision; the front names it once it has rolled.
