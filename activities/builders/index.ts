@@ -1,6 +1,7 @@
 export * from './adapter-job.js';
 export * from './admission.js';
 export * from './build-all.js';
+export * from './cache.js';
 export * from './deployment.js';
 export * from './front-objects.js';
 export * from './hash.js';
