@@ -14,6 +14,7 @@ import { buildFront, frontedService } from './front-objects.js';
 import { buildInferencePool, type InferencePool } from './inference-pool.js';
 import type { ChildOptions } from './meta.js';
 import { buildNetworkPolicy } from './network-policy.js';
+import { buildCachePullerJob, buildCachePvc, onSharedCache } from './cache.js';
 import { buildPullerJob } from './puller-job.js';
 import { buildPvc } from './pvc.js';
 import { buildRoot } from './root.js';
@@ -51,8 +52,9 @@ function firstScale(model: ServedModel): { replicas?: number; scaling?: ReturnTy
 export function buildAll(model: ServedModel, options: ChildOptions): ModelObjects {
   return {
     root: buildRoot(model),
-    pvc: buildPvc(model, options),
-    pullerJob: buildPullerJob(model, options),
+    // On a shared cache, the cache's: the claim checks their names, a dry run shows them.
+    pvc: onSharedCache(model) ? buildCachePvc(model, model.metadata.name) : buildPvc(model, options),
+    pullerJob: onSharedCache(model) ? buildCachePullerJob(model, options.rootUid) : buildPullerJob(model, options),
     deployment: buildDeployment(model, { ...options, ...firstScale(model) }),
     service: model.spec.front ? frontedService(model, options) : buildService(model, options),
     ...buildFront(model, options),

@@ -2,7 +2,13 @@
 // and puller Job, who uses it, and the affinity that keeps every pod on a ReadWriteOnce cache's node. Pure builders;
 // activities/cluster/cache.ts joins and leaves a cache on the cluster.
 import type { V1Affinity, V1Job, V1PersistentVolumeClaim, V1PodAffinityTerm } from '@kubernetes/client-node';
-import { sourceIdentity, type ServedModel, type SourceSpec } from '../../workflows/contract/index.js';
+import {
+  sourceIdentity,
+  sourceSecret,
+  type ServedModel,
+  type Slot,
+  type SourceSpec,
+} from '../../workflows/contract/index.js';
 import { canonicalJson, sha256Hex } from './hash.js';
 import {
   LABEL_COMPONENT,
@@ -12,6 +18,7 @@ import {
   MANAGED_BY,
   type Component,
 } from './labels.js';
+import { pvcName, slotBase } from './names.js';
 import { buildPullerJob } from './puller-job.js';
 import { sourceAnnotations } from './source.js';
 
@@ -19,13 +26,6 @@ import { sourceAnnotations } from './source.js';
 export const LABEL_CACHE = 'ferry.dev/cache';
 /** On a cache's volume: the models that use it, sorted and comma-separated (`<name>` or, for a candidate, `<name>/b`). */
 export const ANNOTATION_CACHE_USERS = 'ferry.dev/cache-users';
-
-/** The Secret through which the model reads its source (none for a PVC, or a public repository). */
-export function sourceSecret(source: SourceSpec): string | undefined {
-  return (
-    source.huggingface?.tokenSecret?.name ?? source.s3?.credentialsSecret?.name ?? source.oci?.credentialsSecret?.name
-  );
-}
 
 /**
  * The key of the cache that holds a source's weights: its identity and the name of the Secret that reads it, since a
@@ -42,11 +42,21 @@ export function cacheKey(source: SourceSpec): string {
 /** The cache's volume: `ferry-cache-<key>`. */
 export const cacheClaimName = (key: string): string => `ferry-cache-${key}`;
 
+/** True when the model's weights are in its source's shared cache rather than a volume of its own. */
+export const onSharedCache = (model: ServedModel): boolean => model.spec.storage.cache === 'shared';
+
+/** The volume that holds the weights of a model's revision in `slot`: its source's cache, or its own volume. */
+export function weightsClaim(model: ServedModel, slot?: Slot): string {
+  return onSharedCache(model)
+    ? cacheClaimName(cacheKey(model.spec.source))
+    : pvcName(slotBase(model.metadata.name, slot));
+}
+
 /** The cache's one puller Job: `ferry-cache-<key>-pull`. */
 export const cacheJobName = (key: string): string => `${cacheClaimName(key)}-pull`;
 
 /** The labels of a cache's objects: Ferry's, the component and the cache; no model's, since they are no one model's. */
-export function cacheLabels(key: string, component: Component): Record<string, string> {
+function cacheLabels(key: string, component: Component): Record<string, string> {
   return { [LABEL_MANAGED_BY]: MANAGED_BY, [LABEL_COMPONENT]: component, [LABEL_CACHE]: key };
 }
 

@@ -4,7 +4,8 @@ import { admissionContainer, admissionVolume, hasSidecar } from './admission.js'
 import { canonicalJson, sha256Hex } from './hash.js';
 import { ANNOTATION_SCALING, ANNOTATION_SPEC_HASH, labelsFor, selectorLabels } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
-import { deploymentName, pvcName, slotBase } from './names.js';
+import { cacheAffinity, cacheKey, LABEL_CACHE, onSharedCache, weightsClaim } from './cache.js';
+import { deploymentName, slotBase } from './names.js';
 import {
   containerEnvVar,
   containerSecurityContext,
@@ -89,10 +90,14 @@ function healthProbe(port: string, periodSeconds: number, failureThreshold: numb
  */
 function engineScheduling(model: ServedModel, slot: Slot | undefined): ReturnType<typeof podScheduling> {
   const scheduling = podScheduling(model);
-  if (model.spec.scheduling.colocateReplicas !== true || model.spec.storage.accessMode !== 'ReadWriteOnce') {
-    return scheduling;
-  }
-  return { ...scheduling, affinity: onTheEnginesNode(model, slot)! };
+  const colocated =
+    model.spec.scheduling.colocateReplicas !== true || model.spec.storage.accessMode !== 'ReadWriteOnce'
+      ? scheduling
+      : { ...scheduling, affinity: onTheEnginesNode(model, slot)! };
+  // On a shared ReadWriteOnce cache: also on the node of every other pod of the cache (docs/design/cache.md).
+  if (!onSharedCache(model)) return colocated;
+  const affinity = cacheAffinity(model, colocated.affinity);
+  return affinity ? { ...colocated, affinity } : colocated;
 }
 
 function podTemplate(model: ServedModel, options: ChildOptions): V1PodTemplateSpec {
@@ -108,7 +113,11 @@ function podTemplate(model: ServedModel, options: ChildOptions): V1PodTemplateSp
   const base = slotBase(model.metadata.name, options.slot);
   const template: V1PodTemplateSpec = {
     metadata: {
-      labels: { ...labelsFor(model, 'engine'), ...selectorLabels(base) },
+      labels: {
+        ...labelsFor(model, 'engine'),
+        ...selectorLabels(base),
+        ...(onSharedCache(model) ? { [LABEL_CACHE]: cacheKey(model.spec.source) } : {}),
+      },
       // A new source changes the template, so the Deployment rolls new pods.
       annotations: sourceAnnotations(source),
     },
@@ -144,7 +153,7 @@ function podTemplate(model: ServedModel, options: ChildOptions): V1PodTemplateSp
         ...(admission ? [admissionContainer(model)] : []),
       ],
       volumes: [
-        { name: 'weights', persistentVolumeClaim: { claimName: pvcName(base), readOnly: true } },
+        { name: 'weights', persistentVolumeClaim: { claimName: weightsClaim(model, options.slot), readOnly: true } },
         // vLLM's worker processes share tensors through /dev/shm; the runtime's default is 64 MiB.
         { name: 'dshm', emptyDir: { medium: 'Memory', sizeLimit: resources.shmSize } },
         ...(admission ? [admissionVolume(model, options.slot)] : []),

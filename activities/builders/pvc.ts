@@ -2,6 +2,7 @@ import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { describeSource, type ServedModel, type Slot } from '../../workflows/contract/index.js';
 import { ANNOTATION_WEIGHTS_SOURCE, ANNOTATION_WEIGHTS_SOURCE_HASH } from './labels.js';
 import { objectMeta, type ChildOptions } from './meta.js';
+import { weightsClaim } from './cache.js';
 import { pvcName, slotBase } from './names.js';
 import { sourceAnnotations, sourceHash } from './source.js';
 
@@ -38,7 +39,7 @@ export function buildWeightsRecord(model: ServedModel, slot?: Slot): V1Persisten
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
     metadata: {
-      name: pvcName(slotBase(model.metadata.name, slot)),
+      name: weightsClaim(model, slot),
       namespace: model.metadata.namespace,
       annotations: {
         [ANNOTATION_WEIGHTS_SOURCE_HASH]: sourceHash(model.spec.source),

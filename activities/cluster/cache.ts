@@ -9,6 +9,7 @@ import {
   ANNOTATION_CACHE_USERS,
   buildCachePvc,
   cacheClaimName,
+  cacheJobName,
   cacheKey,
   cacheUsers,
   isCacheObject,
@@ -82,6 +83,19 @@ export async function joinCache(cluster: Cluster, model: ServedModel, user: stri
   throw contended(ref);
 }
 
+async function deleteCacheJob(cluster: Cluster, model: ServedModel): Promise<void> {
+  const ref = {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    name: cacheJobName(cacheKey(model.spec.source)),
+    namespace: model.metadata.namespace,
+  };
+  const job = await cluster.get(ref);
+  if (job && isCacheObject(job.metadata?.labels, cacheKey(model.spec.source)) && !job.metadata?.deletionTimestamp) {
+    await cluster.delete(ref, 'Background', { uid: job.metadata?.uid });
+  }
+}
+
 /** What leaving did: still used by others, deleted as the last user, kept as the last (retained), or nothing there. */
 export type CacheLeft = 'left' | 'deleted' | 'retained' | 'absent';
 
@@ -112,6 +126,9 @@ export async function leaveCache(
         return 'retained';
       }
       if (!pvc.metadata?.deletionTimestamp) {
+        // Its Job first: a pod of it, running or finished, keeps the volume (kubernetes.io/pvc-protection), and the
+        // Job, which the volume owns, would only go once the volume has.
+        await deleteCacheJob(cluster, model);
         await cluster.delete(ref, 'Background', {
           uid: pvc.metadata?.uid,
           resourceVersion: pvc.metadata?.resourceVersion,

@@ -3,9 +3,23 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import { type ApplicationFailure } from '@temporalio/common';
 import { FAILURE, failure, type ServedModel } from '../../workflows/contract/index.js';
 import { describeRef, refOf } from '../cluster/api.js';
-import { isOwnedByModel, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY } from '../builders/index.js';
+import {
+  cacheKey,
+  isCacheObject,
+  isOwnedByModel,
+  LABEL_MANAGED_BY,
+  LABEL_MODEL,
+  MANAGED_BY,
+  onSharedCache,
+} from '../builders/index.js';
 
+/** The model's own object, or one of its shared cache's (docs/design/cache.md): its volume and puller Job. */
 export const isOurs = (obj: KubernetesObject, model: ServedModel): boolean =>
+  isOwnedByModel(obj.metadata?.labels, model.metadata.name) ||
+  (onSharedCache(model) && isCacheObject(obj.metadata?.labels, cacheKey(model.spec.source)));
+
+/** The model's own object, never a cache's that other models share. */
+export const isModelsOwn = (obj: KubernetesObject, model: ServedModel): boolean =>
   isOwnedByModel(obj.metadata?.labels, model.metadata.name);
 
 export const isTerminating = (obj: KubernetesObject): boolean => Boolean(obj.metadata?.deletionTimestamp);

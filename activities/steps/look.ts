@@ -35,7 +35,7 @@ import {
   INFERENCE_POOL_API_VERSION,
   INFERENCE_POOL_KIND,
   type InferencePool,
-  pvcName,
+  weightsClaim,
   rootName,
   serviceName,
   slotBase,
@@ -89,9 +89,9 @@ export async function lookAtModel(deps: ActivityDeps, input: LookInput, apiKeys?
   const base = slotBase(model.metadata.name, slot);
   const [root, pvc] = await Promise.all([
     read<V1ConfigMap>(ref('v1', 'ConfigMap', rootName(model.metadata.name))),
-    read<V1PersistentVolumeClaim>(ref('v1', 'PersistentVolumeClaim', pvcName(base))),
+    read<V1PersistentVolumeClaim>(ref('v1', 'PersistentVolumeClaim', weightsClaim(model, slot))),
   ]);
-  const lost = lostObject(model, input, root, pvc, pvcName(base));
+  const lost = lostObject(model, input, root, pvc, weightsClaim(model, slot));
   if (lost) return { replicas: model.spec.replicas, readyReplicas: 0, repaired: [], lost };
 
   const repaired: string[] = [];

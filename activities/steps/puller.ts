@@ -19,13 +19,15 @@ import {
   buildPullerJob,
   canonicalJson,
   FIELD_MANAGER,
+  buildCachePullerJob,
   holdsWeightsFor,
-  pvcName,
-  slotBase,
+  onSharedCache,
   PULLER_CONTAINER,
   sha256Hex,
   summarizePullerLog,
+  weightsClaim,
 } from '../builders/index.js';
+import { cacheClaimRef } from '../cluster/cache.js';
 import { assertOurs, isTerminating } from '../readers/ownership.js';
 import { classifyPod, type PodProblem } from '../readers/pod-problems.js';
 import { ProgressReporter } from '../cluster/progress.js';
@@ -85,6 +87,7 @@ export async function startPuller(
 ): Promise<{ jobName: string }> {
   const { cluster } = deps;
   const timing = timingOf(deps);
+  if (onSharedCache(model)) return startCachePuller(deps, model);
   const desired = desiredPullerJob(model, rootUid, slot);
   const ref = refOf(desired);
   const existing = assertOurs(model, await cluster.get<V1Job>(ref));
@@ -122,6 +125,37 @@ export async function startPuller(
     }
   }
   await cluster.apply(desired, FIELD_MANAGER);
+  return { jobName: ref.name };
+}
+
+/**
+ * The cache's one puller Job (docs/design/cache.md, section 4): created unless it is there or the volume already holds
+ * the weights, owned by the cache's volume. One that is there is the pull, whichever model started it and with
+ * whatever settings: every model of the cache awaits it. One being deleted is waited out by the retry.
+ */
+async function startCachePuller(deps: ActivityDeps, model: ServedModel): Promise<{ jobName: string }> {
+  const { cluster } = deps;
+  const pvc = assertOurs(model, await cluster.get<V1PersistentVolumeClaim>(cacheClaimRef(model)));
+  if (!pvc || isTerminating(pvc)) {
+    throw failure(
+      FAILURE.VolumeBeingDeleted,
+      `cache volume ${model.metadata.namespace}/${weightsClaim(model)} is gone or being deleted; it is joined again`,
+    );
+  }
+  const desired = buildCachePullerJob(model, pvc.metadata!.uid!);
+  const ref = refOf(desired);
+  // Pulled since this model joined: its Job released (gone or going), and awaitPuller finds the weights recorded.
+  if (holdsWeightsFor(pvc, model)) return { jobName: ref.name };
+  const existing = assertOurs(model, await cluster.get<V1Job>(ref));
+  if (existing && isTerminating(existing)) {
+    throw failure(FAILURE.ObjectsTerminating, `the cache's puller Job ${ref.namespace}/${ref.name} is being deleted`);
+  }
+  if (!existing) {
+    // Created, never applied: a model with other puller settings must not rewrite the Job another model started.
+    await cluster.create(desired).catch((err: unknown) => {
+      if ((err as { type?: string }).type !== 'KubernetesHttp409') throw err;
+    });
+  }
   return { jobName: ref.name };
 }
 
@@ -170,7 +204,7 @@ export async function awaitPuller(
     let problem = pod ? classifyPod(pod, events) : undefined;
     if (pod && !problem && !pod.spec?.nodeName && pod.status?.phase === 'Pending') {
       // Not scheduled and no word from the scheduler: it may be waiting for the volume to be provisioned.
-      problem = await volumeProblem(cluster, namespace, pvcName(slotBase(model.metadata.name, slot)));
+      problem = await volumeProblem(cluster, namespace, weightsClaim(model, slot));
     }
     if (problem?.reason === FAILURE.ImagePullBackOff) {
       state.imageLooks = state.imagePod === problem.pod ? state.imageLooks + 1 : 1;
@@ -219,6 +253,8 @@ export async function awaitPuller(
     }
     return finish(cluster, model, job, end, state.last);
   }
+  // A cache's Job goes only with its volume; another model's release may have recorded the weights just before.
+  if (outcome.kind === 'deleted' && onSharedCache(model)) return missingJob(cluster, model, jobName, slot);
   if (outcome.kind === 'deleted') {
     throw failure(
       FAILURE.KubernetesRejected,
@@ -267,7 +303,7 @@ async function missingJob(cluster: Cluster, model: ServedModel, jobName: string,
   const pvc = await cluster.get<V1PersistentVolumeClaim>({
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
-    name: pvcName(slotBase(model.metadata.name, slot)),
+    name: weightsClaim(model, slot),
     namespace: model.metadata.namespace,
   });
   if (pvc && holdsWeightsFor(pvc, model)) return { jobName, durationMs: 0 };

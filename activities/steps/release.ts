@@ -8,10 +8,10 @@ import { timingOf, type ActivityDeps } from '../deps.js';
 import {
   buildWeightsRecord,
   modelLabelSelector,
-  pvcName,
-  slotBase,
+  onSharedCache,
   sourceHash,
   WEIGHTS_FIELD_MANAGER,
+  weightsClaim,
 } from '../builders/index.js';
 import { assertOurs, isTerminating } from '../readers/ownership.js';
 import { ProgressReporter } from '../cluster/progress.js';
@@ -42,10 +42,20 @@ export async function releaseVolume(deps: ActivityDeps, input: ReleaseInput): Pr
   const ref = jobRef(model, jobName);
   const job = assertOurs(model, await cluster.get<V1Job>(ref));
   const completed = !job || jobEnd(job)?.kind === 'complete';
+  const cache = onSharedCache(model);
+  if (cache) {
+    // A cache's pull may be awaited by other models: one abandoned is left to them (the last model to leave the cache
+    // deletes it), and a complete one is recorded before its Job goes, so that a model that finds the Job gone finds
+    // the weights recorded. Its pods are the cache's, not this model's: they carry no model label.
+    if (abandon) return;
+    if (completed) await recordWeights(cluster, model, input.slot);
+  }
   if (job && !isTerminating(job)) await cluster.delete(ref, 'Background', { uid: job.metadata?.uid });
 
   const namespace = model.metadata.namespace;
-  const selector = `${jobPodSelector(jobName)},${modelLabelSelector(model.metadata.name)}`;
+  const selector = cache
+    ? jobPodSelector(jobName)
+    : `${jobPodSelector(jobName)},${modelLabelSelector(model.metadata.name)}`;
   const listPods = () => cluster.list<V1Pod>('v1', 'Pod', namespace, { labelSelector: selector });
   // The garbage collector would delete them too, in its own time; the engine is waiting.
   await deletePods(cluster, namespace, await listPods());
@@ -81,7 +91,7 @@ export async function releaseVolume(deps: ActivityDeps, input: ReleaseInput): Pr
     );
   }
 
-  if (abandon) return;
+  if (abandon || cache) return;
   if (!completed) {
     ctx.log.warn('puller Job released before it completed; the weights are not recorded', { jobName });
     return;
@@ -105,7 +115,7 @@ async function recordWeights(cluster: Cluster, model: ServedModel, slot: Slot | 
     await cluster.get<V1PersistentVolumeClaim>({
       apiVersion: 'v1',
       kind: 'PersistentVolumeClaim',
-      name: pvcName(slotBase(model.metadata.name, slot)),
+      name: weightsClaim(model, slot),
       namespace: model.metadata.namespace,
     }),
   );

@@ -3,10 +3,17 @@ import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
 import { refOf } from '../cluster/api.js';
 import { timingOf, type ActivityDeps } from '../deps.js';
-import { buildPvc, FIELD_MANAGER, holdsWeightsFor } from '../builders/index.js';
+import { buildPvc, FIELD_MANAGER, holdsWeightsFor, onSharedCache } from '../builders/index.js';
+import { joinCache } from '../cluster/cache.js';
 import { assertOurs, isTerminating } from '../readers/ownership.js';
 import { ProgressReporter } from '../cluster/progress.js';
-import { FAILURE, failure, type ObjectsInput, type StorageResult } from '../../workflows/contract/index.js';
+import {
+  FAILURE,
+  failure,
+  type ObjectsInput,
+  type ServedModel,
+  type StorageResult,
+} from '../../workflows/contract/index.js';
 import { bindsOnFirstConsumer, pendingVolumeProblem } from '../readers/volume.js';
 import { volumeEvents } from '../cluster/model-reads.js';
 import { waitFor } from '../cluster/wait.js';
@@ -15,10 +22,13 @@ import { waitFor } from '../cluster/wait.js';
  * Applies the PVC (labelled from the first apply; owned by the root unless `retainOnDelete`) and reports whether it
  * already holds the source's weights. A Pending claim gets `volumeBindGraceMs` to bind; why it is still pending
  * (ProvisioningFailed and other warnings that live only in Events) goes to progress, and the phase is returned: with
- * WaitForFirstConsumer storage it binds only when the puller's pod lands, so this step must not block on it.
+ * WaitForFirstConsumer storage it binds only when the puller's pod lands, so this step must not block on it. On a
+ * shared cache the model joins its source's cache volume instead (activities/cluster/cache.ts).
  */
 export async function applyStorage(deps: ActivityDeps, { model, rootUid, slot }: ObjectsInput): Promise<StorageResult> {
   const { cluster } = deps;
+  // On a shared cache: join it (its volume created by the first model), never apply it (docs/design/cache.md).
+  if (onSharedCache(model)) return storageResult(deps, model, await joinCache(cluster, model, model.metadata.name));
   const desired = buildPvc(model, { rootUid, ...(slot ? { slot } : {}) });
   const ref = refOf(desired);
   const existing = assertOurs(model, await cluster.get<V1PersistentVolumeClaim>(ref));
@@ -29,7 +39,17 @@ export async function applyStorage(deps: ActivityDeps, { model, rootUid, slot }:
       `volume ${ref.namespace}/${ref.name} is being deleted; it is created again once it is gone`,
     );
   }
-  let pvc = await cluster.apply(desired, FIELD_MANAGER);
+  return storageResult(deps, model, await cluster.apply(desired, FIELD_MANAGER));
+}
+
+/** The volume bound (or given its grace to bind), refused when Lost, and whether it holds the source's weights. */
+async function storageResult(
+  deps: ActivityDeps,
+  model: ServedModel,
+  applied: V1PersistentVolumeClaim,
+): Promise<StorageResult> {
+  const ref = refOf(applied);
+  let pvc = applied;
   if (phaseOf(pvc) === 'Pending') pvc = await awaitBinding(deps, pvc);
   if (phaseOf(pvc) === 'Lost') {
     // The PV controller's verdict when a bound claim's volume was deleted. No retry brings the data back, and no pod

@@ -24,12 +24,15 @@ import {
   LABEL_COMPONENT,
   modelLabelSelector,
   networkPolicyName,
+  onSharedCache,
   pvcName,
   rootName,
   serviceName,
   slotBase,
+  weightsClaim,
 } from '../builders/index.js';
 import { isOurs, isTerminating } from '../readers/ownership.js';
+import { leaveCache } from '../cluster/cache.js';
 import { frontRefs } from './front.js';
 
 /** One object that could not be deleted, and why. */
@@ -103,6 +106,14 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
       }
       retained.push(`PersistentVolumeClaim/${pvcRef.name}`);
     });
+  // On a shared cache the model leaves it: the last user out deletes the volume (and the cache's Job, which it owns)
+  // unless it retains; the volume never names the root as owner, so the root is safe to delete either way.
+  const leave = () =>
+    attempt(`PersistentVolumeClaim/${weightsClaim(model)}`, async () => {
+      const left = await leaveCache(cluster, model, name, model.spec.storage.retainOnDelete);
+      if (left === 'deleted') deleted.push(`PersistentVolumeClaim/${weightsClaim(model)}`);
+      if (left === 'retained' || left === 'left') retained.push(`PersistentVolumeClaim/${weightsClaim(model)}`);
+    }).then(() => []);
   const pvcRef = ref(model, 'v1', 'PersistentVolumeClaim', pvcName(name));
   // A revision may be in slot b (docs/design/rollout.md, section 2), with or without a front now: its objects too,
   // those that are there.
@@ -111,7 +122,7 @@ export async function tearDown(deps: ActivityDeps, { model }: ModelInput): Promi
   // The volumes a failure kept from losing the root as owner (the root must stay while one does).
   const unsafe = (target: ObjectRef) => volumeOf(target).then((safe) => (safe ? [] : [target.name]));
   const volume = Promise.all([
-    unsafe(pvcRef),
+    onSharedCache(model) ? leave() : unsafe(pvcRef),
     // A read that fails keeps the root (as a failed attempt does), and the teardown is tried again.
     cluster.get(slotBVolume).then(
       (found) => (found ? unsafe(slotBVolume) : []),

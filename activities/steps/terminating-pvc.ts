@@ -11,7 +11,7 @@ import type { V1Deployment, V1Job, V1PersistentVolumeClaim, V1Pod } from '@kuber
 import { FAILURE, failure, type ServedModel } from '../../workflows/contract/index.js';
 import type { Cluster } from '../cluster/api.js';
 import { deploymentName, LABEL_COMPONENT, pvcName, slotBase } from '../builders/index.js';
-import { isOurs } from '../readers/ownership.js';
+import { isModelsOwn, isOurs } from '../readers/ownership.js';
 
 const JOB_NAME_LABELS = ['batch.kubernetes.io/job-name', 'job-name'];
 
@@ -39,7 +39,8 @@ export async function releaseTerminatingPvc(
 ): Promise<string[]> {
   const namespace = model.metadata.namespace;
   const holders = await podsHolding(cluster, pvc);
-  const foreign = holders.filter((p) => !isOurs(p, model));
+  // Another model's pod on a shared cache is not this model's to stop; one already being deleted goes by itself.
+  const foreign = holders.filter((p) => !isModelsOwn(p, model) && !p.metadata?.deletionTimestamp);
   if (foreign.length > 0) {
     const names = foreign.map((p) => `${namespace}/${p.metadata?.name}`).join(', ');
     throw failure(

@@ -10,6 +10,7 @@ import { Client, Connection } from '@temporalio/client';
 import { readLocalEnv, repoRoot } from './local-env.js';
 import { runFerry, type FerryRun } from './ferry-worker.js';
 import type { Clients } from './kube.js';
+import type { Doc } from './workflow-harness.js';
 
 export interface WorkerProcess {
   child: ChildProcess;
@@ -122,6 +123,36 @@ export function getOnce(
     req.on('timeout', () => req.destroy(new Error(`no answer from ${url} in ${timeoutMs} ms`)));
     req.on('error', reject);
   });
+}
+
+/**
+ * A model document for the end-to-end tests on the local stack: the Hub's small Qwen at `main`, whose stand-in "loads"
+ * for 1 s and whose simulated download takes `download` (KWOK's pods run nothing), on `cluster`'s worker.
+ */
+export function simulatedModelDoc(
+  namespace: string,
+  cluster: string,
+  name: string,
+  download: string,
+  patch: (d: Doc) => void = () => undefined,
+): Doc {
+  const doc: Doc = {
+    apiVersion: 'ferry.dev/v1alpha1',
+    kind: 'ServedModel',
+    metadata: {
+      name,
+      namespace,
+      labels: { 'sim.ferry.dev/load-delay-seconds': '1', 'sim.ferry.dev/complete-delay': download },
+    },
+    spec: {
+      cluster,
+      source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision: 'main' } },
+      engine: { startupTimeout: '3m' },
+      puller: { deadline: '5m' },
+    },
+  };
+  patch(doc);
+  return doc;
 }
 
 export const uniqueCluster = (prefix: string): string => `${prefix}-${randomBytes(3).toString('hex')}`;

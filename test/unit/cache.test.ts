@@ -4,6 +4,7 @@ import {
   ANNOTATION_CACHE_USERS,
   buildCachePullerJob,
   buildCachePvc,
+  buildDeployment,
   buildPullerJob,
   cacheAffinity,
   cacheKey,
@@ -12,9 +13,17 @@ import {
   LABEL_CACHE,
   LABEL_MODEL,
   usersAnnotation,
+  weightsClaim,
   weightsDir,
 } from '../../activities/builders/index.js';
-import { parseServedModel, type ServedModelInput } from '../../workflows/contract/index.js';
+import { isModelsOwn, isOurs } from '../../activities/readers/ownership.js';
+import {
+  immutableChanges,
+  parseServedModel,
+  safeParseServedModel,
+  specForUpdate,
+  type ServedModelInput,
+} from '../../workflows/contract/index.js';
 import { fullHf, minimalHf } from './fixtures.js';
 
 const model = (doc: ServedModelInput, edit: (d: ServedModelInput) => void = () => undefined) => {
@@ -130,5 +139,115 @@ describe("the cache's puller Job", () => {
     // The model's own affinity is kept beside the cache's.
     const nodeAffinity = { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [] } };
     expect(cacheAffinity(once, { nodeAffinity })).toMatchObject({ nodeAffinity });
+  });
+});
+
+describe('spec.storage.cache', () => {
+  const shared = (edit: (d: ServedModelInput) => void = () => undefined) =>
+    model(fullHf, (d) => {
+      d.spec.storage = { ...d.spec.storage, cache: 'shared' };
+      edit(d);
+    });
+  const issues = (edit: (d: ServedModelInput) => void) => {
+    const doc = structuredClone(fullHf) as ServedModelInput;
+    doc.spec.storage = { ...doc.spec.storage, cache: 'shared' };
+    edit(doc);
+    const parsed = safeParseServedModel(doc);
+    return parsed.ok ? [] : parsed.issues.map((i) => `${i.path}: ${i.message}`);
+  };
+
+  it('is absent from a spec that does not set it, as in a spec accepted before it existed', () => {
+    expect('cache' in model(fullHf).spec.storage).toBe(false);
+    expect(weightsClaim(model(fullHf))).toBe('qwen-chat-weights');
+    expect(weightsClaim(shared())).toBe(`ferry-cache-${cacheKey(shared().spec.source)}`);
+  });
+
+  it('refuses adapters, ReadWriteOncePod and a rollout in two slots, each saying why', () => {
+    expect(issues((d) => (d.spec.engine!.lora = { enabled: true, adapters: [] }))).toEqual([]);
+    expect(
+      issues(
+        (d) =>
+          (d.spec.engine!.lora = {
+            enabled: true,
+            adapters: [{ name: 'sql', source: { huggingface: { repo: 'org/sql' } } }],
+          }),
+      ),
+    ).toEqual([expect.stringMatching(/^spec\.engine\.lora\.adapters: cannot be used with storage\.cache shared yet/)]);
+    expect(
+      issues((d) => {
+        d.spec.storage!.accessMode = 'ReadWriteOncePod';
+        d.spec.replicas = 1;
+        delete d.spec.engine!.lora;
+      }),
+    ).toEqual([expect.stringMatching(/^spec\.storage\.accessMode: cannot be ReadWriteOncePod with storage\.cache/)]);
+    expect(
+      issues((d) => {
+        d.spec.front = {};
+        d.spec.rollout = { strategy: 'BlueGreen', steps: [{ traffic: 0 }] };
+        delete d.spec.engine!.lora;
+      }),
+    ).toEqual([expect.stringMatching(/^spec\.rollout\.strategy: cannot be BlueGreen with storage\.cache shared yet/)]);
+  });
+
+  it('cannot change on a running model, nor can the source of a model on a shared cache', () => {
+    const own = model(fullHf);
+    expect(immutableChanges(own, shared())).toEqual(['spec.storage.cache']);
+    // `none` is what unset means.
+    expect(
+      immutableChanges(
+        own,
+        model(fullHf, (d) => (d.spec.storage = { ...d.spec.storage, cache: 'none' })),
+      ),
+    ).toEqual([]);
+    const otherRevision = shared((d) => (d.spec.source.huggingface!.revision = 'main'));
+    expect(immutableChanges(shared(), otherRevision)).toEqual(['spec.source']);
+    const otherSecret = shared((d) => (d.spec.source.huggingface!.tokenSecret = { name: 'other', key: 'token' }));
+    expect(immutableChanges(shared(), otherSecret)).toEqual(['spec.source']);
+    // A model of its own volume may change its source, as before.
+    expect(
+      immutableChanges(
+        own,
+        model(fullHf, (d) => (d.spec.source.huggingface!.revision = 'main')),
+      ),
+    ).toEqual([]);
+    const doc = structuredClone(fullHf) as ServedModelInput;
+    doc.spec.storage = { ...doc.spec.storage, cache: 'shared' };
+    doc.spec.source.huggingface!.revision = 'main';
+    expect(() => specForUpdate(shared(), doc)).toThrow(/spec\.source: cannot change from .* a model on a shared cache/);
+  });
+
+  it("puts the engine's pods on the cache's volume, labelled for it, on its node when ReadWriteOnce", () => {
+    const m = shared((d) => (d.spec.storage = { ...d.spec.storage, accessMode: 'ReadWriteOnce' }));
+    const key = cacheKey(m.spec.source);
+    const template = buildDeployment(m, { rootUid: 'root' }).spec!.template;
+    expect(template.metadata?.labels?.[LABEL_CACHE]).toBe(key);
+    expect(template.spec?.volumes?.find((v) => v.name === 'weights')?.persistentVolumeClaim).toEqual({
+      claimName: `ferry-cache-${key}`,
+      readOnly: true,
+    });
+    expect(template.spec?.affinity?.podAffinity?.requiredDuringSchedulingIgnoredDuringExecution).toContainEqual({
+      labelSelector: { matchLabels: { [LABEL_CACHE]: key } },
+      topologyKey: 'kubernetes.io/hostname',
+    });
+    // A model of its own volume: no cache label, its own claim (its pod template as before the field existed).
+    const own = buildDeployment(model(fullHf), { rootUid: 'root' }).spec!.template;
+    expect(own.metadata?.labels?.[LABEL_CACHE]).toBeUndefined();
+    expect(own.spec?.volumes?.find((v) => v.name === 'weights')?.persistentVolumeClaim?.claimName).toBe(
+      'qwen-chat-weights',
+    );
+  });
+
+  it("makes the cache's volume and Job the model's own for claim and reads, never another model's pods", () => {
+    const m = shared();
+    const pvc = buildCachePvc(m, 'qwen-chat');
+    expect(isOurs(pvc, m)).toBe(true);
+    expect(isModelsOwn(pvc, m)).toBe(false);
+    expect(isOurs(pvc, model(fullHf))).toBe(false);
+    expect(
+      isOurs(
+        pvc,
+        shared((d) => (d.spec.source.huggingface!.revision = 'main')),
+      ),
+    ).toBe(false);
   });
 });

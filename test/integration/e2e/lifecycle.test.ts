@@ -4,7 +4,15 @@ import { pvcName, sourceHash8 } from '../../../activities/builders/index.js';
 import { type ModelStatus, parseServedModel } from '../../../workflows/contract/index.js';
 import { runFerry, writeDoc } from '../../support/ferry-worker.js';
 import type { Doc } from '../../support/workflow-harness.js';
-import { expectOk, ferryJson, getOnce, localUrls, modelObjects, uniqueCluster } from '../../support/e2e.js';
+import {
+  expectOk,
+  ferryJson,
+  getOnce,
+  localUrls,
+  modelObjects,
+  simulatedModelDoc,
+  uniqueCluster,
+} from '../../support/e2e.js';
 import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
 import { waitFor } from '../../support/kube.js';
 
@@ -18,26 +26,9 @@ beforeAll(async () => {
   await startWorkerProcess(cluster);
 }, 180_000);
 
-function modelDoc(name: string, patch: (d: Doc) => void = () => undefined): Doc {
-  const doc: Doc = {
-    apiVersion: 'ferry.dev/v1alpha1',
-    kind: 'ServedModel',
-    metadata: {
-      name,
-      namespace: kube.ns,
-      // The stand-in "loads" for 1 s; the simulated download takes 2 s.
-      labels: { 'sim.ferry.dev/load-delay-seconds': '1', 'sim.ferry.dev/complete-delay': '2s' },
-    },
-    spec: {
-      cluster,
-      source: { huggingface: { repo: 'Qwen/Qwen2.5-0.5B-Instruct', revision: 'main' } },
-      engine: { startupTimeout: '3m' },
-      puller: { deadline: '5m' },
-    },
-  };
-  patch(doc);
-  return doc;
-}
+// The stand-in "loads" for 1 s; the simulated download takes 2 s.
+const modelDoc = (name: string, patch?: (d: Doc) => void): Doc =>
+  simulatedModelDoc(kube.ns, cluster, name, '2s', patch);
 
 const ref = (name: string) => [name, '-n', kube.ns, '--cluster', cluster];
 const status = (name: string) => ferryJson<ModelStatus>(['status', ...ref(name)]);

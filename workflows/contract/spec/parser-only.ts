@@ -24,6 +24,8 @@ export const PARSER_ONLY_RULES = {
   rollout:
     'rollout: Recreate has no steps; BlueGreen and Canary need front, and not inferencePool yet; Canary has at least one step, each above 0 and none below the one before; BlueGreen steps are at 0; a pause is at most 7d',
   'args-in-order': 'each item of engine.args that is not a flag is a value its flag takes',
+  'shared-cache':
+    'storage.cache shared is not yet used with LoRA adapters, storage.accessMode ReadWriteOncePod or a BlueGreen or Canary rollout',
 } as const;
 
 export type ParserOnlyRule = keyof typeof PARSER_ONLY_RULES;

@@ -45,6 +45,7 @@ export const resourcesSchema = strict({
 });
 
 const ACCESS_MODES = ['ReadWriteOnce', 'ReadWriteOncePod', 'ReadWriteMany'] as const;
+const CACHE_MODES = ['none', 'shared'] as const;
 
 export const storageSchema = strict({
   size: quantity('50Gi')
@@ -67,6 +68,13 @@ export const storageSchema = strict({
     .boolean({ error: 'must be true or false' })
     .default(false)
     .describe('Keep the volume and its weights when the model is deleted.'),
+  // No default: a spec accepted before the field existed parses as it did.
+  cache: z
+    .enum(CACHE_MODES, { error: mustBe(...CACHE_MODES) })
+    .optional()
+    .describe(
+      "shared: the models of the namespace that read the same source through the same Secret share one volume, ferry-cache-<key>, which one puller Job fills once; size, class and access mode are those of the first model, and the last model deleted deletes it unless it retains its volume. With ReadWriteOnce every pod of those models runs on one node. Not yet with LoRA adapters, ReadWriteOncePod or a BlueGreen or Canary rollout; the source cannot change while the model runs. Unset or none: a volume of the model's own. Cannot change later.",
+    ),
 });
 
 const TAINT_EFFECTS = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'] as const;

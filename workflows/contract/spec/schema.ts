@@ -189,6 +189,7 @@ function crossFieldIssues(doc: Document, ctx: z.core.$RefinementCtx<Document>): 
     }
   });
   scalingIssues(spec, ctx);
+  sharedCacheIssues(spec, ctx);
   if (spec.rollout) for (const issue of rolloutIssues(spec.rollout, spec)) ctx.addIssue({ code: 'custom', ...issue });
   if (spec.storage.accessMode === ONE_POD && spec.replicas > ONE_POD_MAX_REPLICAS) {
     ctx.addIssue({
@@ -298,3 +299,32 @@ export type StorageSpec = ServedModelSpec['storage'];
 export type SchedulingSpec = ServedModelSpec['scheduling'];
 export type PullerSpec = ServedModelSpec['puller'];
 export type SecretKeyRef = NonNullable<EngineSpec['apiKeySecret']>;
+
+/**
+ * What a shared cache of weights (docs/design/cache.md) is not yet built for: adapters, whose files and record are the
+ * model's own, on a volume other models use; a volume only one pod can mount; a candidate revision in a second slot.
+ */
+function sharedCacheIssues(spec: Document['spec'], ctx: z.core.$RefinementCtx<Document>): void {
+  if (spec.storage.cache !== 'shared') return;
+  const issue = (path: (string | number)[], message: string) =>
+    ctx.addIssue({ code: 'custom', params: parserOnly('shared-cache'), path: ['spec', ...path], message });
+  if ((spec.engine.lora.adapters?.length ?? 0) > 0) {
+    issue(
+      ['engine', 'lora', 'adapters'],
+      "cannot be used with storage.cache shared yet: an adapter's files go on the model's own volume",
+    );
+  }
+  if (spec.storage.accessMode === ONE_POD) {
+    issue(
+      ['storage', 'accessMode'],
+      'cannot be ReadWriteOncePod with storage.cache shared: the models sharing the volume each need a pod on it',
+    );
+  }
+  const strategy = spec.rollout?.strategy;
+  if (strategy === 'BlueGreen' || strategy === 'Canary') {
+    issue(
+      ['rollout', 'strategy'],
+      `cannot be ${strategy} with storage.cache shared yet: a candidate revision needs a volume of its own; use Recreate`,
+    );
+  }
+}

@@ -33,6 +33,13 @@ export function sourceIdentity(source: SourceSpec): SourceIdentity {
   return { kind: 'pvc', claimName: source.pvc.claimName, path: source.pvc.path };
 }
 
+/** The Secret through which a source is read (none for a PVC, or a public repository). */
+export function sourceSecret(source: SourceSpec): string | undefined {
+  return (
+    source.huggingface?.tokenSecret?.name ?? source.s3?.credentialsSecret?.name ?? source.oci?.credentialsSecret?.name
+  );
+}
+
 /** True when both sources name the same weights (so an update needs no new download). */
 export function sameSource(a: SourceSpec, b: SourceSpec): boolean {
   const x: Record<string, string> = sourceIdentity(a);

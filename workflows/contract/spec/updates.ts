@@ -3,7 +3,7 @@ import { parseServedModel, SpecError, type SpecIssue } from './parse.js';
 import { parseQuantity } from './quantities.js';
 import { quote } from './rules.js';
 import type { ServedModel } from './schema.js';
-import { sameSource } from './source.js';
+import { describeSource, sameSource, sourceSecret } from './source.js';
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -86,11 +86,31 @@ const IMMUTABLE: { path: string; get: (m: ServedModel) => unknown; why: string }
     get: (m) => m.spec.storage.accessMode,
     why: 'Kubernetes cannot change the access mode of an existing volume',
   },
+  {
+    path: 'spec.storage.cache',
+    get: (m) => m.spec.storage.cache ?? 'none',
+    why: "the model's weights do not move between a volume of its own and a shared one",
+  },
+  {
+    // Unset unless shared: the source (and the Secret that reads it) names the cache the model is on.
+    path: 'spec.source',
+    get: (m) => (m.spec.storage.cache === 'shared' ? sharedSource(m) : undefined),
+    why: 'a model on a shared cache does not move to another source’s cache yet',
+  },
 ];
+
+/** The source of a model on a shared cache as its cache is keyed: the source and the Secret that reads it. */
+function sharedSource(m: ServedModel): string {
+  const { source } = m.spec;
+  const secret = sourceSecret(source);
+  return `${describeSource(source)}${secret ? ` read with Secret ${secret}` : ''}`;
+}
 
 /** Paths of fields that cannot change on a running model (a shrinking `spec.storage.size` counts: volumes only grow). */
 export function immutableChanges(old: ServedModel, next: ServedModel): string[] {
-  const changed = IMMUTABLE.filter((field) => field.get(old) !== field.get(next)).map((field) => field.path);
+  const paths = IMMUTABLE.filter((field) => field.get(old) !== field.get(next)).map((field) => field.path);
+  // The source counts only on a shared cache before and after: a change of the cache itself is the one to name.
+  const changed = paths.includes('spec.storage.cache') ? paths.filter((p) => p !== 'spec.source') : paths;
   const oldSize = parseQuantity(old.spec.storage.size);
   const nextSize = parseQuantity(next.spec.storage.size);
   if (oldSize !== undefined && nextSize !== undefined && nextSize < oldSize) changed.push('spec.storage.size');
