@@ -44,11 +44,12 @@ export async function releaseVolume(deps: ActivityDeps, input: ReleaseInput): Pr
   const completed = !job || jobEnd(job)?.kind === 'complete';
   const cache = onSharedCache(model);
   if (cache) {
-    // A cache's pull may be awaited by other models: one abandoned is left to them (the last model to leave the cache
-    // deletes it), and a complete one is recorded before its Job goes, so that a model that finds the Job gone finds
-    // the weights recorded. Its pods are the cache's, not this model's: they carry no model label.
-    if (abandon) return;
-    if (completed) await recordWeights(cluster, model, input.slot);
+    // A cache's pull may be awaited by other models: one abandoned while it runs is left to them (the last model to
+    // leave the cache deletes it), one that failed goes (a retry starts a new one), and a complete one is recorded
+    // before its Job goes, so that a model that finds the Job gone finds the weights recorded. Its pods are the
+    // cache's, not this model's: they carry no model label.
+    if (abandon && job && !jobEnd(job)) return;
+    if (!abandon && completed) await recordWeights(cluster, model, input.slot);
   }
   if (job && !isTerminating(job)) await cluster.delete(ref, 'Background', { uid: job.metadata?.uid });
 

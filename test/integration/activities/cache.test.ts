@@ -3,11 +3,12 @@
 // another leaves keeping it, and a PVC of the cache's name that is not a cache refused.
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { cacheClaimName, cacheKey, cacheUsers, LABEL_CACHE } from '../../../activities/builders/index.js';
+import { cacheClaimName, cacheJobName, cacheKey, cacheUsers, LABEL_CACHE } from '../../../activities/builders/index.js';
 import { joinCache, leaveCache } from '../../../activities/cluster/cache.js';
 import type { ServedModel } from '../../../workflows/contract/index.js';
-import { rejectionOf, testModel } from '../../support/activity-env.js';
+import { activity, rejectionOf, testModel } from '../../support/activity-env.js';
 import { useActivityEnv } from '../../support/fixtures.js';
+import { waitFor } from '../../support/kube.js';
 
 const env = useActivityEnv('act-cache');
 
@@ -90,6 +91,45 @@ describe('a cache of weights on the cluster', () => {
       const live = pvc && !pvc.metadata?.deletionTimestamp ? pvc : undefined;
       if (live) expect(cacheUsers(live)).toEqual(['joining']);
     }
+  });
+
+  it("releases a cache's failed pull, so the next start pulls anew, but leaves a running one to the models that await it", async () => {
+    const labels = { 'sim.ferry.dev/puller-scenario': 'run-forever' };
+    const spec = (deadline: string) => ({
+      source: { huggingface: { repo: 'ferry-local/stalled' } },
+      storage: { cache: 'shared' as const },
+      puller: { deadline },
+    });
+    const model = testModel('stalled', env.ns, { labels, spec: spec('2s') });
+    const claim = await activity(env.acts.claimName, { model });
+    const input = { model, rootUid: claim.rootUid, sourceHash: claim.sourceHash };
+    await activity(env.acts.applyStorage, input);
+    const { jobName } = await activity(env.acts.startPuller, input);
+    expect(jobName).toBe(cacheJobName(cacheKey(model.spec.source)));
+    expect(await rejectionOf(activity(env.acts.awaitPuller, { model, jobName }))).toMatchObject({
+      type: 'DeadlineExceeded',
+    });
+    const readJob = () => env.batch.readNamespacedJob({ name: jobName, namespace: env.ns }).catch(() => undefined);
+    const failed = await readJob();
+    // What the workflow does with a failed pull before it tries again: abandon it. The cache's Job goes.
+    await activity(env.acts.releaseVolume, { model, jobName, sourceHash: claim.sourceHash, abandon: true });
+    await waitFor('the failed Job gone', 30_000, async () => ((await readJob()) ? undefined : true));
+
+    // The model, updated to a longer deadline, starts a new pull on the same cache.
+    const longer = testModel('stalled', env.ns, { labels, spec: spec('1h') });
+    expect(await activity(env.acts.startPuller, { ...input, model: longer })).toEqual({ jobName });
+    const running = await readJob();
+    expect(running?.metadata?.uid).not.toBe(failed?.metadata?.uid);
+    expect(running?.spec?.activeDeadlineSeconds).toBe(3600);
+
+    // Another model of the source joins, and abandons the pull (it is deleted, say): the Job runs on for the first.
+    const other = testModel('other', env.ns, { labels, spec: spec('1h') });
+    const otherClaim = await activity(env.acts.claimName, { model: other });
+    await activity(env.acts.applyStorage, { model: other, rootUid: otherClaim.rootUid, sourceHash: claim.sourceHash });
+    await activity(env.acts.releaseVolume, { model: other, jobName, sourceHash: claim.sourceHash, abandon: true });
+    const after = await readJob();
+    expect(after?.metadata?.uid).toBe(running?.metadata?.uid);
+    expect(after?.metadata?.deletionTimestamp).toBeUndefined();
   });
 
   it("refuses a PVC of the cache's name that is not that cache's, and leaves it alone", async () => {
