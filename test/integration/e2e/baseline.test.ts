@@ -71,7 +71,10 @@ describe('the load baseline, end to end', { timeout: 420_000 }, () => {
     expect(first.maxConcurrency).toBeLessThanOrEqual(9);
     expect(first).toMatchObject({ capped: false, generation: 1, shape: { promptTokens: 16, outputTokens: 32 } });
     expect(first.ttftP95Ms).toBeLessThanOrEqual(300);
-    expect(first.probes).toMatch(/^1✓ 2✓ 4✓ 8✓ 16✗/);
+    // Doubling up to the limit, then halving between the last pass and the first fail. On a loaded machine the stand-in
+    // can miss the TTFT bound at 8 (CI once measured `1✓ 2✓ 4✓ 8✗ 6✓ 7✓`): the result, within one, is what counts.
+    expect(first.probes).toMatch(/^1✓ 2✓ 4✓ (8✓ 16✗|8✗ 6✓ 7[✓✗])/);
+    expect(first.probes).toMatch(new RegExp(`\\b${first.maxConcurrency}✓`));
     expect(first.pod).toMatch(new RegExp(`^${NAME}-`));
     const shown = await runFerry(['status', NAME, '-n', kube.ns, '--cluster', cluster]);
     expect(shown.stdout).toMatch(/baseline: +\d+ requests at once per replica meet ttft ≤ 300ms and itl ≤ 100ms/);
