@@ -2,7 +2,10 @@
 // its own beforeAll/afterAll and returns an object that those hooks fill in, so tests read it only once they run.
 // Vitest runs after-hooks in reverse (`sequence.hooks: 'stack'`): a file's own afterAll, registered later, runs before
 // the namespace it used is deleted.
+import { randomBytes } from 'node:crypto';
+import type { V1Node, V1Toleration } from '@kubernetes/client-node';
 import { afterAll, beforeAll } from 'vitest';
+import { simulatedNode } from '../../deploy/local/simulated-node.js';
 import { Cluster } from '../../activities/cluster/api.js';
 import { createActivities } from '../../activities/create-activities.js';
 import type { ActivityDeps, ActivityTiming } from '../../activities/deps.js';
@@ -10,7 +13,7 @@ import type { FerryActivities } from '../../workflows/contract/index.js';
 import { testDeps } from './activity-env.js';
 import { startWorkerProcess, terminateModelsOf, type WorkerLaunch, type WorkerProcess } from './e2e.js';
 import { startFerryWorker, type FerryTestWorker } from './ferry-worker.js';
-import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, type Clients } from './kube.js';
+import { adminKubeConfig, clientsFor, createNamespace, deleteNamespace, waitFor, type Clients } from './kube.js';
 import type { StubActivities } from './stub-activities.js';
 import { startHarness, type WorkflowHarness } from './workflow-harness.js';
 
@@ -113,4 +116,43 @@ export function useWorkerProcesses(): (
     workers.push(worker);
     return worker;
   };
+}
+
+/** A simulated GPU node of the file's own, and how a model's pods are sent there (and only there). */
+export interface OwnNode {
+  name: string;
+  /** `spec.scheduling` of a model whose pods run on this node alone. */
+  scheduling: { nodeSelector: Record<string, string>; tolerations: V1Toleration[] };
+}
+
+/**
+ * A simulated GPU node (four GPUs) for this file alone: tainted, so no other test's pods land on it, and labelled, so a
+ * model with `scheduling` lands nowhere else. For a test whose result depends on how many GPUs a node has free, which
+ * the tests running beside it on the local stack's two shared nodes would change.
+ */
+export function useOwnNode(): OwnNode {
+  const name = `test-node-${randomBytes(3).toString('hex')}`;
+  const key = 'ferry.dev/test-node';
+  const own: OwnNode = {
+    name,
+    scheduling: {
+      nodeSelector: { [key]: name },
+      tolerations: [{ key, operator: 'Equal', value: name, effect: 'NoSchedule' }],
+    },
+  };
+  const c = clientsFor(adminKubeConfig());
+  beforeAll(async () => {
+    const node = simulatedNode(name, 'us-east-1a') as V1Node;
+    node.metadata!.labels![key] = name;
+    node.spec = { taints: [{ key, value: name, effect: 'NoSchedule' }] };
+    await c.core.createNode({ body: node });
+    await waitFor(`node ${name} Ready`, 60_000, async () => {
+      const n = await c.core.readNode({ name });
+      return n.status?.conditions?.some((x) => x.type === 'Ready' && x.status === 'True');
+    });
+  });
+  afterAll(async () => {
+    await c.core.deleteNode({ name }).catch(() => undefined);
+  });
+  return own;
 }

@@ -11,11 +11,13 @@ import type { ModelStatus } from '../../../workflows/contract/index.js';
 import { runFerry, writeDoc } from '../../support/ferry-worker.js';
 import type { Doc } from '../../support/workflow-harness.js';
 import { expectOk, ferryJson, uniqueCluster } from '../../support/e2e.js';
-import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
+import { RESTRICTED, useNamespace, useOwnNode, useWorkerProcesses } from '../../support/fixtures.js';
 import { waitFor } from '../../support/kube.js';
 import { repoRoot } from '../../support/local-env.js';
 
 const kube = useNamespace('e2e-scaling', RESTRICTED);
+/** The first test counts the GPUs of a node: one no other test's pods take GPUs on. */
+const node = useOwnNode();
 const startWorkerProcess = useWorkerProcesses();
 const cluster = uniqueCluster('scaling');
 
@@ -35,7 +37,7 @@ const deployment = (name = NAME) => kube.apps.readNamespacedDeployment({ name, n
  * Two GPUs a replica, each simulated node has four, and a ReadWriteOnce volume keeps every replica on the first one's
  * node: a third replica cannot be scheduled. 50 ms a token.
  */
-const doc = (name = NAME, gpus = 2): Doc => ({
+const doc = (name = NAME, gpus = 2, scheduling?: object): Doc => ({
   apiVersion: 'ferry.dev/v1alpha1',
   kind: 'ServedModel',
   metadata: {
@@ -49,6 +51,7 @@ const doc = (name = NAME, gpus = 2): Doc => ({
     resources: { gpus },
     engine: { startupTimeout: '3m', env: [{ name: 'FERRY_SIM_TOKEN_DELAY_MS', value: '50' }] },
     puller: { deadline: '5m' },
+    ...(scheduling ? { scheduling } : {}),
     scaling: { minReplicas: 1, maxReplicas: 3, targetConcurrency: 2, scaleUpAfter: '3s', scaleDownAfter: '8s' },
   },
 });
@@ -114,7 +117,10 @@ function upThenDown(moves: [number, number][], peak: number): [number, number][]
 
 describe('autoscaling on the requests in flight, end to end', { timeout: 420_000 }, () => {
   it('scales out under load, stays Ready while a replica waits for a GPU, and scales back to minReplicas', async () => {
-    expectOk(await runFerry(['serve', '-f', writeDoc(doc()), '--wait', '--timeout', '4m']), 'serve');
+    expectOk(
+      await runFerry(['serve', '-f', writeDoc(doc(NAME, 2, node.scheduling)), '--wait', '--timeout', '4m']),
+      'serve',
+    );
     const served = await status();
     expect(served).toMatchObject({ phase: 'Ready', replicas: 1 });
     expect(served.scaling).toMatchObject({ replicas: 1, minReplicas: 1, maxReplicas: 3, targetConcurrency: 2 });
@@ -146,7 +152,8 @@ describe('autoscaling on the requests in flight, end to end', { timeout: 420_000
     expect(scaled.scaling?.lastDecision?.reason).toMatch(/load/);
     expect(scaled.timeline.filter((e) => e.step === 'scale').at(-1)?.detail).toMatch(/^[12] → 3 replicas: /);
 
-    // The third replica finds no GPU on its node: Unschedulable, and the model still Ready.
+    // The third replica finds no GPU on its node (the file's own: no other test's pods hold GPUs there):
+    // Unschedulable, and the model still Ready.
     await waitFor('a replica Unschedulable', 60_000, async () => {
       const pods = await kube.core.listNamespacedPod({ namespace: kube.ns, labelSelector: `ferry.dev/model=${NAME}` });
       return pods.items.some((p) =>
@@ -159,6 +166,8 @@ describe('autoscaling on the requests in flight, end to end', { timeout: 420_000
       async () => ((await deployment()).status?.readyReplicas ?? 0) >= 2,
     );
     expect((await status()).phase).toBe('Ready');
+    const placed = await kube.core.listNamespacedPod({ namespace: kube.ns, labelSelector: `ferry.dev/model=${NAME}` });
+    expect(new Set(placed.items.flatMap((p) => p.spec?.nodeName ?? []))).toEqual(new Set([node.name]));
 
     // The load ends: after scaleDownAfter, down in steps of at most half, to minReplicas; the unschedulable replica
     // does not hold it up.
