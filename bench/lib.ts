@@ -107,6 +107,7 @@ export interface ApiCounts {
  */
 export async function countingProxy(
   kc: KubeConfig,
+  { holdHeaders = false }: { holdHeaders?: boolean } = {},
 ): Promise<{ kubeconfig: string; counts: () => ApiCounts; close: () => Promise<void> }> {
   const server = kc.getCurrentCluster()!.server;
   const upstream = new URL(server);
@@ -130,6 +131,10 @@ export async function countingProxy(
       },
       (up) => {
         res.writeHead(up.statusCode ?? 502, up.headers);
+        // Headers go on at once, as the API server sends them, unless the benchmark plays a proxy that holds them
+        // until the first byte of the body (--hold-headers): a quiet watch then has none until its first event or
+        // bookmark (the worker copes: test/integration/activities/watch-renewal.test.ts).
+        if (!holdHeaders) res.flushHeaders();
         up.pipe(res);
       },
     );
@@ -301,6 +306,15 @@ export async function ensureGpuNodes(kc: KubeConfig, gpus: number): Promise<stri
     if (Date.now() > end) throw new Error(`only ${ready} of ${names.length} benchmark nodes became Ready`);
     await sleep(500);
   }
+}
+
+/** A TCP port free on 127.0.0.1 at this moment. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return typeof address === 'object' && address ? address.port : 0;
 }
 
 export async function createNamespace(kc: KubeConfig, name: string): Promise<void> {

@@ -2,7 +2,10 @@
 // front of the API server, so only the worker's own requests count), history events per model-hour and Temporal
 // actions per model-day (from each model's history over the window), the worker's CPU and RSS.
 //
-//   npm run bench:steady -- [--models 300] [--window 31m] [--watch on|off] [--parallel 10] [--keep]
+//   npm run bench:steady -- [--models 300] [--window 31m] [--watch on|off] [--parallel 10] [--keep] [--hold-headers]
+//
+// --hold-headers: the counting proxy sends a response's headers only with its first body byte, as some proxies do.
+// FERRY_WATCH_RENEW (passed to the worker) renews its watches sooner than every 30–60 min: a soak compressed.
 //
 // The window should span one safety-net interval (30 min) so that every model's safety-net look falls in it;
 // a shorter window (CI runs `--models 5 --window 40s`) measures wakes only and says so. Everything is simulated
@@ -17,6 +20,7 @@ import {
   deleteModels,
   deleteNamespace,
   ensureGpuNodes,
+  freePort,
   inParallel,
   instantModel,
   machine,
@@ -38,6 +42,7 @@ const { values } = parseArgs({
     parallel: { type: 'string', default: '10' },
     settle: { type: 'string', default: '30s' },
     keep: { type: 'boolean', default: false },
+    'hold-headers': { type: 'boolean', default: false },
   },
 });
 const models = Number(values.models);
@@ -48,11 +53,15 @@ const kc = adminKubeConfig();
 const client = await temporalClient();
 const cluster = uniqueName('bench');
 const namespace = cluster;
-const proxy = await countingProxy(kc);
+const proxy = await countingProxy(kc, { holdHeaders: values['hold-headers'] });
 const names = Array.from({ length: models }, (_, i) => `m${String(i).padStart(3, '0')}`);
 const extraNodes = await ensureGpuNodes(kc, models);
 await createNamespace(kc, namespace);
-const worker = await startWorker(cluster, proxy.kubeconfig, { FERRY_WATCH: values.watch });
+const metricsPort = await freePort();
+const worker = await startWorker(cluster, proxy.kubeconfig, {
+  FERRY_WATCH: values.watch,
+  FERRY_METRICS_ADDRESS: `127.0.0.1:${metricsPort}`,
+});
 const log = (msg: string) => process.stderr.write(`[bench] ${new Date().toISOString()} ${msg}\n`);
 
 try {
@@ -97,7 +106,14 @@ try {
   const allActions = actions.timers + actions.activities + actions.signals;
   const result = {
     machine: machine(),
-    config: { models, window: values.window, watch: values.watch, safetyNet: '30m (default)' },
+    config: {
+      models,
+      window: values.window,
+      watch: values.watch,
+      safetyNet: '30m (default)',
+      watchRenew: process.env.FERRY_WATCH_RENEW ?? '30m (default)',
+      holdHeaders: values['hold-headers'],
+    },
     windowSeconds: Math.round(seconds),
     apiRequests,
     apiRequestsByKind: byKind,
@@ -109,6 +125,8 @@ try {
     workerCpuPercentOfACore: ((after.usage.cpuSeconds - before.usage.cpuSeconds) / seconds) * 100,
     workerRssMiB: Math.round(after.usage.rssBytes / 2 ** 20),
     watchFailures: watchFailures(worker.log()),
+    // From the worker's metrics (its gauges are brought up to date every 30 s): every watch's ends over the whole run.
+    watchEnds: await watchEnds(metricsPort),
     note:
       windowMs < 30 * 60_000
         ? 'the window is shorter than the 30-min safety net: safety-net looks are not in it (wakes only)'
@@ -137,18 +155,34 @@ try {
 
 /** The worker's `watch failed` warnings (JSON lines) over the whole run: how many, by kind and error, the first few. */
 function watchFailures(text: string): { total: number; byKindAndError: Record<string, number>; lines: string[] } {
-  const lines = text.split('\n').filter((l) => l.includes('watch failed'));
+  const lines = text.split('\n').filter((l) => l.includes('watch failed') || l.includes('watch stalled'));
   const byKindAndError: Record<string, number> = {};
   for (const line of lines) {
     let key = line.slice(0, 200);
     try {
       const entry = JSON.parse(line) as { meta?: { kind?: string; error?: string }; kind?: string; error?: string };
       const fields = entry.meta ?? entry;
-      key = `${fields.kind ?? '?'}: ${fields.error ?? '?'}`;
+      key = `${fields.kind ?? '?'}: ${fields.error ?? 'stalled'}`;
     } catch {
       // not a JSON line: counted under its own text
     }
     byKindAndError[key] = (byKindAndError[key] ?? 0) + 1;
   }
   return { total: lines.length, byKindAndError, lines: lines.slice(0, 10) };
+}
+
+/** `ferry_watch_restarts_total` summed by `how` (renewed, cut, stalled, failed), and the watches counted. */
+async function watchEnds(port: number): Promise<{ watches: number; byHow: Record<string, number> } | string> {
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const byHow: Record<string, number> = {};
+    for (const line of text.split('\n')) {
+      const m = /^ferry_watch_restarts_total\{.*how="(\w+)".*\} (\S+)$/.exec(line);
+      if (m) byHow[m[1]!] = (byHow[m[1]!] ?? 0) + Number(m[2]);
+    }
+    const watches = text.split('\n').filter((l) => l.startsWith('ferry_watch_age_seconds{')).length;
+    return { watches, byHow };
+  } catch (err) {
+    return `could not read the worker's metrics: ${String(err)}`;
+  }
 }

@@ -136,7 +136,20 @@ function startWatcher(
   logger: Logger,
   wakes?: () => Promise<boolean>,
 ): ModelWatcher {
+  const renew = config.env.FERRY_WATCH_RENEW?.trim();
+  let watchSeconds: number | undefined;
+  try {
+    watchSeconds = renew ? parseDuration(renew) / 1000 : undefined;
+  } catch {
+    watchSeconds = NaN;
+  }
+  if (watchSeconds !== undefined && !(Number.isInteger(watchSeconds) && watchSeconds >= 10)) {
+    throw new Error(
+      `FERRY_WATCH_RENEW must be a duration of whole seconds, at least 10s; got ${JSON.stringify(renew)}`,
+    );
+  }
   const watcher = new ModelWatcher(kc, cluster, {
+    ...(watchSeconds ? { watchSeconds } : {}),
     wake: async ({ namespace, name, objects }) => {
       if (wakes && !(await wakes())) return;
       const workflowId = workflowIdFor({ cluster: config.cluster, namespace, name });

@@ -118,7 +118,9 @@ Options (each overrides its environment variable):
 Also read: TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH,
 TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME, TEMPORAL_GRPC_META_*; FERRY_ENDPOINT_MODE
 (in-cluster | service-proxy | override) and FERRY_ENDPOINT_OVERRIDES; FERRY_SCALING_INTERVAL (how often the
-autoscaler reads the load of models with spec.scaling, default 5s; off: never).
+autoscaler reads the load of models with spec.scaling, default 5s; off: never); FERRY_WATCH_RENEW (how long
+the API server keeps each of the worker's watches open before it is renewed, plus a jitter of up to as long again;
+default 30m; shorter for soak tests).
 `;
 
 /** A configuration that cannot run; the message lists every problem. */

@@ -7,7 +7,7 @@ import type { MetricMeter } from '@temporalio/common';
 import { ApplicationFailure } from '@temporalio/common';
 import type { ActivityExecuteInput, ActivityInboundCallsInterceptor, Logger, Next } from '@temporalio/worker';
 import { LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY } from '../activities/builders/labels.js';
-import type { ModelWatcher } from '../activities/cluster/model-watcher.js';
+import type { ModelWatcher, WatchStats } from '../activities/cluster/model-watcher.js';
 import {
   FAILURE,
   ferryClusterKey,
@@ -47,6 +47,11 @@ export class FerryMetrics {
   private readonly downloadBytes;
   private readonly downloadTotalBytes;
   private readonly downloadRate;
+  private readonly watchAge;
+  private readonly watchQuiet;
+  private readonly watchEnds;
+  /** The ends of each watch already counted (the watcher keeps totals; the counter takes increments). */
+  private readonly watchEndsCounted = new Map<string, number>();
   /** Models whose ready-replicas series was set, so a model gone from the cluster is set to 0 once. */
   private readonly withReplicas = new Set<string>();
   /** Called when a model changed phase (the gauges are then brought up to date soon). */
@@ -131,6 +136,39 @@ export class FerryMetrics {
       'bytes/s',
       "The rate of each model's latest download over its puller's last interval (about 10 s); 0: stalled",
     );
+    this.watchAge = meter.createGauge(
+      'ferry_watch_age_seconds',
+      'float',
+      's',
+      "How long the worker's watch of a kind in a namespace has been open (0: not open, being listed or paused)",
+    );
+    this.watchQuiet = meter.createGauge(
+      'ferry_watch_last_event_seconds',
+      'float',
+      's',
+      'Seconds since that watch last had an event, a bookmark or a list (bookmarks come before each renewal)',
+    );
+    this.watchEnds = meter.createCounter(
+      'ferry_watch_restarts_total',
+      '',
+      'Ends of that watch, by how: renewed (the server, on schedule), cut (the server or the connection, early), ' +
+        'stalled (the worker, the server late to end it), failed (an error; listed again)',
+    );
+  }
+
+  /** Each watch's age, quiet and ends, from the watcher's totals. */
+  setWatches(stats: readonly WatchStats[], now = Date.now()): void {
+    for (const w of stats) {
+      const labels = { namespace: w.namespace, kind: w.kind };
+      this.watchAge.set(w.openedAt === undefined ? 0 : (now - w.openedAt) / 1000, labels);
+      if (w.lastEventAt !== undefined) this.watchQuiet.set((now - w.lastEventAt) / 1000, labels);
+      for (const [how, total] of Object.entries(w.ends)) {
+        const key = `${w.namespace}/${w.kind}/${how}`;
+        const counted = this.watchEndsCounted.get(key) ?? 0;
+        if (total > counted) this.watchEnds.add(total - counted, { ...labels, how });
+        this.watchEndsCounted.set(key, total);
+      }
+    }
   }
 
   /** What a model's workflow reported (the `ferry` sink). */
@@ -280,6 +318,7 @@ export function collectGauges({
       failing = true;
     }
     if (!watcher) return;
+    metrics.setWatches(watcher.watchStats());
     const replicas = new Map<string, { namespace: string; model: string; ready: number }>();
     for (const namespace of watcher.watchedNamespaces) {
       const engines = watcher.list<V1Deployment>('Deployment', namespace, ENGINES);

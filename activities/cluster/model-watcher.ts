@@ -1,9 +1,10 @@
 // The worker's watch over the objects Ferry owns: one list+watch per kind and namespace (label
 // app.kubernetes.io/managed-by=ferry), kept in memory. A change to a model's object wakes that model's workflow (the
 // `wake` callback, coalesced per model); looks read from the same memory instead of asking the API server.
-import { Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import { LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY } from '../builders/labels.js';
 import type { Cluster } from './api.js';
+import { watchOnce, type WatchEnd } from './watch-stream.js';
 
 /** What the watcher keeps per namespace; every kind a Ready model's look reads. */
 const WATCHED_KINDS = [
@@ -40,6 +41,10 @@ export interface ModelWatcherOptions {
   networkPolicies?: boolean;
   /** Wait before a failed watch is started again (a refused list, an API server away). Default 2 s, doubling to 60 s. */
   restartMs?: number;
+  /** The server ends each watch after this many seconds, plus up to as many again (jitter). Default 1,800. */
+  watchSeconds?: number;
+  /** A watch still open this long after the server should have ended it is ended by the worker. Default 60 s. */
+  stallGraceMs?: number;
   log?: (level: 'info' | 'warn', message: string, meta?: Record<string, unknown>) => void;
 }
 
@@ -56,10 +61,26 @@ const MIN_WATCH_MS = 1_000;
 /** A watch lasts 30 to 60 minutes before it is renewed from its resourceVersion (bookmarks keep that fresh). */
 const WATCH_SECONDS = 1_800;
 
+/** How a kind's watches in one namespace have gone since the worker started. */
+export interface WatchStats {
+  namespace: string;
+  kind: string;
+  /** When the watch now open was opened (undefined: none open, e.g. listing or pausing after a failure). */
+  openedAt: number | undefined;
+  /** When the last event (a bookmark included) arrived, or the watch was listed. */
+  lastEventAt: number | undefined;
+  /**
+   * How the watches ended: `renewed` by the server on schedule; `cut` by the server or the connection before that;
+   * `stalled`, ended by the worker when the server had not ended it in time; `failed`, an error (listed again).
+   */
+  ends: Record<'renewed' | 'cut' | 'stalled' | 'failed', number>;
+}
+
 /** One kind in one namespace: list, then watch from the list's resourceVersion; relist after 410 Gone or an error. */
 class KindWatch {
   readonly objects = new Map<string, KubernetesObject>();
   synced = false;
+  readonly stats: WatchStats;
   private resourceVersion = '';
   private stopped = false;
   private request: AbortController | undefined;
@@ -73,6 +94,13 @@ class KindWatch {
     private readonly onChange: (obj: KubernetesObject) => void,
     private readonly options: ModelWatcherOptions,
   ) {
+    this.stats = {
+      namespace,
+      kind: kind.kind,
+      openedAt: undefined,
+      lastEventAt: undefined,
+      ends: { renewed: 0, cut: 0, stalled: 0, failed: 0 },
+    };
     void this.run();
   }
 
@@ -86,27 +114,39 @@ class KindWatch {
     let pauseMs = firstPause;
     while (!this.stopped) {
       const started = Date.now();
-      let failed: unknown;
+      let end: WatchEnd;
       try {
         if (!this.resourceVersion) await this.relist();
-        failed = await this.watchOnce();
+        end = await this.watch();
       } catch (err) {
-        failed = err;
+        end = { how: 'failed', error: err instanceof Error ? err : new Error(String(err)) };
       }
-      if (this.stopped) return;
-      if (failed === undefined && Date.now() - started > MIN_WATCH_MS) {
-        // The server ended the watch on schedule: go on from the last resourceVersion.
-        pauseMs = firstPause;
-        continue;
-      }
-      if (failed !== undefined) {
+      this.stats.openedAt = undefined;
+      if (this.stopped || end.how === 'stopped') return;
+      if (end.how !== 'failed') {
+        const quick = Date.now() - started <= MIN_WATCH_MS;
+        this.stats.ends[end.how === 'ended' && !quick ? 'renewed' : end.how === 'stalled' ? 'stalled' : 'cut']++;
+        if (end.how === 'stalled') {
+          this.options.log?.('warn', 'watch stalled: the server did not end it in time; watching again', {
+            namespace: this.namespace,
+            kind: this.kind.kind,
+          });
+        }
+        // The server ended the watch on schedule, or the connection went: go on from the last resourceVersion (the
+        // watch's own promise: nothing after it is missed). One that ended at once (410 Gone, a proxy) waits first.
+        if (!quick) {
+          pauseMs = firstPause;
+          continue;
+        }
+      } else {
         // Events may have been missed: the next round lists afresh and wakes the models whose objects differ.
+        this.stats.ends.failed++;
         this.synced = false;
         this.resourceVersion = '';
         this.options.log?.('warn', 'watch failed; listing again after a pause', {
           namespace: this.namespace,
           kind: this.kind.kind,
-          error: failed instanceof Error ? failed.message : JSON.stringify(failed),
+          error: end.error.message,
           retryInMs: pauseMs,
         });
       }
@@ -143,29 +183,28 @@ class KindWatch {
     }
     this.resourceVersion = res.metadata?.resourceVersion ?? '';
     this.synced = true;
+    this.stats.lastEventAt = Date.now();
   }
 
-  /** One watch until the server ends it (undefined) or it fails (the error); 410 Gone clears the resourceVersion. */
-  private watchOnce(): Promise<unknown> {
-    return new Promise<unknown>((resolve) => {
-      // The server ends a watch after timeoutSeconds; a jitter keeps many watches from renewing at once.
-      const timeoutSeconds = WATCH_SECONDS + Math.floor(Math.random() * WATCH_SECONDS);
-      new Watch(this.kc)
-        .watch(
-          this.path,
-          { resourceVersion: this.resourceVersion, labelSelector: SELECTOR, allowWatchBookmarks: true, timeoutSeconds },
-          (type: string, obj: KubernetesObject & { code?: number }) => this.event(type, obj),
-          (err: unknown) => resolve(err ?? undefined),
-        )
-        .then((controller) => {
-          this.request = controller;
-          if (this.stopped) controller.abort();
-        })
-        .catch(resolve);
+  /** One watch from the last resourceVersion, until it ends. */
+  private watch(): Promise<WatchEnd> {
+    this.request = new AbortController();
+    if (this.stopped) this.request.abort();
+    const seconds = this.options.watchSeconds ?? WATCH_SECONDS;
+    this.stats.openedAt = Date.now();
+    return watchOnce(this.kc, {
+      path: this.path,
+      query: { resourceVersion: this.resourceVersion, labelSelector: SELECTOR, allowWatchBookmarks: true },
+      // A jitter keeps many watches from renewing at once.
+      timeoutSeconds: seconds + Math.floor(Math.random() * seconds),
+      graceMs: this.options.stallGraceMs ?? 60_000,
+      onEvent: (type, obj) => this.event(type, obj),
+      signal: this.request.signal,
     });
   }
 
   private event(type: string, obj: KubernetesObject & { code?: number }): void {
+    this.stats.lastEventAt = Date.now();
     if (type === 'ERROR') {
       // 410 Gone: the resourceVersion is too old; the watch ends and the next round lists afresh.
       if (obj.code === 410) this.resourceVersion = '';
@@ -252,6 +291,11 @@ export class ModelWatcher {
 
   get watchedNamespaces(): string[] {
     return [...this.namespaces.keys()];
+  }
+
+  /** How each kind's watch in each namespace is doing (for the worker's metrics). */
+  watchStats(): WatchStats[] {
+    return [...this.namespaces.values()].flatMap((ns) => [...ns.kinds.values()].map((k) => k.stats));
   }
 
   /** True when every kind of `namespace` has been listed: reads from memory are then as good as a GET. */

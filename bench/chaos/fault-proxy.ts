@@ -57,6 +57,11 @@ export interface FaultProxyOptions extends Partial<FaultSettings> {
   retryAfterSeconds?: number;
   /** A cut watch ends after a time uniform in this range. */
   cutWatchMs?: [number, number];
+  /**
+   * Sends the API server's response headers only with the first byte of the body, as some proxies do (Node's own
+   * http server, unless told to flush): a quiet watch then has no headers until its first event or bookmark.
+   */
+  holdHeaders?: boolean;
 }
 
 interface FaultCounts {
@@ -144,7 +149,11 @@ export async function startFaultProxy(kc: KubeConfig, options: FaultProxyOptions
         // The kubeconfig's own headers (a bearer token) go with it; the client sent none.
         headers: { ...req.headers, ...(tls.headers as Record<string, string> | undefined), host: upstream.host },
       },
-      onResponse,
+      (up) => {
+        // The client gone mid-answer (a watch it ended) aborts the upstream answer too: not an error of the proxy.
+        up.on('error', () => res.destroy());
+        onResponse(up);
+      },
     );
     out.on('error', (err) => {
       if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
@@ -166,7 +175,7 @@ export async function startFaultProxy(kc: KubeConfig, options: FaultProxyOptions
       if (fault) counts.injected[fault]++;
       switch (fault) {
         case undefined:
-          return forward(req, res, body, (up) => pipeThrough(up, res));
+          return forward(req, res, body, (up) => pipeThrough(up, res, options.holdHeaders));
         case 'http429':
           return status(res, 429, 'TooManyRequests', 'too many requests, please try again later', {
             'retry-after': retryAfter,
@@ -189,7 +198,7 @@ export async function startFaultProxy(kc: KubeConfig, options: FaultProxyOptions
           return;
         case 'cutWatch':
           return forward(req, res, body, (up) => {
-            pipeThrough(up, res);
+            pipeThrough(up, res, options.holdHeaders);
             const timer = setTimeout(() => req.socket.destroy(), cutMin + random() * (cutMax - cutMin));
             res.on('close', () => clearTimeout(timer));
           });
@@ -265,10 +274,10 @@ function matches(m: RequestMatch, req: Described): boolean {
   return typeof m.path === 'string' ? req.path.startsWith(m.path) : m.path.test(req.path);
 }
 
-function pipeThrough(up: IncomingMessage, res: ServerResponse): void {
+function pipeThrough(up: IncomingMessage, res: ServerResponse, holdHeaders = false): void {
   res.writeHead(up.statusCode ?? 502, up.headers);
-  // A watch's headers go out at once: its client waits for them before the first event.
-  res.flushHeaders();
+  // A watch's headers go out at once, as the API server sends them, unless the proxy plays one that holds them.
+  if (!holdHeaders) res.flushHeaders();
   up.pipe(res);
 }
 

@@ -4,7 +4,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { get } from 'node:http';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { readLocalEnv, repoRoot } from './local-env.js';
@@ -89,13 +88,7 @@ export async function startWorkerProcess(
 }
 
 /** A TCP port free on 127.0.0.1 right now (for a worker's health or metrics endpoint). */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return typeof address === 'object' && address ? address.port : 0;
-}
+export { freePort } from '../../bench/lib.js';
 
 /**
  * The URLs the local stack's supervisor publishes (`.ferry/run/endpoints.json`): `<ns>/<model>` the model's Service,

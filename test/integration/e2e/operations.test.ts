@@ -130,6 +130,15 @@ describe('operating Ferry: logs, metrics, Kubernetes Events, annotations', { tim
     expect(sample(samples, 'ferry_weights_pulled_bytes_total')).toBe(served.download?.bytes ?? 0);
     expect(sample(samples, 'ferry_model_ready_replicas', { namespace: kube.ns, model: name })).toBe(1);
     expect(sample(samples, 'ferry_phase_changes_total', { phase: 'Ready' })).toBe(1);
+    // The watch of each kind in the model's namespace: open, and heard from (its list at least).
+    for (const kind of ['ConfigMap', 'Pod', 'Deployment']) {
+      expect(sample(samples, 'ferry_watch_age_seconds', { namespace: kube.ns, kind }), kind).toBeGreaterThan(0);
+      expect(
+        sample(samples, 'ferry_watch_last_event_seconds', { namespace: kube.ns, kind }),
+        kind,
+      ).toBeGreaterThanOrEqual(0);
+    }
+    expect(samples.filter((s) => s.name === 'ferry_watch_restarts_total' && s.labels.how !== 'renewed')).toEqual([]);
 
     // The objects name their workflow; the root links its Web UI page.
     const root = await kube.core.readNamespacedConfigMap({ name: rootName(name), namespace: kube.ns });
