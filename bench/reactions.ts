@@ -1,4 +1,4 @@
-// How fast Ferry reacts, with the worker's watch on and the default workflow options (safety net 30 min, so every
+// How fast Ferry reacts, with the worker's watch on and the default workflow options (safety net 6 h, so every
 // reaction here comes from the watch): a Ready model's engine pod deleted → status Degraded; its engine reported
 // crash-looping → Degraded; its Service or Deployment deleted → back; its weights PVC deleted → Degraded → Ready
 // again; an update → Deployment patched; a delete → the Deployment going. Update and delete are timed twice: from

@@ -7,8 +7,9 @@
 // --hold-headers: the counting proxy sends a response's headers only with its first body byte, as some proxies do.
 // FERRY_WATCH_RENEW (passed to the worker) renews its watches sooner than every 30–60 min: a soak compressed.
 //
-// The window should span one safety-net interval (30 min) so that every model's safety-net look falls in it;
-// a shorter window (CI runs `--models 5 --window 40s`) measures wakes only and says so. Everything is simulated
+// The window should span one safety-net interval (6 h by default; --safety-net 2m compresses it, and the result
+// gives what each look cost and what that makes a day at the default) so that every model's look falls in it; a
+// shorter window (CI runs `--models 5 --window 40s`) measures wakes only and says so. Everything is simulated
 // except Temporal, the API server and the controllers: KWOK pods, the engine stand-in.
 import { parseArgs } from 'node:util';
 import { parseDuration, workflowIdFor } from '../workflows/contract/index.js';
@@ -31,6 +32,9 @@ import {
   uniqueName,
 } from './lib.js';
 
+/** The workflow's default safety net (workflows/activity-options.ts). */
+const DEFAULT_SAFETY_NET_MS = 6 * 3_600_000;
+
 /** Temporal's EventType numbers (temporal.api.enums.v1.EventType) of the events that are billed actions. */
 const EVENT = { ACTIVITY_TASK_SCHEDULED: 10, TIMER_STARTED: 17, WORKFLOW_EXECUTION_SIGNALED: 26 } as const;
 
@@ -43,11 +47,14 @@ const { values } = parseArgs({
     settle: { type: 'string', default: '30s' },
     keep: { type: 'boolean', default: false },
     'hold-headers': { type: 'boolean', default: false },
+    'safety-net': { type: 'string' },
   },
 });
 const models = Number(values.models);
 const windowMs = parseDuration(values.window);
 const settleMs = parseDuration(values.settle);
+/** The models' safety net: the workflow's default (6 h) unless --safety-net compresses it to measure its looks. */
+const safetyNetMs = values['safety-net'] ? parseDuration(values['safety-net']) : DEFAULT_SAFETY_NET_MS;
 
 const kc = adminKubeConfig();
 const client = await temporalClient();
@@ -68,7 +75,11 @@ try {
   const setupStart = Date.now();
   let ready = 0;
   await inParallel(names, Number(values.parallel), async (name) => {
-    await serveModel(client, instantModel(name, namespace, cluster), { wait: true, timeoutMs: 10 * 60_000 });
+    await serveModel(client, instantModel(name, namespace, cluster), {
+      wait: true,
+      timeoutMs: 10 * 60_000,
+      ...(values['safety-net'] ? { workflowOptions: { safetyNetIntervalMs: safetyNetMs } } : {}),
+    });
     if (++ready % 25 === 0 || ready === models) log(`${ready}/${models} Ready`);
   });
   log(`all ${models} Ready in ${Math.round((Date.now() - setupStart) / 1000)} s; settling ${values.settle}`);
@@ -110,7 +121,7 @@ try {
       models,
       window: values.window,
       watch: values.watch,
-      safetyNet: '30m (default)',
+      safetyNet: values['safety-net'] ?? '6h (default)',
       watchRenew: process.env.FERRY_WATCH_RENEW ?? '30m (default)',
       holdHeaders: values['hold-headers'],
     },
@@ -127,10 +138,12 @@ try {
     watchFailures: watchFailures(worker.log()),
     // From the worker's metrics (its gauges are brought up to date every 30 s): every watch's ends over the whole run.
     watchEnds: await watchEnds(metricsPort),
+    // Each look costs the same whatever its interval: at the default, a quiet model has 24 h / 6 h of them a day.
+    ...perLook(actions, events, models, seconds),
     note:
-      windowMs < 30 * 60_000
-        ? 'the window is shorter than the 30-min safety net: safety-net looks are not in it (wakes only)'
-        : 'the window spans the 30-min safety net: each model had its safety-net look in it',
+      windowMs < safetyNetMs
+        ? `the window is shorter than the safety net (${values['safety-net'] ?? '6h'}): its looks are not in it (wakes only)`
+        : 'the window spans the safety net: each model had its safety-net look in it',
   };
   console.log(JSON.stringify(result, null, 2));
   if (result.watchFailures.total > 0)
@@ -185,4 +198,29 @@ async function watchEnds(port: number): Promise<{ watches: number; byHow: Record
   } catch (err) {
     return `could not read the worker's metrics: ${String(err)}`;
   }
+}
+
+/**
+ * With the safety net compressed, what one look cost (timer and activity: the model's only actions while quiet) and
+ * what a quiet model pays a day and an hour at the default interval.
+ */
+function perLook(
+  actions: { timers: number; activities: number; signals: number },
+  events: number,
+  models: number,
+  seconds: number,
+): Record<string, number> {
+  if (!values['safety-net'] || actions.timers === 0) return {};
+  const looks = actions.timers;
+  const perDay = (24 * 3_600_000) / DEFAULT_SAFETY_NET_MS;
+  const actionsPerLook = (actions.timers + actions.activities) / looks;
+  const eventsPerLook = events / looks;
+  return {
+    looksPerModel: looks / models,
+    looksPerModelExpected: (seconds * 1000) / safetyNetMs,
+    actionsPerLook,
+    eventsPerLook,
+    atDefaultSafetyNetActionsPerModelDay: actionsPerLook * perDay,
+    atDefaultSafetyNetEventsPerModelHour: (eventsPerLook * perDay) / 24,
+  };
 }

@@ -13,6 +13,7 @@ import { Cluster } from '../activities/cluster/api.js';
 import { EventRecorder } from '../activities/cluster/events.js';
 import { endpointResolverFromEnv } from '../activities/cluster/endpoints.js';
 import { ModelWatcher } from '../activities/cluster/model-watcher.js';
+import { WATCHLESS_LOOK_MS, wakeEveryModel } from './wake-every-model.js';
 import { Autoscaler } from '../activities/scaling/autoscaler.js';
 import type { ProgressSink } from '../activities/cluster/progress.js';
 import { reportRetriedAttempt, retryProgress } from '../activities/cluster/retry-progress.js';
@@ -74,6 +75,8 @@ export function realActivities(
   // A request being retried shows at once as the running step's waiting reason.
   const cluster = new Cluster(kc, { onRetry: retryProgress(progress) });
   const watcher = config.watch ? startWatcher(config, client, kc, cluster, logger, wakes) : undefined;
+  // Without the watch, the worker wakes every model itself: the workflow's own safety net is hours apart.
+  const stopClock = watcher ? undefined : wakeEveryModel(config.cluster, client, logger, WATCHLESS_LOOK_MS, wakes);
   const autoscaler = watcher ? startAutoscaler(config, client, watcher, endpoints, logger, wakes) : undefined;
   const activities = createActivities(
     {
@@ -110,6 +113,7 @@ export function realActivities(
     events,
     stop: () => {
       stopGauges?.();
+      stopClock?.();
       autoscaler?.stop();
       watcher?.stop();
     },

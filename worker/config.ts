@@ -37,8 +37,8 @@ export interface WorkerConfig {
   /** Where `tenants` was read from (for the log). */
   tenantsFile?: string;
   /**
-   * Watch the models' objects and wake their workflows when one changes (on); off, a Ready model is looked at only
-   * every safety-net interval (30 min), for a worker whose Role lacks list/watch.
+   * Watch the models' objects and wake their workflows when one changes (on); off, the worker wakes every model of
+   * its cluster each 30 min instead (worker/wake-every-model.ts), for a worker whose Role lacks list/watch.
    */
   watch: boolean;
   /**

@@ -18,6 +18,14 @@ const TEARDOWN_TIMEOUT_MS = 5 * 60_000;
 /** A load measurement's bound in time (its bound in load is `spec.slo.maxConcurrency`). */
 const MEASURE_TIMEOUT_MS = 10 * 60_000;
 
+/**
+ * The safety net's look at a quiet Ready model: 6 h, 4 looks a day, 8 billed actions and about 44 history events (bars:
+ * 10 and 5 an hour). The worker's watch wakes a model on every change to its objects, again after a gap in the watch
+ * for those whose objects differ, and every model once when a worker starts; a worker without the watch wakes every
+ * model each 30 min itself (FERRY_WATCH=off). What is left for the net: what no watch sees (a deleted InferencePool).
+ */
+const SAFETY_NET_MS = 6 * 3_600_000;
+
 export interface ResolvedOptions {
   watchIntervalMs: number;
   safetyNetIntervalMs: number;
@@ -33,7 +41,7 @@ export interface ResolvedOptions {
 export function resolveOptions(options: ServeModelOptions = {}): ResolvedOptions {
   return {
     watchIntervalMs: options.watchIntervalMs ?? 30_000,
-    safetyNetIntervalMs: options.safetyNetIntervalMs ?? 30 * 60_000,
+    safetyNetIntervalMs: options.safetyNetIntervalMs ?? SAFETY_NET_MS,
     continueAsNewAfterEvents: options.continueAsNewAfterEvents ?? 5_000,
     initialIntervalMs: options.retry?.initialIntervalMs ?? 1_000,
     maximumIntervalMs: options.retry?.maximumIntervalMs ?? 30_000,

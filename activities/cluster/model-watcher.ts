@@ -56,6 +56,8 @@ const SELECTOR = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
  */
 const QUIET_COMPONENTS = new Set(['puller', 'adapters']);
 const MAX_RESTART_MS = 60_000;
+/** A wake the workflow did not take is sent again after 2 s, doubling to a minute. */
+const WAKE_RETRY_MS = 2_000;
 /** A watch that ends sooner than this without an error is ended too fast to go on at once (410 Gone, a proxy). */
 const MIN_WATCH_MS = 1_000;
 /** A watch lasts 30 to 60 minutes before it is renewed from its resourceVersion (bookmarks keep that fresh). */
@@ -345,15 +347,28 @@ export class ModelWatcher {
       }
       return;
     }
-    const change: ModelChange = { namespace, name: model, objects: [object] };
+    this.queue(key, { namespace, name: model, objects: [object] });
+  }
+
+  /** Sends `change` after the coalescing window; a send that fails is tried again, merged with any newer change. */
+  private queue(key: string, change: ModelChange, attempt = 0): void {
+    const delay =
+      attempt === 0 ? (this.options.coalesceMs ?? 250) : Math.min(WAKE_RETRY_MS * 2 ** (attempt - 1), 60_000);
     const timer = setTimeout(() => {
       this.pending.delete(key);
-      this.options
-        .wake(change)
-        .catch((err: unknown) =>
-          this.options.log?.('warn', 'could not wake the model', { model: key, error: String(err) }),
-        );
-    }, this.options.coalesceMs ?? 250);
+      this.options.wake(change).catch((err: unknown) => {
+        if (this.stopped) return;
+        // The safety net is hours away: a wake Temporal did not take is sent again until it does.
+        if (attempt === 0) {
+          this.options.log?.('warn', 'could not wake the model; trying again', { model: key, error: String(err) });
+        }
+        const newer = this.pending.get(key);
+        if (newer) {
+          for (const o of change.objects) if (!newer.change.objects.includes(o)) newer.change.objects.push(o);
+          newer.change.objects.splice(8);
+        } else this.queue(key, change, attempt + 1);
+      });
+    }, delay);
     this.pending.set(key, { change, timer });
   }
 }

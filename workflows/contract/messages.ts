@@ -16,7 +16,7 @@ export interface ServeModelOptions {
   watchIntervalMs?: number;
   /**
    * How often a Ready model is looked at when nothing wakes it: the worker's watch signals `modelChanged` when one of
-   * the model's objects changes, so this is only a safety net. Default 30 min.
+   * the model's objects changes, so this is only a safety net. Default 6 h.
    */
   safetyNetIntervalMs?: number;
   /** Continue as new once history is longer than this (or the server suggests it). Default 5,000 events. */

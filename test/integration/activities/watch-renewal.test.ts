@@ -107,3 +107,31 @@ describe('the worker watch, renewed', { timeout: 150_000 }, () => {
     expect(lists).toHaveLength(1);
   });
 });
+
+describe('the worker watch, waking', { timeout: 60_000 }, () => {
+  it('sends a wake Temporal did not take again until it does, once logged', async () => {
+    const proxy = await startFaultProxy(kube.kc);
+    proxies.push(proxy);
+    const kc = proxy.kubeConfig();
+    const sent: ModelChange[] = [];
+    const logs: string[] = [];
+    let refusals = 2;
+    const watcher = new ModelWatcher(kc, new Cluster(kc), {
+      wake: async (change) => {
+        if (change.name !== 'retried') return;
+        if (refusals-- > 0) throw new Error('Temporal is away');
+        sent.push(change);
+      },
+      log: (level, message) => logs.push(`${level} ${message}`),
+    });
+    watchers.push(watcher);
+    watcher.watchNamespace(kube.ns);
+    await waitFor('the watch synced', 20_000, async () => watcher.isSynced(kube.ns));
+    await kube.core.createNamespacedConfigMap({ namespace: kube.ns, body: configMap('retried-root', 'retried') });
+    // Refused twice (2 s, then 4 s apart), taken the third time.
+    const [woken] = await waitFor('the wake taken', 30_000, async () => (sent.length ? sent : undefined));
+    expect(woken).toEqual({ namespace: kube.ns, name: 'retried', objects: ['ConfigMap/retried-root'] });
+    expect(refusals).toBe(-1);
+    expect(logs.filter((l) => l.includes('could not wake'))).toEqual(['warn could not wake the model; trying again']);
+  });
+});

@@ -1,5 +1,5 @@
 // The watch that reconciles, end to end: a real worker process (its watch on), the CLI, the local control plane. The
-// model runs with the default options, so its safety-net look is 30 minutes away: everything seen here comes from
+// model runs with the default options, so its safety-net look is hours away: everything seen here comes from
 // the worker's watch waking the workflow. Reaction times are a benchmark's business (bench/reactions.ts); these
 // tests only give them generous bounds.
 import { beforeAll, describe, expect, it } from 'vitest';
