@@ -1,6 +1,7 @@
 // The real activities for one cluster: Kubernetes from a kubeconfig or in-cluster credentials, engine endpoints as
 // FERRY_ENDPOINT_MODE says, progress delivered to each workflow as a `progress` signal, and the watch that wakes a
 // model's workflow (`modelChanged`) when one of its objects changes.
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { homedir, hostname } from 'node:os';
 import { join } from 'node:path';
@@ -39,7 +40,8 @@ export interface RealActivities {
   /** Posts Kubernetes Events on models' root objects. */
   events: EventRecorder;
   /** Stops the watch and the gauges (call once the worker has stopped). */
-  stop(): void;
+  /** Stops the watch and the clocks; resolves once the watch's Leases are given up (bounded: 3 s). */
+  stop(): Promise<void>;
   /** Resolves when the Kubernetes API server answers (GET /version), for the readiness probe. */
   ping(): Promise<void>;
   /** Called as each activity attempt starts: a retried one is reported to its workflow. */
@@ -111,11 +113,12 @@ export function realActivities(
   return {
     activities,
     events,
-    stop: () => {
+    stop: async () => {
       stopGauges?.();
       stopClock?.();
       autoscaler?.stop();
-      watcher?.stop();
+      // Given up, a Lease is taken by another worker at its next look (5 s), not after 15 s.
+      await Promise.race([watcher?.stop(), new Promise((resolve) => setTimeout(resolve, 3_000).unref())]);
     },
     onAttemptStart: (ctx) => reportRetriedAttempt(progress, ctx),
     ping: async () => {
@@ -154,6 +157,12 @@ function startWatcher(
   }
   const watcher = new ModelWatcher(kc, cluster, {
     ...(watchSeconds ? { watchSeconds } : {}),
+    // Several workers of the cluster share the waking: each namespace's models by the one holding its Lease.
+    lease: {
+      name: `ferry-watch-${config.cluster}`,
+      identity: `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`,
+      ...(wakes ? { eligible: wakes } : {}),
+    },
     wake: async ({ namespace, name, objects }) => {
       if (wakes && !(await wakes())) return;
       const workflowId = workflowIdFor({ cluster: config.cluster, namespace, name });
@@ -214,8 +223,9 @@ function startAutoscaler(
     ...(endpoints.http ? { http: endpoints.http } : {}),
     intervalMs,
     send: async ({ namespace, name }, decision) => {
-      // Only the current version's worker decides (Worker Versioning), as only it wakes models.
-      if (wakes && !(await wakes())) return;
+      // Only the current version's worker decides (Worker Versioning), and of its workers the one holding the
+      // namespace's Lease: as only it wakes the models.
+      if (!watcher.wakes(namespace) || (wakes && !(await wakes()))) return;
       const workflowId = workflowIdFor({ cluster: config.cluster, namespace, name });
       await client.workflow.getHandle(workflowId).signal(scaleSignal, decision);
     },

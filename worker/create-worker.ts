@@ -66,7 +66,7 @@ const STICKY_TIMEOUT = '3s';
 /** Connects to Temporal and creates the worker; `worker.run()` starts polling, `worker.shutdown()` drains it. */
 export async function createWorker(config: WorkerConfig, overrides: WorkerOverrides = {}): Promise<FerryWorker> {
   const ownConnection = !overrides.connection;
-  let stopReal: (() => void) | undefined;
+  let stopReal: (() => Promise<void>) | undefined;
   let stopKeeper: (() => void) | undefined;
   const connection = overrides.connection ?? (await NativeConnection.connect(connectOptionsOf(config.temporal)));
   try {
@@ -156,13 +156,13 @@ export async function createWorker(config: WorkerConfig, overrides: WorkerOverri
       },
       async close() {
         stopKeeper?.();
-        stopReal?.();
+        await stopReal?.();
         if (ownConnection) await connection.close();
       },
     };
   } catch (err) {
     stopKeeper?.();
-    stopReal?.();
+    await stopReal?.().catch(() => undefined);
     if (ownConnection) await connection.close().catch(() => undefined);
     throw err;
   }

@@ -4,6 +4,7 @@
 import type { KubeConfig, KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import { LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY } from '../builders/labels.js';
 import type { Cluster } from './api.js';
+import { NamespaceLeases, type NamespaceLeaseOptions } from './namespace-lease.js';
 import { watchOnce, type WatchEnd } from './watch-stream.js';
 
 /** What the watcher keeps per namespace; every kind a Ready model's look reads. */
@@ -46,6 +47,12 @@ export interface ModelWatcherOptions {
   /** A watch still open this long after the server should have ended it is ended by the worker. Default 60 s. */
   stallGraceMs?: number;
   log?: (level: 'info' | 'warn', message: string, meta?: Record<string, unknown>) => void;
+  /**
+   * Several workers on one cluster: each namespace's models are woken by the worker that holds its Lease
+   * (namespace-lease.ts); the others keep their memory warm and what they would have sent, and send it when they take
+   * the Lease over. Unset: this worker wakes every change.
+   */
+  lease?: Pick<NamespaceLeaseOptions, 'name' | 'identity' | 'durationSeconds' | 'renewMs' | 'eligible'>;
 }
 
 /** The selector every watch uses: only Ferry's objects. */
@@ -58,6 +65,8 @@ const QUIET_COMPONENTS = new Set(['puller', 'adapters']);
 const MAX_RESTART_MS = 60_000;
 /** A wake the workflow did not take is sent again after 2 s, doubling to a minute. */
 const WAKE_RETRY_MS = 2_000;
+/** A holder's wakes lag what it saw by its coalescing (250 ms) and its watch's delay: this much is not forgiven. */
+const OWED_MARGIN_MS = 2_000;
 /** A watch that ends sooner than this without an error is ended too fast to go on at once (410 Gone, a proxy). */
 const MIN_WATCH_MS = 1_000;
 /** A watch lasts 30 to 60 minutes before it is renewed from its resourceVersion (bookmarks keep that fresh). */
@@ -273,18 +282,36 @@ function matches(labels: Record<string, string> | undefined, selector: string | 
 export class ModelWatcher {
   private readonly namespaces = new Map<string, NamespaceWatch>();
   private readonly pending = new Map<string, { change: ModelChange; timer: NodeJS.Timeout }>();
+  /** Changes seen in namespaces whose Lease another worker holds: sent if this one takes it over in time. */
+  private readonly owed = new Map<string, { change: ModelChange; at: number }>();
+  private readonly leases: NamespaceLeases | undefined;
   private stopped = false;
 
   constructor(
     private readonly kc: KubeConfig,
     private readonly cluster: Cluster,
     private readonly options: ModelWatcherOptions,
-  ) {}
+  ) {
+    if (options.lease) {
+      this.leases = new NamespaceLeases(kc, {
+        ...options.lease,
+        onAcquired: (namespace) => this.payOwed(namespace),
+        onRenewedElsewhere: (namespace, after) => this.forgive(namespace, after),
+        ...(options.log ? { log: options.log } : {}),
+      });
+    }
+  }
+
+  /** Whether this worker wakes `namespace`'s models now (it holds the Lease, or there is none to share). */
+  wakes(namespace: string): boolean {
+    return !this.leases || this.leases.holds(namespace);
+  }
 
   /** Starts watching `namespace` (once; later calls do nothing). */
   watchNamespace(namespace: string): void {
     if (this.stopped || this.namespaces.has(namespace)) return;
     this.options.log?.('info', 'watching namespace', { namespace });
+    this.leases?.track(namespace);
     this.namespaces.set(
       namespace,
       new NamespaceWatch(namespace, this.kc, this.cluster, (kind, obj) => this.changed(kind, obj), this.options),
@@ -326,11 +353,29 @@ export class ModelWatcher {
     return [...objects.values()].filter((o) => matches(o.metadata?.labels, labelSelector)) as T[];
   }
 
-  stop(): void {
+  /** Stops watching; resolves once every Lease held is given up (another worker takes it at its next look). */
+  async stop(): Promise<void> {
     this.stopped = true;
     for (const { timer } of this.pending.values()) clearTimeout(timer);
     this.pending.clear();
     for (const ns of this.namespaces.values()) ns.stop();
+    await this.leases?.stop();
+  }
+
+  /** This worker took `namespace`'s Lease: what it saw while another held it, and that one may not have sent, goes. */
+  private payOwed(namespace: string): void {
+    for (const [key, { change }] of this.owed) {
+      if (change.namespace !== namespace) continue;
+      this.owed.delete(key);
+      for (const object of change.objects) this.note(key, change.namespace, change.name, object);
+    }
+  }
+
+  /** The holder was alive after `after`: it sent what it saw up to then (less its coalescing and its watch's lag). */
+  private forgive(namespace: string, after: number): void {
+    for (const [key, { change, at }] of this.owed) {
+      if (change.namespace === namespace && at < after - OWED_MARGIN_MS) this.owed.delete(key);
+    }
   }
 
   private changed(kind: Kind, obj: KubernetesObject): void {
@@ -340,6 +385,20 @@ export class ModelWatcher {
     if (this.stopped || !model || !namespace || QUIET_COMPONENTS.has(labels[LABEL_COMPONENT] ?? '')) return;
     const key = `${namespace}/${model}`;
     const object = `${kind}/${obj.metadata?.name}`;
+    if (!this.wakes(namespace)) {
+      const owed = this.owed.get(key);
+      if (!owed) this.owed.set(key, { change: { namespace, name: model, objects: [object] }, at: Date.now() });
+      else {
+        owed.at = Date.now();
+        if (!owed.change.objects.includes(object) && owed.change.objects.length < 8) owed.change.objects.push(object);
+      }
+      return;
+    }
+    this.note(key, namespace, model, object);
+  }
+
+  /** A change to send: joins the one pending for the model, or starts its coalescing window. */
+  private note(key: string, namespace: string, name: string, object: string): void {
     const pending = this.pending.get(key);
     if (pending) {
       if (!pending.change.objects.includes(object) && pending.change.objects.length < 8) {
@@ -347,7 +406,7 @@ export class ModelWatcher {
       }
       return;
     }
-    this.queue(key, { namespace, name: model, objects: [object] });
+    this.queue(key, { namespace, name, objects: [object] });
   }
 
   /** Sends `change` after the coalescing window; a send that fails is tried again, merged with any newer change. */

@@ -80,7 +80,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  watcher?.stop();
+  await watcher?.stop();
   await Promise.all(sims.map((s) => s.stop()));
 });
 

@@ -16,7 +16,7 @@ const kube = useNamespace('act-watch-renewal');
 const proxies: FaultProxy[] = [];
 const watchers: ModelWatcher[] = [];
 afterAll(async () => {
-  for (const w of watchers) w.stop();
+  await Promise.all(watchers.map((w) => w.stop()));
   for (const p of proxies) await p.close();
 });
 

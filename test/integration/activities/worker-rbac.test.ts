@@ -52,7 +52,8 @@ describe("the chart's worker", () => {
       namespace: system.ns,
       labelSelector: 'app.kubernetes.io/name=ferry-worker',
     });
-    expect(pods.items.map((p) => p.spec?.serviceAccountName)).toEqual(['ferry-worker']);
+    // Two replicas by default (the chart's replicaCount), each as the worker's ServiceAccount.
+    expect(pods.items.map((p) => p.spec?.serviceAccountName)).toEqual(['ferry-worker', 'ferry-worker']);
   });
 
   it('grants nothing outside the namespaces it serves, not even its own', async () => {

@@ -71,6 +71,7 @@ const WORKER_RULES: V1PolicyRule[] = [
   },
   { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'list', 'watch', 'create', 'patch', 'delete'] },
   { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get', 'list', 'watch', 'create', 'patch', 'delete'] },
+  { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update'] },
   {
     apiGroups: ['inference.networking.k8s.io'],
     resources: ['inferencepools'],
