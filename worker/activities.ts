@@ -157,12 +157,17 @@ function startWatcher(
   }
   const watcher = new ModelWatcher(kc, cluster, {
     ...(watchSeconds ? { watchSeconds } : {}),
-    // Several workers of the cluster share the waking: each namespace's models by the one holding its Lease.
-    lease: {
-      name: `ferry-watch-${config.cluster}`,
-      identity: `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`,
-      ...(wakes ? { eligible: wakes } : {}),
-    },
+    // Several workers of the cluster share the waking (FERRY_WATCH_LEASE=on, which the chart sets with more than one
+    // replica): each namespace's models by the one holding its Lease. Off, this worker wakes every change.
+    ...(config.env.FERRY_WATCH_LEASE?.trim() === 'on'
+      ? {
+          lease: {
+            name: `ferry-watch-${config.cluster}`,
+            identity: `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`,
+            ...(wakes ? { eligible: wakes } : {}),
+          },
+        }
+      : {}),
     wake: async ({ namespace, name, objects }) => {
       if (wakes && !(await wakes())) return;
       const workflowId = workflowIdFor({ cluster: config.cluster, namespace, name });

@@ -120,7 +120,9 @@ TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME, TEMPORAL_GRPC_META_*
 (in-cluster | service-proxy | override) and FERRY_ENDPOINT_OVERRIDES; FERRY_SCALING_INTERVAL (how often the
 autoscaler reads the load of models with spec.scaling, default 5s; off: never); FERRY_WATCH_RENEW (how long
 the API server keeps each of the worker's watches open before it is renewed, plus a jitter of up to as long again;
-default 30m; shorter for soak tests).
+default 30m; shorter for soak tests); FERRY_WATCH_LEASE (on: several workers of the cluster share the watch's
+wakes, each namespace's models woken by the worker holding the namespace's Lease; the chart sets it with more than
+one replica).
 `;
 
 /** A configuration that cannot run; the message lists every problem. */

@@ -51,6 +51,8 @@ interface NamespaceState {
   forbidden?: boolean;
   /** When this worker last read the Lease. */
   lookedAt?: number;
+  /** The Lease as this worker last wrote it while holding it: renewed from this, without a read. */
+  lease?: V1Lease;
 }
 
 export class NamespaceLeases {
@@ -97,6 +99,7 @@ export class NamespaceLeases {
   /** Gives the Lease up: no holder, so the next worker to look takes it at once. */
   private async release(namespace: string, state: NamespaceState): Promise<void> {
     state.holds = false;
+    state.lease = undefined;
     const lease = await this.read(namespace);
     if (lease?.spec?.holderIdentity !== this.options.identity) return;
     lease.spec = { ...lease.spec, holderIdentity: undefined, renewTime: undefined, acquireTime: undefined };
@@ -141,6 +144,15 @@ export class NamespaceLeases {
   private async contend(namespace: string, state: NamespaceState): Promise<void> {
     const now = new MicroTime();
     const me = this.options.identity;
+    if (state.holds && state.lease) {
+      // The holder renews what it last wrote: one request a round. A conflict (someone else wrote it) reads it again.
+      try {
+        return await this.renew(namespace, state, state.lease, now);
+      } catch (err) {
+        if (statusOf(err) !== 409 && statusOf(err) !== 404) throw err;
+        state.lease = undefined;
+      }
+    }
     const lease = await this.read(namespace);
     if (!lease) {
       const created = await this.api.createNamespacedLease({
@@ -164,15 +176,9 @@ export class NamespaceLeases {
     const moved = state.seen?.resourceVersion !== rv;
     if (moved) state.seen = { resourceVersion: rv, at: Date.now() };
     const holder = lease.spec?.holderIdentity;
-    if (holder === me) {
-      const acquired = lease.spec?.acquireTime;
-      lease.spec = { ...lease.spec, renewTime: now, ...(acquired ? { acquireTime: new MicroTime(acquired) } : {}) };
-      const renewed = await this.api.replaceNamespacedLease({ name: this.options.name, namespace, body: lease });
-      state.seen = { resourceVersion: renewed.metadata?.resourceVersion ?? '', at: Date.now() };
-      if (!state.holds) this.acquired(namespace, state, renewed);
-      return;
-    }
+    if (holder === me) return await this.renew(namespace, state, lease, now);
     state.holds = false;
+    state.lease = undefined;
     const expired = !holder || Date.now() - state.seen!.at >= this.durationMs;
     if (!expired) {
       if (moved && holder) this.options.onRenewedElsewhere?.(namespace, lookedBefore);
@@ -192,7 +198,21 @@ export class NamespaceLeases {
     this.acquired(namespace, state, taken);
   }
 
+  private async renew(namespace: string, state: NamespaceState, lease: V1Lease, now: MicroTime): Promise<void> {
+    const acquired = lease.spec?.acquireTime;
+    const body: V1Lease = {
+      ...lease,
+      spec: { ...lease.spec, renewTime: now, ...(acquired ? { acquireTime: new MicroTime(acquired) } : {}) },
+    };
+    const renewed = await this.api.replaceNamespacedLease({ name: this.options.name, namespace, body });
+    if (state.holds) {
+      state.lease = renewed;
+      state.seen = { resourceVersion: renewed.metadata?.resourceVersion ?? '', at: Date.now() };
+    } else this.acquired(namespace, state, renewed);
+  }
+
   private acquired(namespace: string, state: NamespaceState, lease: V1Lease): void {
+    state.lease = lease;
     state.seen = { resourceVersion: lease.metadata?.resourceVersion ?? '', at: Date.now() };
     const was = state.holds;
     state.holds = true;

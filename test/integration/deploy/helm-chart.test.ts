@@ -128,11 +128,15 @@ describe('the chart with its default values', () => {
       FERRY_SHUTDOWN_GRACE: '25s',
       FERRY_HEALTH_ADDRESS: ':8080',
       FERRY_METRICS_ADDRESS: ':9464',
+      // Two replicas by default: they share the watch's wakes by a Lease per namespace.
+      FERRY_WATCH_LEASE: 'on',
       TEMPORAL_ADDRESS: 'temporal-frontend.temporal.svc:7233',
       TEMPORAL_NAMESPACE: 'default',
     });
     // No API key and no TLS unless asked for.
     expect(Object.keys(envOf(deployment)).filter((n) => /API_KEY|TLS/.test(n))).toEqual([]);
+    // One replica has nobody to share the wakes with: no Lease.
+    expect(valuesOf(deploymentOf({ values: { replicaCount: 1 } })).FERRY_WATCH_LEASE).toBeUndefined();
     expect(pod.spec?.terminationGracePeriodSeconds).toBe(30);
   });
 
@@ -381,6 +385,7 @@ describe('every option', () => {
       FERRY_SHUTDOWN_GRACE: '55s',
       FERRY_HEALTH_ADDRESS: ':8081',
       FERRY_METRICS_ADDRESS: ':9465',
+      FERRY_WATCH_LEASE: 'on',
       FERRY_WORKER_VERSIONING: 'on',
       FERRY_BUILD_ID: '0.2.0-1a2b3c4d5e6f',
       TEMPORAL_ADDRESS: 'my-ns.a1b2c.tmprl.cloud:7233',

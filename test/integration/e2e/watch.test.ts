@@ -17,9 +17,11 @@ import { readLocalEnv } from '../../support/local-env.js';
 const kube = useNamespace('e2e-watch', RESTRICTED);
 const startWorkerProcess = useWorkerProcesses();
 const cluster = uniqueCluster('watch');
+/** The workers share the waking by the namespace's Lease, as the chart's do with more than one replica. */
+const LEASED = { FERRY_WATCH_LEASE: 'on' };
 
 beforeAll(async () => {
-  await startWorkerProcess(cluster);
+  await startWorkerProcess(cluster, undefined, undefined, LEASED);
 }, 180_000);
 
 const ref = (name: string) => [name, '-n', kube.ns, '--cluster', cluster];
@@ -111,7 +113,7 @@ describe('the watch that reconciles, end to end', { timeout: 300_000 }, () => {
   });
 
   it('repairs once with a second worker on the same task queue, woken by one of them (the Lease)', async () => {
-    await startWorkerProcess(cluster);
+    await startWorkerProcess(cluster, undefined, undefined, LEASED);
     await serve('twice');
     const before = await kube.core.readNamespacedService({ name: 'twice', namespace: kube.ns });
     await kube.core.deleteNamespacedService({ name: 'twice', namespace: kube.ns });
