@@ -2,6 +2,7 @@
 // app.kubernetes.io/managed-by=ferry), kept in memory. A change to a model's object wakes that model's workflow (the
 // `wake` callback, coalesced per model); looks read from the same memory instead of asking the API server.
 import type { KubeConfig, KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
+import { cacheUsers, LABEL_CACHE } from '../builders/cache.js';
 import { LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY } from '../builders/labels.js';
 import type { Cluster } from './api.js';
 import { NamespaceLeases, type NamespaceLeaseOptions } from './namespace-lease.js';
@@ -380,21 +381,25 @@ export class ModelWatcher {
 
   private changed(kind: Kind, obj: KubernetesObject): void {
     const labels = obj.metadata?.labels;
-    const model = labels?.[LABEL_MODEL];
     const namespace = obj.metadata?.namespace;
-    if (this.stopped || !model || !namespace || QUIET_COMPONENTS.has(labels[LABEL_COMPONENT] ?? '')) return;
-    const key = `${namespace}/${model}`;
+    if (this.stopped || !namespace || QUIET_COMPONENTS.has(labels?.[LABEL_COMPONENT] ?? '')) return;
+    // A model's object names its model; a shared cache's volume is no one model's, and wakes every model using it.
+    const model = labels?.[LABEL_MODEL];
+    const models = model ? [model] : kind === 'PersistentVolumeClaim' && labels?.[LABEL_CACHE] ? cacheUsers(obj) : [];
     const object = `${kind}/${obj.metadata?.name}`;
-    if (!this.wakes(namespace)) {
+    for (const name of models) {
+      const key = `${namespace}/${name}`;
+      if (this.wakes(namespace)) {
+        this.note(key, namespace, name, object);
+        continue;
+      }
       const owed = this.owed.get(key);
-      if (!owed) this.owed.set(key, { change: { namespace, name: model, objects: [object] }, at: Date.now() });
+      if (!owed) this.owed.set(key, { change: { namespace, name, objects: [object] }, at: Date.now() });
       else {
         owed.at = Date.now();
         if (!owed.change.objects.includes(object) && owed.change.objects.length < 8) owed.change.objects.push(object);
       }
-      return;
     }
-    this.note(key, namespace, model, object);
   }
 
   /** A change to send: joins the one pending for the model, or starts its coalescing window. */

@@ -134,4 +134,40 @@ describe('the worker watch, waking', { timeout: 60_000 }, () => {
     expect(refusals).toBe(-1);
     expect(logs.filter((l) => l.includes('could not wake'))).toEqual(['warn could not wake the model; trying again']);
   });
+  it("wakes every model using a shared cache when the cache's volume changes", async () => {
+    const kc = kube.kc;
+    const sent: ModelChange[] = [];
+    const watcher = new ModelWatcher(kc, new Cluster(kc), {
+      wake: async (change) => {
+        sent.push(change);
+      },
+    });
+    watchers.push(watcher);
+    watcher.watchNamespace(kube.ns);
+    await waitFor('the watch synced', 20_000, async () => watcher.isSynced(kube.ns));
+    // A cache's volume as Ferry labels it: no model's label, its users in an annotation.
+    await kube.core.createNamespacedPersistentVolumeClaim({
+      namespace: kube.ns,
+      body: {
+        metadata: {
+          name: 'ferry-cache-0123456789ab',
+          labels: {
+            'app.kubernetes.io/managed-by': 'ferry',
+            'app.kubernetes.io/component': 'storage',
+            'ferry.dev/cache': '0123456789ab',
+          },
+          annotations: { 'ferry.dev/cache-users': 'first,second' },
+        },
+        spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+      },
+    });
+    // (The watch's first list woke the models of this file's earlier tests: only the volume's wakes count.)
+    const byVolume = () => sent.filter((c) => c.objects.includes('PersistentVolumeClaim/ferry-cache-0123456789ab'));
+    await waitFor('both users woken', 15_000, async () => byVolume().length >= 2);
+    expect(
+      byVolume()
+        .map((c) => c.name)
+        .sort(),
+    ).toEqual(['first', 'second']);
+  });
 });
