@@ -39,8 +39,10 @@ export interface RealActivities {
   activities: FerryActivities;
   /** Posts Kubernetes Events on models' root objects. */
   events: EventRecorder;
-  /** Stops the watch and the gauges (call once the worker has stopped). */
-  /** Stops the watch and the clocks; resolves once the watch's Leases are given up (bounded: 3 s). */
+  /**
+   * Stops the watch, the gauges and the clocks (call once the worker has stopped); resolves once the watch's Leases
+   * are given up (at most 3 s).
+   */
   stop(): Promise<void>;
   /** Resolves when the Kubernetes API server answers (GET /version), for the readiness probe. */
   ping(): Promise<void>;
