@@ -21,7 +21,7 @@ import { reportRetriedAttempt, retryProgress } from '../activities/cluster/retry
 import { apiKeyFromSecret } from '../activities/steps/health.js';
 import type { SpecSource } from '../activities/deps.js';
 import {
-  ferryClusterKey,
+  runningOnCluster,
   ferryNamespaceKey,
   modelChangedSignal,
   parseDuration,
@@ -186,7 +186,7 @@ function startWatcher(
     ...(config.networkPolicy ? { networkPolicies: true } : {}),
   });
   void (async () => {
-    const query = `${ferryClusterKey.name} = '${config.cluster}' AND ExecutionStatus = 'Running'`;
+    const query = runningOnCluster(config.cluster);
     try {
       for await (const execution of client.workflow.list({ query })) {
         const namespace = execution.typedSearchAttributes.get(ferryNamespaceKey);

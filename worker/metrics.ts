@@ -10,7 +10,7 @@ import { LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_MODEL, MANAGED_BY } from '../a
 import type { ModelWatcher, WatchStats } from '../activities/cluster/model-watcher.js';
 import {
   FAILURE,
-  ferryClusterKey,
+  runningOnCluster,
   ferryPhaseKey,
   PHASES,
   type ModelEvent,
@@ -303,7 +303,7 @@ export function collectGauges({
   intervalMs?: number;
 }): () => void {
   let failing = false;
-  const query = `${ferryClusterKey.name} = '${cluster}' AND ExecutionStatus = 'Running'`;
+  const query = runningOnCluster(cluster);
   const once = async () => {
     try {
       const counts: Partial<Record<Phase, number>> = {};

@@ -2,7 +2,7 @@
 // workflow's own safety net is hours apart, trusting a watch that this worker does not run.
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Logger } from '@temporalio/worker';
-import { ferryClusterKey, modelChangedSignal } from '../workflows/contract/index.js';
+import { modelChangedSignal, runningOnCluster } from '../workflows/contract/index.js';
 
 /** How often a worker without the watch (FERRY_WATCH=off) wakes every model of its cluster. */
 export const WATCHLESS_LOOK_MS = 30 * 60_000;
@@ -19,7 +19,7 @@ export function wakeEveryModel(
   intervalMs: number,
   wakes?: () => Promise<boolean>,
 ): () => void {
-  const query = `${ferryClusterKey.name} = '${cluster}' AND ExecutionStatus = 'Running'`;
+  const query = runningOnCluster(cluster);
   const once = async () => {
     if (wakes && !(await wakes())) return;
     try {

@@ -9,6 +9,10 @@ export const ferryModelKey = defineSearchAttributeKey('FerryModel', SearchAttrib
 export const ferryNamespaceKey = defineSearchAttributeKey('FerryNamespace', SearchAttributeType.KEYWORD);
 export const ferryClusterKey = defineSearchAttributeKey('FerryCluster', SearchAttributeType.KEYWORD);
 
+/** The visibility query of the running models (workflows) of `cluster`, as its workers list them. */
+export const runningOnCluster = (cluster: string): string =>
+  `${ferryClusterKey.name} = '${cluster}' AND ExecutionStatus = 'Running'`;
+
 /** The search attributes of a model in `phase`; the client may pass them at start, the workflow upserts them. */
 export function searchAttributesFor(ref: ModelRef, phase: Phase): SearchAttributePair[] {
   return [
