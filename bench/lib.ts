@@ -3,7 +3,7 @@
 // simulated GPU nodes, and models served in parallel. Runs against the local stack (`npm run local:up`).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
+import { appendFileSync, readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { tmpdir, cpus } from 'node:os';
@@ -231,8 +231,14 @@ export async function startWorker(
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
-  child.stdout.on('data', (d) => (output = (output + String(d)).slice(-200_000)));
-  child.stderr.on('data', (d) => (output = (output + String(d)).slice(-200_000)));
+  // FERRY_BENCH_WORKER_LOG=FILE: the worker's whole output also goes to FILE, as it comes (a run that hangs has it).
+  const logFile = process.env.FERRY_BENCH_WORKER_LOG;
+  const take = (d: Buffer) => {
+    output = (output + String(d)).slice(-200_000);
+    if (logFile) appendFileSync(logFile, d);
+  };
+  child.stdout.on('data', take);
+  child.stderr.on('data', take);
   const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
   // At WARN the worker logs nothing on start: wait until its task queue has a poller.
   const client = await temporalClient();

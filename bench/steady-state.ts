@@ -3,7 +3,11 @@
 // actions per model-day (from each model's history over the window), the worker's CPU and RSS.
 //
 //   npm run bench:steady -- [--models 300] [--window 31m] [--watch on|off] [--parallel 10] [--keep] [--hold-headers]
+//                           [--heap-snapshot DIR]
 //
+// The worker's RSS is sampled every second: its peak while the models start (the ramp) and over the window, and at
+// the end its memory by kind (ferry_worker_memory_bytes). --heap-snapshot writes a V8 heap snapshot of the worker at
+// the end of the window into DIR (Chrome's DevTools opens it), to see where the memory is.
 // --hold-headers: the counting proxy sends a response's headers only with its first body byte, as some proxies do.
 // FERRY_WATCH_RENEW (passed to the worker) renews its watches sooner than every 30–60 min: a soak compressed.
 //
@@ -11,6 +15,8 @@
 // gives what each look cost and what that makes a day at the default) so that every model's look falls in it; a
 // shorter window (CI runs `--models 5 --window 40s`) measures wakes only and says so. Everything is simulated
 // except Temporal, the API server and the controllers: KWOK pods, the engine stand-in.
+import { mkdirSync, readdirSync, renameSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { parseDuration, workflowIdFor } from '../workflows/contract/index.js';
 import { serveModel } from '../client/serve-model.js';
@@ -26,6 +32,7 @@ import {
   instantModel,
   machine,
   removeGpuNodes,
+  repoRoot,
   sleep,
   startWorker,
   temporalClient,
@@ -48,6 +55,7 @@ const { values } = parseArgs({
     keep: { type: 'boolean', default: false },
     'hold-headers': { type: 'boolean', default: false },
     'safety-net': { type: 'string' },
+    'heap-snapshot': { type: 'string' },
   },
 });
 const models = Number(values.models);
@@ -68,7 +76,20 @@ const metricsPort = await freePort();
 const worker = await startWorker(cluster, proxy.kubeconfig, {
   FERRY_WATCH: values.watch,
   FERRY_METRICS_ADDRESS: `127.0.0.1:${metricsPort}`,
+  ...(values['heap-snapshot']
+    ? { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --heapsnapshot-signal=SIGUSR2`.trim() }
+    : {}),
 });
+/** The worker's RSS, sampled every second: the peak of the ramp and of the window. */
+const peaks = { ramp: 0, window: 0 };
+let stage: keyof typeof peaks = 'ramp';
+const sampler = setInterval(() => {
+  try {
+    peaks[stage] = Math.max(peaks[stage], worker.usage().rssBytes);
+  } catch {
+    // the worker has exited; its end is reported below
+  }
+}, 1_000);
 const log = (msg: string) => process.stderr.write(`[bench] ${new Date().toISOString()} ${msg}\n`);
 
 try {
@@ -86,11 +107,13 @@ try {
   await sleep(settleMs);
 
   const handles = names.map((name) => client.workflow.getHandle(workflowIdFor({ cluster, namespace, name })));
+  stage = 'window';
   const before = { api: proxy.counts(), usage: worker.usage(), at: Date.now() };
   log(`window of ${values.window} starts`);
   await sleep(windowMs);
   const after = { api: proxy.counts(), usage: worker.usage(), at: Date.now() };
   const seconds = (after.at - before.at) / 1000;
+  const snapshot = values['heap-snapshot'] ? await heapSnapshot(values['heap-snapshot']) : undefined;
 
   // History over the window, per model: every event, and the ones Temporal bills as actions.
   let events = 0;
@@ -135,6 +158,10 @@ try {
     actionsPerModelDay: (allActions / modelHours) * 24,
     workerCpuPercentOfACore: ((after.usage.cpuSeconds - before.usage.cpuSeconds) / seconds) * 100,
     workerRssMiB: Math.round(after.usage.rssBytes / 2 ** 20),
+    workerRssPeakMiB: { ramp: Math.round(peaks.ramp / 2 ** 20), window: Math.round(peaks.window / 2 ** 20) },
+    // Sampled by the worker every 30 s: V8's heap (workflows, the watch's memory), external, and the native rest.
+    workerMemoryMiB: await memoryByKind(metricsPort),
+    ...(snapshot ? { heapSnapshot: snapshot } : {}),
     watchFailures: watchFailures(worker.log()),
     // From the worker's metrics (its gauges are brought up to date every 30 s): every watch's ends over the whole run.
     watchEnds: await watchEnds(metricsPort),
@@ -161,6 +188,7 @@ try {
     await deleteNamespace(kc, namespace);
     await removeGpuNodes(kc, extraNodes);
   }
+  clearInterval(sampler);
   await worker.stop();
   await proxy.close();
   await client.connection.close();
@@ -223,4 +251,43 @@ function perLook(
     atDefaultSafetyNetActionsPerModelDay: actionsPerLook * perDay,
     atDefaultSafetyNetEventsPerModelHour: (eventsPerLook * perDay) / 24,
   };
+}
+
+/** `ferry_worker_memory_bytes` by kind, in MiB, and what of the RSS is neither V8's heap nor external (native). */
+async function memoryByKind(port: number): Promise<Record<string, number> | string> {
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const mib: Record<string, number> = {};
+    for (const line of text.split('\n')) {
+      const m = /^ferry_worker_memory_bytes\{.*kind="(\w+)".*\} (\S+)$/.exec(line);
+      if (m) mib[m[1]!] = Math.round(Number(m[2]) / 2 ** 20);
+    }
+    if (mib.rss !== undefined && mib.heap_total !== undefined && mib.external !== undefined)
+      mib.native = mib.rss - mib.heap_total - mib.external;
+    return mib;
+  } catch (err) {
+    return `could not read the worker's metrics: ${String(err)}`;
+  }
+}
+
+/** Signals the worker to write a heap snapshot (Node writes it into its working directory) and moves it to `dir`. */
+async function heapSnapshot(dir: string): Promise<string> {
+  const cwd = repoRoot;
+  const existing = new Set(readdirSync(cwd).filter((f) => f.endsWith('.heapsnapshot')));
+  worker.child.kill('SIGUSR2');
+  // Written when the whole file is there: its size stops growing.
+  for (let size = -1, i = 0; i < 600; i++) {
+    await sleep(1_000);
+    const file = readdirSync(cwd).find((f) => f.endsWith('.heapsnapshot') && !existing.has(f));
+    if (!file) continue;
+    const now = statSync(join(cwd, file)).size;
+    if (now > 0 && now === size) {
+      mkdirSync(dir, { recursive: true });
+      const to = resolve(dir, file);
+      renameSync(join(cwd, file), to);
+      return to;
+    }
+    size = now;
+  }
+  return 'the worker wrote no heap snapshot within 10 min';
 }

@@ -2,15 +2,12 @@
 // `node --import tsx worker/bundle-workflows.ts dist/workflow-bundle.js`, then run the worker with
 // `--workflow-bundle dist/workflow-bundle.js` (built by the same @temporalio/worker version).
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, extname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
+import { dirname, resolve } from 'node:path';
+import { DefaultLogger } from '@temporalio/worker';
+import { bundleFerryWorkflows } from './workflow-bundle.js';
 
 const out = resolve(process.argv[2] ?? 'dist/workflow-bundle.js');
-const { code } = await bundleWorkflowCode({
-  workflowsPath: fileURLToPath(new URL(`../workflows/index${extname(import.meta.url)}`, import.meta.url)),
-  logger: new DefaultLogger('WARN'),
-});
+const { code } = await bundleFerryWorkflows(new DefaultLogger('WARN'));
 mkdirSync(dirname(out), { recursive: true });
 writeFileSync(out, code);
 process.stdout.write(`${JSON.stringify({ msg: 'workflow bundle written', path: out, bytes: code.length })}\n`);

@@ -1,9 +1,6 @@
 // A Ferry worker: ServeModelWorkflow and its activities on the task queue of one cluster.
-import { extname } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Client } from '@temporalio/client';
 import {
-  bundleWorkflowCode,
   NativeConnection,
   Runtime,
   Worker,
@@ -25,9 +22,8 @@ import { ActivityFailureCounter, FerryMetrics } from './metrics.js';
 import { modelEventsSinks } from './model-events.js';
 import { ferryModelsHandler, tenantModelsHandler, type TenantHandlerOptions } from './nexus-handler.js';
 import { keepVersion, type KeeperOptions } from './versioning.js';
+import { bundleFerryWorkflows } from './workflow-bundle.js';
 
-// The workflows' entry next to this module: `.ts` when run from the sources, `.js` when run from the package.
-const WORKFLOWS_PATH = fileURLToPath(new URL(`../workflows/index${extname(import.meta.url)}`, import.meta.url));
 /** After the grace period, activities are cancelled; this much more lets them confirm before the worker gives up. */
 const FORCE_AFTER_GRACE_MS = 10_000;
 
@@ -234,7 +230,7 @@ async function workflowSource(
 /** The prebuilt bundle at `path`, else this build's workflows bundled now. */
 export async function workflowBundleAt(path: string | undefined, logger: Logger): Promise<WorkflowBundleOption> {
   if (path) return { codePath: path };
-  return await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quieter(logger) });
+  return await bundleFerryWorkflows(quieter(logger));
 }
 
 /** The logger with INFO lines demoted to DEBUG. */

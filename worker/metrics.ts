@@ -50,6 +50,7 @@ export class FerryMetrics {
   private readonly watchAge;
   private readonly watchQuiet;
   private readonly watchEnds;
+  private readonly memory;
   /** The ends of each watch already counted (the watcher keeps totals; the counter takes increments). */
   private readonly watchEndsCounted = new Map<string, number>();
   /** Models whose ready-replicas series was set, so a model gone from the cluster is set to 0 once. */
@@ -154,6 +155,22 @@ export class FerryMetrics {
       'Ends of that watch, by how: renewed (the server, on schedule), cut (the server or the connection, early), ' +
         'stalled (the worker, the server late to end it), failed (an error; listed again)',
     );
+    this.memory = meter.createGauge(
+      'ferry_worker_memory_bytes',
+      'int',
+      'bytes',
+      "The worker process's memory by kind: rss, heap_used, heap_total (V8's heap: workflows, the watch's memory), " +
+        'external and array_buffers (Node buffers); the rest of rss is native (the Temporal core, code)',
+    );
+  }
+
+  /** The worker process's memory (process.memoryUsage): resident set, V8 heap used and total, external, buffers. */
+  setMemory(usage: NodeJS.MemoryUsage = process.memoryUsage()): void {
+    this.memory.set(usage.rss, { kind: 'rss' });
+    this.memory.set(usage.heapUsed, { kind: 'heap_used' });
+    this.memory.set(usage.heapTotal, { kind: 'heap_total' });
+    this.memory.set(usage.external, { kind: 'external' });
+    this.memory.set(usage.arrayBuffers, { kind: 'array_buffers' });
   }
 
   /** Each watch's age, quiet and ends, from the watcher's totals. */
@@ -305,6 +322,7 @@ export function collectGauges({
   let failing = false;
   const query = runningOnCluster(cluster);
   const once = async () => {
+    metrics.setMemory();
     try {
       const counts: Partial<Record<Phase, number>> = {};
       for await (const execution of client.workflow.list({ query })) {

@@ -4,12 +4,12 @@
 // (Ready at the new generation; for a delete, its workflow closed and nothing of it left), with exactly its objects,
 // and that status never says Ready while the current revision has no ready pod. Times: restart → converged (from the
 // moment the new worker polls), and each operation against the same operation without a kill, measured first.
-import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
-import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { bundleFerryWorkflows } from '../../worker/workflow-bundle.js';
 import { modelEventsSinks } from '../../worker/model-events.js';
 import { workflowIdFor, type ModelRef } from '../../workflows/contract/index.js';
-import { percentile, repoRoot, sleep } from '../lib.js';
+import { percentile, sleep } from '../lib.js';
 import { KINDS, log, median, ratio, type Harness, type Kind, type Outcome } from './harness.js';
 
 export interface KillOptions {
@@ -58,10 +58,7 @@ async function replayAll(
   } catch {
     // A runtime of this process is already there (its logger stays).
   }
-  const workflowBundle = await bundleWorkflowCode({
-    workflowsPath: join(repoRoot, 'dist', 'workflows', 'index.js'),
-    logger: quiet,
-  });
+  const workflowBundle = await bundleFerryWorkflows(quiet);
   const failures: { model: string; error: string }[] = [];
   let replayed = 0;
   for (const ref of refs) {

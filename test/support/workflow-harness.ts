@@ -10,14 +10,7 @@ import {
   type WorkflowHandle,
   type WorkflowHandleWithFirstExecutionRunId,
 } from '@temporalio/client';
-import {
-  bundleWorkflowCode,
-  DefaultLogger,
-  NativeConnection,
-  Runtime,
-  Worker,
-  type WorkflowBundleWithSourceMap,
-} from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import {
   modelRefOf,
   type ModelStatus,
@@ -31,6 +24,7 @@ import {
 } from '../../workflows/contract/index.js';
 import { ServeModelWorkflow } from '../../workflows/serve-model.js';
 import { activityInterceptors } from '../../worker/create-worker.js';
+import { bundleFerryWorkflows } from '../../worker/workflow-bundle.js';
 import { modelEventsSinks } from '../../worker/model-events.js';
 import { readLocalEnv, repoRoot } from './local-env.js';
 import type { StubActivities } from './stub-activities.js';
@@ -93,6 +87,8 @@ export async function workflowBundle(
       .filter((f) => f.endsWith('.ts'))
       .map((f) => join(workflowsDir, f)),
     join(repoRoot, 'package-lock.json'),
+    // How it is bundled (the preloaded modules).
+    join(repoRoot, 'worker', 'workflow-bundle.ts'),
     workflowsPath,
   ];
   const hash = createHash('sha256');
@@ -105,7 +101,7 @@ export async function workflowBundle(
     `${hash.digest('hex').slice(0, 16)}.json`,
   );
   if (existsSync(cached)) return JSON.parse(readFileSync(cached, 'utf8')) as WorkflowBundleWithSourceMap;
-  const bundle = await bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('ERROR') });
+  const bundle = await bundleFerryWorkflows(new DefaultLogger('ERROR'), workflowsPath);
   mkdirSync(dirname(cached), { recursive: true });
   const partial = `${cached}.${process.pid}`;
   writeFileSync(partial, JSON.stringify(bundle));

@@ -4,9 +4,9 @@ import { spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { bundleWorkflowCode } from '@temporalio/worker';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../support/local-env.js';
+import { bundleFerryWorkflows } from '../../worker/workflow-bundle.js';
 
 const histories = join(repoRoot, 'test', 'histories');
 const scratch = mkdtempSync(join(tmpdir(), 'ferry-replay-check-'));
@@ -24,10 +24,7 @@ function replayCheck(dir: string): Promise<{ code: number | null; stdout: string
 }
 
 beforeAll(async () => {
-  const { code } = await bundleWorkflowCode({
-    workflowsPath: join(repoRoot, 'workflows', 'index.ts'),
-    logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} },
-  });
+  const { code } = await bundleFerryWorkflows({ log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} });
   writeFileSync(bundlePath, code);
 }, 120_000);
 

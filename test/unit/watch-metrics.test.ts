@@ -55,3 +55,19 @@ describe('FerryMetrics.setWatches', () => {
     ]);
   });
 });
+
+describe('FerryMetrics.setMemory', () => {
+  it("sets the process's memory by kind, in bytes", () => {
+    const { meter, calls } = recordingMeter();
+    new FerryMetrics(meter).setMemory({ rss: 500, heapUsed: 100, heapTotal: 150, external: 20, arrayBuffers: 5 });
+    expect(
+      calls.filter((c) => c.name === 'ferry_worker_memory_bytes').map(({ value, labels }) => [labels.kind, value]),
+    ).toEqual([
+      ['rss', 500],
+      ['heap_used', 100],
+      ['heap_total', 150],
+      ['external', 20],
+      ['array_buffers', 5],
+    ]);
+  });
+});
