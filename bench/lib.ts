@@ -214,7 +214,9 @@ export async function startWorker(
   extraEnv: Record<string, string> = {},
 ): Promise<BenchWorker> {
   const env = localEnv();
-  const child = spawn(process.execPath, [join(repoRoot, 'dist/worker/main.js')], {
+  // FERRY_BENCH_NODE_ARGS: node's own flags for the worker (e.g. `--trace-gc`, which NODE_OPTIONS does not take).
+  const nodeArgs = process.env.FERRY_BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  const child = spawn(process.execPath, [...nodeArgs, join(repoRoot, 'dist/worker/main.js')], {
     cwd: repoRoot,
     env: {
       ...process.env,

@@ -39,7 +39,7 @@ async function perWorkflow(preload: boolean): Promise<{ mibPerWorkflow: number; 
   const after = heapUsed();
   const result = { mibPerWorkflow: (after - before) / n / 2 ** 20, modulesPerWorkflow: scopes[0]!.size };
   delete context.__TEMPORAL_ACTIVATOR__;
-  creator.destroy();
+  await creator.destroy();
   return result;
 }
 

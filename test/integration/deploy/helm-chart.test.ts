@@ -128,6 +128,9 @@ describe('the chart with its default values', () => {
       FERRY_SHUTDOWN_GRACE: '25s',
       FERRY_HEALTH_ADDRESS: ':8080',
       FERRY_METRICS_ADDRESS: ':9464',
+      // Sized for 1,000 Ready models in the 1 GiB limit (docs/operations.md, "Sizing the worker").
+      NODE_OPTIONS: '--max-old-space-size=256',
+      FERRY_MAX_CACHED_WORKFLOWS: '50',
       // Two replicas by default: they share the watch's wakes by a Lease per namespace.
       FERRY_WATCH_LEASE: 'on',
       TEMPORAL_ADDRESS: 'temporal-frontend.temporal.svc:7233',
@@ -135,6 +138,8 @@ describe('the chart with its default values', () => {
     });
     // No API key and no TLS unless asked for.
     expect(Object.keys(envOf(deployment)).filter((n) => /API_KEY|TLS/.test(n))).toEqual([]);
+    // A heap limit of 0 leaves Node's default.
+    expect(valuesOf(deploymentOf({ values: { heapLimitMiB: 0 } })).NODE_OPTIONS).toBeUndefined();
     // One replica has nobody to share the wakes with: no Lease.
     expect(valuesOf(deploymentOf({ values: { replicaCount: 1 } })).FERRY_WATCH_LEASE).toBeUndefined();
     expect(pod.spec?.terminationGracePeriodSeconds).toBe(30);
@@ -176,7 +181,7 @@ describe('the chart with its default values', () => {
     });
     expect(container.volumeMounts).toEqual([{ name: 'tmp', mountPath: '/tmp' }]);
     expect(pod.spec?.volumes).toEqual([{ name: 'tmp', emptyDir: { sizeLimit: '256Mi' } }]);
-    expect(container.resources).toEqual({ requests: { cpu: '250m', memory: '512Mi' }, limits: { memory: '1Gi' } });
+    expect(container.resources).toEqual({ requests: { cpu: '250m', memory: '768Mi' }, limits: { memory: '1Gi' } });
   });
 
   it("selects the worker's pods, and only them, from the Deployment, the PodDisruptionBudget and the Service", () => {
@@ -396,6 +401,7 @@ describe('every option', () => {
       TEMPORAL_TLS_CLIENT_KEY_PATH: '/etc/ferry/temporal-tls/client.key',
       TEMPORAL_TLS_SERVER_CA_CERT_PATH: '/etc/ferry/temporal-tls/ca.crt',
       TEMPORAL_TLS_SERVER_NAME: 'temporal.example.com',
+      NODE_OPTIONS: '--max-old-space-size=640',
       FERRY_MAX_CACHED_WORKFLOWS: '200',
       FERRY_TENANTS_FILE: '/etc/ferry/tenants/tenants.yaml',
     });
@@ -495,6 +501,12 @@ describe('every option', () => {
     expect(chartRefusal({ values: { extraEnv: [{ name: 'FERRY_CLUSTER', value: 'x' }] } })).toContain(
       'extraEnv sets FERRY_CLUSTER, which the chart sets from cluster: set that value instead',
     );
+    expect(
+      chartRefusal({ values: { extraEnv: [{ name: 'NODE_OPTIONS', value: '--max-old-space-size=9' }] } }),
+    ).toContain('extraEnv sets NODE_OPTIONS, which the chart sets from heapLimitMiB');
+    // Without the heap limit, NODE_OPTIONS is the operator's.
+    const own = { heapLimitMiB: 0, extraEnv: [{ name: 'NODE_OPTIONS', value: '--max-old-space-size=900' }] };
+    expect(valuesOf(deploymentOf({ values: own })).NODE_OPTIONS).toBe('--max-old-space-size=900');
     expect(chartRefusal({ values: { healthPort: 9464 } })).toContain('healthPort and metrics.port are both 9464');
   });
 });

@@ -170,7 +170,12 @@ Checks of values that values.schema.json cannot word clearly: combinations. Each
   "FERRY_TENANTS_FILE" "tenants"
   "FERRY_NETWORK_POLICY" "networkPolicy.enabled"
   "FERRY_WORKER_NAMESPACE" "networkPolicy.enabled"
-  "FERRY_WORKER_POD_LABELS" "networkPolicy.enabled" }}
+  "FERRY_WORKER_POD_LABELS" "networkPolicy.enabled"
+  "FERRY_MAX_CACHED_WORKFLOWS" "workflowCache"
+  "FERRY_WATCH_LEASE" "replicaCount" }}
+{{- if .Values.heapLimitMiB }}
+{{- $_ := set $owned "NODE_OPTIONS" "heapLimitMiB" }}
+{{- end }}
 {{- if .Values.versioning.enabled }}
 {{- $current := include "ferry-worker.buildId" . }}
 {{- $names := dict (include "ferry-worker.labelSafe" $current) $current }}
