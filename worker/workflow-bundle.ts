@@ -2,10 +2,11 @@
 // replay check and the tests all bundle with these options, so what runs in a test is what runs in production.
 //
 // Memory (docs/design/fleet.md, §1): with the SDK's reused V8 context, every module a workflow loads is instantiated
-// once per workflow in the worker's cache: 2.0 MiB a cached workflow, most of it zod (0.8 MiB) and the document's
-// schema built with it. zod and croner are preloaded (workflows/preloaded.ts): instantiated once per worker thread before any workflow,
-// shared by every workflow, and deep-frozen by the SDK. The schema itself stays per workflow: zod 4 materializes a
-// schema's methods on first use, which a frozen schema refuses (test/unit/workflow-bundle.test.ts shows both).
+// once per workflow in the worker's cache: 1.8 MiB a cached workflow, zod and the document's schema built with it the
+// most of it. zod and croner are preloaded (workflows/preloaded.ts): instantiated once per worker thread before any
+// workflow, shared by every workflow, deep-frozen by the SDK (1.1 MiB a cached workflow then, bench:workflow-memory).
+// The schema itself stays per workflow: zod 4 materializes a schema's methods on first use, which a frozen schema
+// refuses (test/unit/workflow-bundle.test.ts shows both).
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, type Logger, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
