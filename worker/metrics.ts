@@ -159,8 +159,9 @@ export class FerryMetrics {
       'ferry_worker_memory_bytes',
       'int',
       'bytes',
-      "The worker process's memory by kind: rss, heap_used, heap_total (V8's heap: workflows, the watch's memory), " +
-        'external and array_buffers (Node buffers); the rest of rss is native (the Temporal core, code)',
+      "The worker process's memory by kind: rss, heap_used, heap_total (the main thread's V8 heap: activities, the " +
+        "watch's memory), external and array_buffers (Node buffers); the rest of rss is the workflow thread's heap " +
+        '(the cached workflows) and native memory (the Temporal core, code)',
     );
   }
 
