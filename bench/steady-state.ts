@@ -159,7 +159,8 @@ try {
     workerCpuPercentOfACore: ((after.usage.cpuSeconds - before.usage.cpuSeconds) / seconds) * 100,
     workerRssMiB: Math.round(after.usage.rssBytes / 2 ** 20),
     workerRssPeakMiB: { ramp: Math.round(peaks.ramp / 2 ** 20), window: Math.round(peaks.window / 2 ** 20) },
-    // Sampled by the worker every 30 s: V8's heap (workflows, the watch's memory), external, and the native rest.
+    // Sampled by the worker every 30 s: the main thread's V8 heap, external, and the rest (the workflow thread's heap
+    // and native memory).
     workerMemoryMiB: await memoryByKind(metricsPort),
     ...(snapshot ? { heapSnapshot: snapshot } : {}),
     watchFailures: watchFailures(worker.log()),
@@ -253,7 +254,7 @@ function perLook(
   };
 }
 
-/** `ferry_worker_memory_bytes` by kind, in MiB, and what of the RSS is neither V8's heap nor external (native). */
+/** `ferry_worker_memory_bytes` by kind, in MiB, and what of the RSS is neither the main heap nor external. */
 async function memoryByKind(port: number): Promise<Record<string, number> | string> {
   try {
     const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
@@ -263,7 +264,7 @@ async function memoryByKind(port: number): Promise<Record<string, number> | stri
       if (m) mib[m[1]!] = Math.round(Number(m[2]) / 2 ** 20);
     }
     if (mib.rss !== undefined && mib.heap_total !== undefined && mib.external !== undefined)
-      mib.native = mib.rss - mib.heap_total - mib.external;
+      mib.workflowThreadAndNative = mib.rss - mib.heap_total - mib.external;
     return mib;
   } catch (err) {
     return `could not read the worker's metrics: ${String(err)}`;

@@ -5,13 +5,11 @@
 // The workflows' own state (their status, timers, promises) comes on top and is the same in both.
 //
 //   npm run bench:workflow-memory -- [--workflows 50]
-import vm from 'node:vm';
 import { parseArgs } from 'node:util';
 import { DefaultLogger } from '@temporalio/worker';
-import { parseWorkflowCode } from '@temporalio/worker/lib/worker.js';
-import { ReusableVMWorkflowCreator } from '@temporalio/worker/lib/workflow/reusable-vm.js';
 import { bundleFerryWorkflows } from '../worker/workflow-bundle.js';
 import { machine } from './lib.js';
+import { reusedContext } from './reused-context.js';
 
 const { values } = parseArgs({ options: { workflows: { type: 'string', default: '50' } } });
 const n = Number(values.workflows);
@@ -25,21 +23,13 @@ function heapUsed(): number {
 }
 
 async function perWorkflow(preload: boolean): Promise<{ mibPerWorkflow: number; modulesPerWorkflow: number }> {
-  const bundle = await bundleFerryWorkflows(new DefaultLogger('ERROR'), undefined, { preload });
-  const creator = await ReusableVMWorkflowCreator.create(parseWorkflowCode(bundle.code), 5_000, new Set());
-  const context = (creator as unknown as { _context: vm.Context })._context;
+  const loaded = await reusedContext(await bundleFerryWorkflows(new DefaultLogger('ERROR'), undefined, { preload }));
   const scopes: Map<string, unknown>[] = [];
   const before = heapUsed();
-  for (let i = 0; i < n; i++) {
-    const own = new Map<string, unknown>();
-    context.__TEMPORAL_ACTIVATOR__ = { moduleCache: own };
-    vm.runInContext('__TEMPORAL__.importWorkflows()', context);
-    scopes.push(own);
-  }
+  for (let i = 0; i < n; i++) scopes.push(loaded.workflowModules());
   const after = heapUsed();
   const result = { mibPerWorkflow: (after - before) / n / 2 ** 20, modulesPerWorkflow: scopes[0]!.size };
-  delete context.__TEMPORAL_ACTIVATOR__;
-  await creator.destroy();
+  await loaded.destroy();
   return result;
 }
 

@@ -6,38 +6,25 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import vm from 'node:vm';
 import { DefaultLogger } from '@temporalio/worker';
-import { parseWorkflowCode } from '@temporalio/worker/lib/worker.js';
-import { ReusableVMWorkflowCreator } from '@temporalio/worker/lib/workflow/reusable-vm.js';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { safeParseServedModel } from '../../workflows/contract/spec/index.js';
 import { bundleFerryWorkflows } from '../../worker/workflow-bundle.js';
 import { repoRoot } from '../support/local-env.js';
+import { reusedContext, type ReusedContext } from '../../bench/reused-context.js';
 
 /** The module ID webpack gives the schema's entry (relative to the repository, the bundler's context). */
 const SPEC_ID = './workflows/contract/spec/index.ts';
 
+let loaded: ReusedContext;
 let context: vm.Context;
-let creator: ReusableVMWorkflowCreator;
+const workflowModules = () => loaded.workflowModules();
 
 beforeAll(async () => {
-  const bundle = await bundleFerryWorkflows(new DefaultLogger('ERROR'));
-  // As the worker loads it (its source map is inline), into the creator the worker's thread makes (reuseV8Context).
-  creator = await ReusableVMWorkflowCreator.create(parseWorkflowCode(bundle.code), 5_000, new Set());
-  context = (creator as unknown as { _context: vm.Context })._context;
+  loaded = await reusedContext(await bundleFerryWorkflows(new DefaultLogger('ERROR')));
+  context = loaded.context;
 }, 120_000);
-
-/**
- * The modules one workflow instantiates for itself, as the SDK gives each workflow its own module cache (its
- * activator's): Ferry's workflows loaded into a fresh one. The shared modules are served from the creator's cache.
- */
-function workflowModules(): Map<string, { exports: Record<string, unknown> }> {
-  const own = new Map<string, { exports: Record<string, unknown> }>();
-  context.__TEMPORAL_ACTIVATOR__ = { moduleCache: own };
-  vm.runInContext('__TEMPORAL__.importWorkflows()', context);
-  return own;
-}
 
 /** `safeParseServedModel` of a workflow's own schema module, on `doc`, as JSON. */
 function parsedInside(doc: unknown): unknown {
@@ -62,7 +49,7 @@ function variant(change: (doc: Record<string, any>) => void): Record<string, unk
   return doc;
 }
 
-describe('the workflow bundle with its schema preloaded', () => {
+describe('the workflow bundle with zod and croner preloaded', () => {
   it('shares zod and croner between workflows; each workflow builds its own schema on them', () => {
     const first = workflowModules();
     const second = workflowModules();
