@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import LongestFirst from './test/support/sequencer.js';
 
 // Unit tests need nothing running. Integration tests need the local stack (`npm run local:up`):
 // a real Temporal dev server and a real Kubernetes control plane; they read `.ferry/local.env`.
@@ -8,6 +9,8 @@ export default defineConfig({
     // Most integration tests wait on controllers and timers, not the CPU: overlap them even on 2 cores.
     maxWorkers: 4,
     reporters: ['default', './test/support/summary-reporter.ts'],
+    // The longest files of the first group start first, so none of them is left to run alone at its end.
+    sequence: { sequencer: LongestFirst },
     projects: [
       {
         extends: true,
@@ -54,7 +57,8 @@ export default defineConfig({
         },
       },
       // The upgrade test (`npm run test:upgrade`): the previous release's worker process, then this checkout's, each
-      // serving three models; after the real engine, before the tests that restart the stack.
+      // serving three models on a cluster (task queue) of their own, so beside the integration tests: its checks count
+      // events and pods, not seconds. A project of its own for its timeout and so that it runs by itself on demand.
       {
         extends: true,
         test: {
@@ -63,8 +67,7 @@ export default defineConfig({
           globalSetup: ['test/support/global-setup.ts'],
           testTimeout: 900_000,
           hookTimeout: 300_000,
-          fileParallelism: false,
-          sequence: { groupOrder: 3 },
+          sequence: { groupOrder: 0 },
         },
       },
       // Tests that restart parts of the shared local stack (Temporal, the API server): after all the others, alone.
@@ -76,7 +79,7 @@ export default defineConfig({
           globalSetup: ['test/support/global-setup.ts'],
           testTimeout: 600_000,
           hookTimeout: 120_000,
-          sequence: { groupOrder: 4 },
+          sequence: { groupOrder: 3 },
         },
       },
     ],

@@ -216,24 +216,10 @@ describe.skipIf(missing)(`examples/tiny.yaml on the real engine${missing ? ` (sk
     expect(answers.filter((a) => a.status === 200).length).toBeGreaterThanOrEqual(1);
   });
 
-  it('changes an argument in place: the new processes carry it, nothing is downloaded again', async () => {
-    const before = await hubBytes(REPO);
-    expectOk(
-      await runFerry(['apply', '-f', writeDoc(doc({ args: ['--seed=7'] })), '--wait', '--timeout', '9m']),
-      'apply',
-    );
-    const s = await status();
-    expect(s).toMatchObject({ phase: 'Ready', generation: 2 });
-    const pods = (await enginePods()).filter(ready);
-    expect(pods).toHaveLength(2);
-    for (const pod of pods) {
-      const [main] = containerPids(pod, 'vllm');
-      expect(commandLine(main!)).toContain('--seed=7');
-    }
-    expect(await hubBytes(REPO)).toBe(before);
-  });
-
-  it('re-pulls a new revision when the source changes', async () => {
+  // One update changes an argument and the revision together: each replica's restart on these CPUs takes about a
+  // minute, so two updates would cost four. That an argument alone changes in place with no download does not depend on
+  // the engine; the stand-in's end-to-end lifecycle test shows it (test/integration/e2e/lifecycle.test.ts).
+  it('re-pulls a new revision when the source changes, and the new processes carry the new argument', async () => {
     const before = await hubBytes(REPO);
     const { sourceHash } = await status();
     expectOk(
@@ -248,10 +234,16 @@ describe.skipIf(missing)(`examples/tiny.yaml on the real engine${missing ? ` (sk
       'apply',
     );
     const s = await status();
-    expect(s.phase).toBe('Ready');
+    expect(s).toMatchObject({ phase: 'Ready', generation: 2 });
     expect(s.sourceHash).not.toBe(sourceHash);
     expect((await hubBytes(REPO)) - before).toBe(repoBytes(REPO, 'v2'));
     expect(s.download).toMatchObject({ state: 'Complete', bytes: repoBytes(REPO, 'v2') });
+    const pods = (await enginePods()).filter(ready);
+    expect(pods).toHaveLength(2);
+    for (const pod of pods) {
+      const [main] = containerPids(pod, 'vllm');
+      expect(commandLine(main!)).toContain('--seed=7');
+    }
   });
 
   it('deletes: the processes are gone, the retained volume still holds the weights', async () => {
