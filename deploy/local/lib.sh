@@ -24,6 +24,19 @@ kcm_port=${FERRY_KCM_PORT:-16444}
 scheduler_port=${FERRY_SCHEDULER_PORT:-16445}
 kwok_port=${FERRY_KWOK_PORT:-16446}
 service_cidr=10.96.0.0/16
+# Where this API server keeps its objects in etcd: the second cluster's shares the first's etcd under another prefix.
+etcd_prefix=${FERRY_ETCD_PREFIX:-/registry}
+
+# The second cluster (`--clusters 2`): its own API server, controller-manager, scheduler, KWOK with two simulated GPU
+# nodes, engine stand-in and worker (task queue ferry-east), each run as the first's are, from a run directory of its
+# own; the same Temporal server, and the same etcd under the prefix /east.
+east_run=$run/east
+east_env=(
+  FERRY_RUN_DIR="$east_run" FERRY_CLUSTER=east FERRY_ETCD_PREFIX=/east FERRY_SKIP_INSTALL=1
+  FERRY_APISERVER_PORT="${FERRY_EAST_APISERVER_PORT:-16543}" FERRY_KCM_PORT="${FERRY_EAST_KCM_PORT:-16544}"
+  FERRY_SCHEDULER_PORT="${FERRY_EAST_SCHEDULER_PORT:-16545}" FERRY_KWOK_PORT="${FERRY_EAST_KWOK_PORT:-16546}"
+)
+east_components=(kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim worker)
 
 temporal=$cache/temporal-venv/bin/temporal
 temporal_test_server=$cache/temporal-venv/bin/temporal-test-server
@@ -59,17 +72,25 @@ registry_port=${FERRY_REGISTRY_PORT:-16450}
 all_components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim node-agent hub s3 registry worker)
 components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim worker)
 
-# --engine sim|vllm among the arguments (or FERRY_ENGINE): sets `engine` and leaves the other arguments in `rest`.
+# --engine sim|vllm and --clusters 1|2 among the arguments (or FERRY_ENGINE, FERRY_CLUSTERS): sets `engine` and
+# `clusters` and leaves the other arguments in `rest`.
 parse_engine() {
   engine=${FERRY_ENGINE:-sim}
+  clusters=${FERRY_CLUSTERS:-1}
   rest=()
   while [ $# -gt 0 ]; do
     case $1 in
       --engine) [ $# -ge 2 ] || die "--engine needs a value: sim or vllm"; engine=$2; shift 2 ;;
       --engine=*) engine=${1#--engine=}; shift ;;
+      --clusters) [ $# -ge 2 ] || die "--clusters needs a value: 1 or 2"; clusters=$2; shift 2 ;;
+      --clusters=*) clusters=${1#--clusters=}; shift ;;
       *) rest+=("$1"); shift ;;
     esac
   done
+  case $clusters in
+    1 | 2) ;;
+    *) die "--clusters must be 1 or 2 (the second is cluster east), not '$clusters'" ;;
+  esac
   case $engine in
     sim) ;;
     vllm) components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim node-agent hub s3 registry worker) ;;
@@ -77,8 +98,10 @@ parse_engine() {
   esac
 }
 
-log() { printf '[ferry-local] %s\n' "$*" >&2; }
-die() { printf '[ferry-local] error: %s\n' "$*" >&2; exit 1; }
+# Cluster east's lines say so.
+log_tag=$([ "$cluster_name" = east ] && echo ' east' || true)
+log() { printf '[ferry-local%s] %s\n' "$log_tag" "$*" >&2; }
+die() { printf '[ferry-local%s] error: %s\n' "$log_tag" "$*" >&2; exit 1; }
 
 pidfile() { echo "$run/$1.pid"; }
 

@@ -16,5 +16,17 @@ for c in "${all_components[@]}"; do
     printf '%-24s not started (the engine is the stand-in; --engine vllm starts it)\n' "$c"
   fi
 done
+# Cluster east, when it was started (`up.sh --clusters 2`).
+if [ "$cluster_name" != east ] && [ -d "$east_run" ]; then
+  echo
+  echo "cluster east ($east_run):"
+  for c in "${east_components[@]}"; do
+    if [ -f "$east_run/$c.pid" ] && kill -0 "$(cat "$east_run/$c.pid")" 2>/dev/null; then
+      printf '%-24s running (pid %s)  log: %s\n' "$c" "$(cat "$east_run/$c.pid")" "$east_run/logs/$c.log"
+    else
+      printf '%-24s stopped\n' "$c"
+    fi
+  done
+fi
 if [ -f "$envfile" ]; then echo; cat "$envfile"; fi
 exit $all

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Brings the local stack up: installs what is missing, then starts (bound to 127.0.0.1 only) the Temporal dev
 # server and a Kubernetes control plane with KWOK's simulated GPU nodes. A second run is a no-op when all is
-# healthy. `up.sh temporal` (or any list of components) starts only those.
+# healthy. `up.sh temporal` (or any list of components) starts only those. `--clusters 2` adds a second control
+# plane, cluster east, with a worker of its own (lib.sh, east_env).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -69,7 +70,7 @@ start_etcd() {
 
 start_apiserver() {
   start kube-apiserver apiserver_healthy "$bin/kube-apiserver" \
-    --etcd-servers "http://$host:$etcd_port" \
+    --etcd-servers "http://$host:$etcd_port" --etcd-prefix "$etcd_prefix" \
     --bind-address "$host" --advertise-address "$host" --secure-port "$apiserver_port" \
     --endpoint-reconciler-type none \
     --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
@@ -183,6 +184,18 @@ KUBECONFIG=$kubeconfig
 TEMPORAL_ADDRESS=$host:$temporal_port
 TEMPORAL_UI_URL=http://$host:$temporal_ui_port
 ENV
+  # The second cluster's, while it runs (started now or by an earlier `--clusters 2`).
+  if [ "$cluster_name" != east ] && [ -f "$east_run/kube-apiserver.pid" ] &&
+    kill -0 "$(cat "$east_run/kube-apiserver.pid")" 2>/dev/null; then
+    echo "KUBECONFIG_EAST=$east_run/admin.kubeconfig" >> "$envfile"
+  fi
+}
+
+# Cluster east: the same script, for its components, from its own run directory (lib.sh, east_env).
+start_east() {
+  [ "$cluster_name" != east ] || die "--clusters 2 is for the first cluster's up.sh"
+  log "starting cluster east"
+  env "${east_env[@]}" bash "$here/up.sh" --engine sim --clusters 1 "${east_components[@]}" > /dev/null
 }
 
 # The Gateway API Inference Extension's CRDs (install.sh), so that the API server validates Ferry's InferencePool.
@@ -214,6 +227,7 @@ for c in "${want[@]}"; do
   esac
 done
 
+[ "$clusters" = 1 ] || start_east
 write_env
 echo "$engine" > "$run/engine"
 log "stack is up in $((SECONDS - started_at))s"

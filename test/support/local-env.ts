@@ -9,6 +9,8 @@ export interface LocalEnv {
   KUBECONFIG: string;
   TEMPORAL_ADDRESS: string;
   TEMPORAL_UI_URL: string;
+  /** The second cluster's admin kubeconfig, when the stack runs it (`npm run local:up -- --clusters 2`). */
+  KUBECONFIG_EAST?: string;
 }
 
 export function readLocalEnv(): LocalEnv {
@@ -25,9 +27,11 @@ export function readLocalEnv(): LocalEnv {
     if (!v) throw new Error(`${k} is not set and ${file} does not name it: run \`npm run local:up\` first`);
     return v;
   };
+  const east = process.env.KUBECONFIG_EAST ?? fromFile.KUBECONFIG_EAST;
   return {
     KUBECONFIG: pick('KUBECONFIG'),
     TEMPORAL_ADDRESS: pick('TEMPORAL_ADDRESS'),
     TEMPORAL_UI_URL: pick('TEMPORAL_UI_URL'),
+    ...(east ? { KUBECONFIG_EAST: east } : {}),
   };
 }
