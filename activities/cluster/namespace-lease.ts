@@ -1,7 +1,8 @@
 // Which of a cluster's workers wakes the models of a namespace: the one that holds the namespace's Lease
 // (`coordination.k8s.io`, named `ferry-watch-<cluster>`). Every worker watches; only the holder signals, so N workers
 // do not send N signals per change. The holder renews every few seconds; one whose renewal has not been seen for the
-// Lease's duration (15 s) is taken for gone and another takes the Lease over. Expiry is judged by what this worker
+// Lease's duration (10 s) is taken for gone and another takes the Lease over, at that moment rather than at its next
+// round, so a killed holder's namespaces are woken again within 10 s and a renewal interval of its last renewal. Expiry is judged by what this worker
 // observed (the Lease's resourceVersion not moving for that long), not by the holder's clock, as client-go's leader
 // election does. A worker whose Role may not touch Leases there wakes the namespace's models anyway (duplicates are
 // harmless: a look is idempotent) and says so once.
@@ -26,9 +27,12 @@ export interface NamespaceLeaseOptions {
   name: string;
   /** This worker, as the Lease's holder. */
   identity: string;
-  /** How long a holder that stopped renewing keeps the Lease. Default 15 s. */
+  /**
+   * How long a holder that stopped renewing keeps the Lease. Default 10 s: with the renewal every 4 s, another worker
+   * takes over within about 14.4 s of a holder's loss (it sees a renewal at most one round late, then waits this).
+   */
   durationSeconds?: number;
-  /** How often the Lease is renewed, or looked at by a worker that does not hold it. Default 5 s. */
+  /** How often the Lease is renewed, or looked at by a worker that does not hold it. Default 4 s. */
   renewMs?: number;
   /** This worker took the namespace's Lease over (or was given it): it now wakes that namespace's models. */
   onAcquired?: (namespace: string) => void;
@@ -67,8 +71,12 @@ export class NamespaceLeases {
     this.api = kc.makeApiClient(CoordinationV1Api);
   }
 
+  private get renewMs(): number {
+    return this.options.renewMs ?? 4_000;
+  }
+
   private get durationMs(): number {
-    return (this.options.durationSeconds ?? 15) * 1000;
+    return (this.options.durationSeconds ?? 10) * 1000;
   }
 
   /** Starts contending for `namespace`'s Lease (once; later calls do nothing). */
@@ -127,17 +135,16 @@ export class NamespaceLeases {
         });
       }
       // A holder that cannot renew lets go before anyone may take over, so two never wake at once for long.
-      if (
-        state.holds &&
-        state.seen &&
-        Date.now() - state.seen.at >= this.durationMs - (this.options.renewMs ?? 5_000)
-      ) {
+      if (state.holds && state.seen && Date.now() - state.seen.at >= this.durationMs - this.renewMs) {
         state.holds = false;
       }
     }
     if (this.stopped) return;
-    const every = this.options.renewMs ?? 5_000;
-    state.timer = setTimeout(() => void this.round(namespace, state), every * (0.9 + Math.random() * 0.2));
+    let next = this.renewMs * (0.9 + Math.random() * 0.2);
+    // A worker that does not hold the Lease looks again when it would expire, if that comes before its next round.
+    if (!state.holds && state.seen)
+      next = Math.max(0, Math.min(next, state.seen.at + this.durationMs + 50 - Date.now()));
+    state.timer = setTimeout(() => void this.round(namespace, state), next);
     state.timer.unref();
   }
 
