@@ -57,8 +57,8 @@ export default defineConfig({
         },
       },
       // The upgrade test (`npm run test:upgrade`): the previous release's worker process, then this checkout's, each
-      // serving three models on a cluster (task queue) of their own, so beside the integration tests: its checks count
-      // events and pods, not seconds. A project of its own for its timeout and so that it runs by itself on demand.
+      // serving three models; after the real engine, before the tests that restart the stack. Alone: beside the
+      // integration tests it took twice as long, and a download meant to outlast the upgrade did not.
       {
         extends: true,
         test: {
@@ -67,7 +67,8 @@ export default defineConfig({
           globalSetup: ['test/support/global-setup.ts'],
           testTimeout: 900_000,
           hookTimeout: 300_000,
-          sequence: { groupOrder: 0 },
+          fileParallelism: false,
+          sequence: { groupOrder: 3 },
         },
       },
       // Tests that restart parts of the shared local stack (Temporal, the API server): after all the others, alone.
@@ -79,7 +80,7 @@ export default defineConfig({
           globalSetup: ['test/support/global-setup.ts'],
           testTimeout: 600_000,
           hookTimeout: 120_000,
-          sequence: { groupOrder: 3 },
+          sequence: { groupOrder: 4 },
         },
       },
     ],

@@ -1,17 +1,11 @@
-// The benchmarks' small slice, run with the suite: each benchmark's command works against the local stack, and the
-// quiet steady state stays quiet — Ready models that nothing touches cost the worker no API request and their
-// workflows no history event (the full runs, 300 models over 31 minutes, are `npm run bench:steady` and
-// `npm run bench:reactions`, `npm run bench:serve`; docs/performance.md has their results).
+// The benchmarks' small slice, run with the suite after the other integration tests, alone: these kill workers,
+// inject faults and time reactions (the full runs are `npm run bench:reactions`, `npm run chaos`, …; docs/performance.md
+// has their results). The slices whose checks count rather than time run beside the integration tests
+// (test/integration/bench-slices/).
 import { describe, expect, it } from 'vitest';
 import { bench } from '../../support/bench.js';
 
 describe('benchmarks, small slice', { timeout: 300_000 }, () => {
-  it('steady state: three quiet Ready models cost no API request and no history event over 20 s', async () => {
-    const result = await bench('steady-state.ts', ['--models', '3', '--window', '20s', '--settle', '10s']);
-    expect(result).toMatchObject({ config: { models: 3, watch: 'on' }, apiRequests: 0, historyEvents: 0 });
-    expect(result.workerRssMiB).toBeGreaterThan(0);
-  });
-
   it('upgrade: three Ready models move to a new worker version with no engine pod replaced, no activity and one timer each', async ({
     signal,
   }) => {
@@ -61,16 +55,6 @@ describe('benchmarks, small slice', { timeout: 300_000 }, () => {
     expect(round!.steadyEvents).toBe(0);
     expect(round!.failed).toBe(0);
     expect(round!.answered).toBeGreaterThan(0);
-  });
-
-  it("gate: three rounds through the network policy's gate, every admin route refused, every completion whole", async () => {
-    const result = await bench('gate.ts', ['--rounds', '3', '--concurrency', '1,4']);
-    expect(result.refused).toEqual({ '/v1/load_lora_adapter': 403, '/scale_elastic_ep': 403, '/collective_rpc': 403 });
-    const levels = result.levels as { concurrency: number; requestsEach: number; failed: object }[];
-    expect(levels.map((l) => [l.concurrency, l.requestsEach, l.failed])).toEqual([
-      [1, 3, { direct: 0, gate: 0 }],
-      [4, 12, { direct: 0, gate: 0 }],
-    ]);
   });
 
   it('reactions: two models, one trial of each, every reaction seen', async () => {
@@ -145,12 +129,6 @@ describe('benchmarks, small slice', { timeout: 300_000 }, () => {
       0,
     );
     expect(faults.summary.outages[0]!.visibleMs).toBeLessThan(5_000);
-  });
-
-  it('instant serve: ferry and the kubectl script both reach a serving engine, and the ratio is reported', async () => {
-    const result = await bench('serve-vs-kubectl.ts', ['--trials', '1']);
-    expect(result).toMatchObject({ trials: 1 });
-    expect(result.medianRatio).toBeGreaterThan(0);
   });
 
   it('baseline: one model at --max-num-seqs 4 is measured as predicted, and admission turns twice that into 4 and 4 429s', async ({
