@@ -20,6 +20,16 @@ export {
 } from './errors.js';
 export { listModels, listQuery, type ListFilter, type ListOptions, type ModelSummary } from './list-models.js';
 export { readLocalStackEnv } from './local-stack.js';
+export {
+  abortMove,
+  moveHandle,
+  moveModel,
+  MoveRefusedError,
+  moveStatus,
+  startMove,
+  type MoveHandle,
+  type MoveOptions,
+} from './move-model.js';
 export { describeModel, getModelStatus, modelHandle, type ModelHandle } from './model-status.js';
 export {
   defaultReadyTimeoutMs,
@@ -40,3 +50,4 @@ export { updateModel, type UpdateModelResult, type UpdateOptions } from './updat
 export { waitForPhase, type WaitOptions } from './wait-for-phase.js';
 export type { DryRunObject, ModelRef, ServeModelOptions } from '../workflows/contract/index.js';
 export type { ModelStatus, Phase } from '../workflows/contract/index.js';
+export type { MoveModelResult, MoveStatus, MoveStep } from '../workflows/contract/index.js';

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stops exactly what up.sh started (by the PID files in the run directory), in reverse order.
-# `down.sh temporal` stops only that component; with none named, cluster east (`up.sh --clusters 2`) stops too. Data (Temporal's SQLite file, etcd) is kept; `--purge` removes it.
+# `down.sh temporal` stops only that component; with none named, cluster east (`up.sh --clusters 2`) stops too, and
+# `down.sh east` stops only cluster east. Data (Temporal's SQLite file, etcd) is kept; `--purge` removes it.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -32,12 +33,20 @@ stop() {
   rm -f "$f"
 }
 
-# Cluster east first (its worker polls this stack's Temporal), when all is stopped and it was started.
-if [ ${#want[@]} -eq ${#all_components[@]} ] && [ "$cluster_name" != east ] && [ -d "$east_run" ]; then
-  east_reversed=()
+stop_east() {
+  [ "$cluster_name" != east ] && [ -d "$east_run" ] || return 0
+  local east_reversed=() i
   for ((i = ${#east_components[@]} - 1; i >= 0; i--)); do east_reversed+=("${east_components[$i]}"); done
   env "${east_env[@]}" bash "$here/down.sh" "${east_reversed[@]}"
+}
+
+if [ "${want[*]}" = east ]; then
+  stop_east
+  [ ! -f "$envfile" ] || sed -i '/^KUBECONFIG_EAST=/d' "$envfile"
+  exit 0
 fi
+# Cluster east first (its worker polls this stack's Temporal), when all is stopped.
+if [ ${#want[@]} -eq ${#all_components[@]} ]; then stop_east; fi
 for c in "${want[@]}"; do stop "$c"; done
 
 if [ $purge = 1 ]; then

@@ -9,3 +9,4 @@ export * from './serving.js';
 export * from './spec/index.js';
 export * from './status.js';
 export * from './model-events.js';
+export * from './move.js';

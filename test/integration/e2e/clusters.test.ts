@@ -1,0 +1,184 @@
+// Two clusters on one machine (`npm run local:up -- --clusters 2`, docs/local-stack.md): cluster east is a second
+// Kubernetes control plane (its own API server over the same etcd under another prefix, controller-manager, scheduler,
+// KWOK nodes and engine stand-in) with a worker of its own on task queue ferry-east. These tests start it when the
+// stack runs one cluster (test/support/east.ts). First the stack's two workers, each serving its own cluster; then a
+// model moved between two clusters through the client library (moveModel, abortMove), by a worker process on each
+// control plane. Real: both control planes, the worker processes, Temporal; simulated: KWOK's pods, the engine
+// stand-in and the download.
+import { Client, Connection } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  abortMove,
+  getModelStatus,
+  moveModel,
+  MoveRefusedError,
+  moveStatus,
+  startMove,
+  type ModelSummary,
+} from '../../../client/index.js';
+import type { ModelRef } from '../../../workflows/contract/index.js';
+import { useEast } from '../../support/east.js';
+import { expectOk, ferryJson, simulatedModelDoc, terminateModelsOf, uniqueCluster } from '../../support/e2e.js';
+import { runFerry, writeDoc } from '../../support/ferry-worker.js';
+import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
+import { deleteNamespace, waitFor, type Clients } from '../../support/kube.js';
+import { readLocalEnv } from '../../support/local-env.js';
+
+// First: its afterAll, which stops an east these tests started, runs last.
+const east = useEast();
+const kube = useNamespace('clusters', RESTRICTED);
+const startWorkerProcess = useWorkerProcesses();
+const west = uniqueCluster('mv-west');
+const eastCluster = uniqueCluster('mv-east');
+let connection: Connection;
+let client: Client;
+
+beforeAll(async () => {
+  // The same namespace on east: one model name in one namespace, once on each cluster.
+  await east.kube.core.createNamespace({ body: { metadata: { name: kube.ns, labels: { ...RESTRICTED } } } });
+  await waitFor(`ServiceAccount ${kube.ns}/default on east`, 30_000, async () => {
+    await east.kube.core.readNamespacedServiceAccount({ name: 'default', namespace: kube.ns });
+    return true;
+  });
+  await Promise.all([
+    startWorkerProcess(west),
+    startWorkerProcess(eastCluster, undefined, undefined, {
+      KUBECONFIG: east.kubeconfig,
+      FERRY_ENDPOINT_OVERRIDES: east.endpoints,
+    }),
+  ]);
+  connection = await Connection.connect({ address: readLocalEnv().TEMPORAL_ADDRESS });
+  client = new Client({ connection });
+}, 180_000);
+
+afterAll(async () => {
+  await terminateModelsOf('east').catch(() => undefined);
+  await connection?.close();
+  await deleteNamespace(east.kube, kube.ns);
+});
+
+const deployment = (c: Clients, name: string) =>
+  c.apps.readNamespacedDeployment({ name, namespace: kube.ns }).then(
+    (d) => d,
+    () => undefined,
+  );
+const uidOf = async (c: Clients, name: string) => (await deployment(c, name))?.metadata?.uid;
+
+describe('two clusters on the local stack', { timeout: 300_000 }, () => {
+  it('east is a control plane of its own: its own simulated GPU nodes, its objects apart from the first', async () => {
+    const nodes = await east.kube.core.listNode();
+    const ready = nodes.items.filter((n) =>
+      n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+    );
+    expect(ready.map((n) => n.status?.capacity?.['nvidia.com/gpu'])).toEqual(['4', '4']);
+    await east.kube.core.createNamespacedConfigMap({ namespace: kube.ns, body: { metadata: { name: 'only-east' } } });
+    await expect(kube.core.readNamespacedConfigMap({ name: 'only-east', namespace: kube.ns })).rejects.toThrow();
+  });
+
+  it("serves a model on each cluster by that cluster's worker; `ferry list -A` shows both; deleting one leaves the other", async () => {
+    for (const cluster of ['default', 'east']) {
+      const doc = simulatedModelDoc(kube.ns, cluster, 'chat', '1s');
+      expectOk(
+        await runFerry(['serve', '-f', writeDoc(doc), '--wait', '--timeout', '4m']),
+        `ferry serve on ${cluster}`,
+      );
+    }
+    const listed = await ferryJson<ModelSummary[]>(['list', '-A']);
+    const ours = listed.filter((m) => m.namespace === kube.ns);
+    expect(ours.map((m) => [m.cluster, m.name, m.phase]).sort()).toEqual([
+      ['default', 'chat', 'Ready'],
+      ['east', 'chat', 'Ready'],
+    ]);
+    const table = expectOk(await runFerry(['list', '-A']), 'ferry list -A').stdout;
+    expect(table).toMatch(new RegExp(`^${kube.ns} +chat +default +Ready `, 'm'));
+    expect(table).toMatch(new RegExp(`^${kube.ns} +chat +east +Ready `, 'm'));
+    // Each worker applied its model to its own control plane: two Deployments, one on each API server.
+    const [onWest, onEast] = await Promise.all([deployment(kube, 'chat'), deployment(east.kube, 'chat')]);
+    expect(onWest?.metadata?.uid).toBeDefined();
+    expect(onEast?.metadata?.uid).toBeDefined();
+    expect(onEast?.metadata?.uid).not.toBe(onWest?.metadata?.uid);
+
+    expectOk(await runFerry(['delete', 'chat', '-n', kube.ns, '--cluster', 'east', '--wait']), 'ferry delete on east');
+    expect(await deployment(east.kube, 'chat')).toBeUndefined();
+    expect((await deployment(kube, 'chat'))?.metadata?.uid).toBe(onWest?.metadata?.uid);
+    const after = await ferryJson<ModelSummary[]>(['list', '-A']);
+    expect(after.filter((m) => m.namespace === kube.ns).map((m) => m.cluster)).toEqual(['default']);
+    expectOk(await runFerry(['delete', 'chat', '-n', kube.ns, '--cluster', 'default', '--wait']), 'ferry delete');
+  });
+});
+
+const ref = (name: string, cluster = west): ModelRef => ({ cluster, namespace: kube.ns, name });
+
+async function serveOnWest(name: string, download: string): Promise<void> {
+  const doc = simulatedModelDoc(kube.ns, west, name, download);
+  expectOk(await runFerry(['serve', '-f', writeDoc(doc), '--wait', '--timeout', '4m']), `ferry serve ${name}`);
+}
+
+describe('moving a model between clusters', { timeout: 300_000 }, () => {
+  it('serves it on the target, waits until it is Ready there, then deletes the source, step by step', async () => {
+    await serveOnWest('moved', '1s');
+    const result = await moveModel(client, ref('moved'), eastCluster);
+    expect(result).toMatchObject({ from: ref('moved'), to: ref('moved', eastCluster), servedModelName: 'moved' });
+    expect(result.endpoint).toMatch(/^http/);
+    expect(result.deleted).toContain('Deployment/moved');
+
+    const target = await getModelStatus(client, ref('moved', eastCluster));
+    expect(target).toMatchObject({ phase: 'Ready', endpoint: result.endpoint });
+    expect((await getModelStatus(client, ref('moved'))).phase).toBe('Deleted');
+    // The target's objects are on east's API server; the source's are gone from the first.
+    expect(await uidOf(east.kube, 'moved')).toBeDefined();
+    expect(await uidOf(kube, 'moved')).toBeUndefined();
+
+    const status = await moveStatus(client, { namespace: kube.ns, name: 'moved' });
+    expect(status.step).toBe('done');
+    expect(status.timeline.map((e) => e.step)).toEqual(['serve', 'ready', 'teardown', 'done']);
+    expect(status.timeline.every((e) => e.endedAt)).toBe(true);
+
+    // A move to the cluster it is on is refused, with nothing started.
+    await expect(startMove(client, ref('moved', eastCluster), eastCluster)).rejects.toBeInstanceOf(MoveRefusedError);
+  });
+
+  it('refuses a move onto a name served there, and a move while another of the name is under way', async () => {
+    await serveOnWest('taken', '1s');
+    const doc = simulatedModelDoc(kube.ns, eastCluster, 'taken', '1s');
+    expectOk(await runFerry(['serve', '-f', writeDoc(doc), '--wait', '--timeout', '4m']), 'ferry serve on east');
+    const refused = await startMove(client, ref('taken'), eastCluster).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(MoveRefusedError);
+    expect(String(refused)).toMatch(/is served already/);
+    expect((await getModelStatus(client, ref('taken'))).phase).toBe('Ready');
+  });
+
+  it('an abort before the switch deletes the target and leaves the source as it was', async () => {
+    // A download of 20 s on the target, so the abort comes while the move waits for Ready.
+    await serveOnWest('slow', '20s');
+    const before = await uidOf(kube, 'slow');
+    const handle = await startMove(client, ref('slow'), eastCluster);
+    await expect(startMove(client, ref('slow'), eastCluster)).rejects.toThrow(/a move of .* is under way/);
+    await waitFor('the move to wait for the target', 60_000, async () => {
+      return (await moveStatus(client, { namespace: kube.ns, name: 'slow' })).step === 'ready';
+    });
+    const status = await abortMove(client, { namespace: kube.ns, name: 'slow' });
+    expect(status.step).toBe('aborted');
+    expect(status.timeline.map((e) => e.step)).toEqual(['serve', 'ready', 'aborted']);
+    await expect(handle.result()).rejects.toThrow();
+    expect((await getModelStatus(client, ref('slow', eastCluster))).phase).toBe('Deleted');
+    expect(await uidOf(east.kube, 'slow')).toBeUndefined();
+    const source = await getModelStatus(client, ref('slow'));
+    expect(source.phase).toBe('Ready');
+    expect(await uidOf(kube, 'slow')).toBe(before);
+  });
+
+  it('a target not Ready in time is deleted, the move fails with the reason, and the source stays', async () => {
+    await serveOnWest('late', '20s');
+    const failed = await moveModel(client, ref('late'), eastCluster, { readyTimeoutMs: 3_000 }).catch(
+      (e: unknown) => e,
+    );
+    expect(String((failed as Error & { cause?: unknown }).cause)).toMatch(
+      /the move to cluster .* failed \(ReadyTimeout: .*\); the target was deleted/,
+    );
+    const status = await moveStatus(client, { namespace: kube.ns, name: 'late' });
+    expect(status).toMatchObject({ step: 'failed', error: { reason: 'ReadyTimeout' } });
+    expect((await getModelStatus(client, ref('late', eastCluster))).phase).toBe('Deleted');
+    expect((await getModelStatus(client, ref('late'))).phase).toBe('Ready');
+  });
+});

@@ -1,0 +1,131 @@
+// MoveModelWorkflow: a model moved to another cluster as one durable operation (docs/design/fleet.md, §3). It acts on
+// both models through their own workflows, with the serving activities (Update-with-Start, the wait for Ready, the
+// delete Update), so it needs neither cluster's API server itself and runs on the source cluster's worker:
+//
+//   serve     the source's document, with spec.cluster set to the target, started on the target's worker (its own
+//             workflow, its own weights pull)
+//   ready     until the target is Ready at that generation
+//   teardown  the source's delete, as `ferry delete --wait` does it
+//
+// Until the teardown begins a cancel aborts the move: the target is deleted, the source never touched. A target that
+// fails or is not Ready in time is deleted too, and the move fails with its reason. From the teardown on a cancel is
+// not taken: the target serves, and the source goes. A crash anywhere resumes where it was: each step is an activity.
+import {
+  CancellationScope,
+  isCancellation,
+  proxyActivities,
+  setHandler,
+  setWorkflowOptions,
+  workflowInfo,
+} from '@temporalio/workflow';
+import {
+  failure,
+  FAILURE,
+  moveStatusQuery,
+  type FailureType,
+  type ModelRef,
+  type MoveModelInput,
+  type MoveModelResult,
+  type MoveStatus,
+  type MoveStep,
+  type ServingActivities,
+} from './contract/index.js';
+import { whenVersioned } from './pinned.js';
+
+const { applyServedModel, deleteServedModel } = proxyActivities<ServingActivities>({
+  startToCloseTimeout: 2 * 60_000,
+  retry: { maximumInterval: 30_000 },
+});
+
+/** The source's document, for the target: the same spec on the other cluster. */
+function documentOn(document: unknown, cluster: string): unknown {
+  const doc = document as { spec?: Record<string, unknown> };
+  return { ...doc, spec: { ...doc.spec, cluster } };
+}
+
+export async function MoveModelWorkflow(input: MoveModelInput): Promise<MoveModelResult> {
+  const { from } = input;
+  const to: ModelRef = { ...from, cluster: input.to };
+  const status: MoveStatus = { from, to, step: 'serve', timeline: [] };
+  setHandler(moveStatusQuery, () => status);
+  const now = () => new Date(Date.now()).toISOString();
+  const enter = (step: MoveStep, detail?: string) => {
+    const last = status.timeline.at(-1);
+    if (last && !last.endedAt) last.endedAt = now();
+    status.step = step;
+    status.timeline.push({ step, startedAt: now(), ...(detail ? { detail } : {}) });
+    if (step === 'done' || step === 'aborted' || step === 'failed') status.timeline.at(-1)!.endedAt = now();
+  };
+  enter('serve', `${describe(to)}`);
+
+  let ready: { endpoint: string; servedModelName: string };
+  try {
+    // Not cancellable: an abort while the request is out must find the target it started, to delete it.
+    const applied = await CancellationScope.nonCancellable(() =>
+      applyServedModel({ document: documentOn(input.document, input.to) }),
+    );
+    enter('ready', `generation ${applied.generation}`);
+    const { awaitModelReady } = proxyActivities<ServingActivities>({
+      // The wait's own bound, and room for a retry after a lost worker; the heartbeat notices a lost one sooner.
+      startToCloseTimeout: (input.readyTimeoutMs ?? 6 * 3_600_000) + 60_000,
+      heartbeatTimeout: 60_000,
+      retry: { maximumInterval: 30_000 },
+    });
+    const target = await awaitModelReady({
+      ref: to,
+      generation: applied.generation,
+      ...(input.readyTimeoutMs !== undefined ? { timeoutMs: input.readyTimeoutMs } : {}),
+    });
+    ready = { endpoint: target.endpoint ?? '', servedModelName: target.servedModelName };
+    status.endpoint = ready.endpoint;
+  } catch (err) {
+    // Aborted, or the target failed: the target goes, the source stays as it was.
+    const aborted = isCancellation(err);
+    status.error = aborted
+      ? { reason: 'Cancelled', message: 'the move was aborted before the switch' }
+      : { reason: reasonOf(err), message: messageOf(err) };
+    await CancellationScope.nonCancellable(() =>
+      deleteServedModel({
+        ref: to,
+        reason: aborted ? `move from ${from.cluster} aborted` : `move from ${from.cluster} failed`,
+      }).catch((gone: unknown) => {
+        // A target never started (its document refused) has nothing to delete.
+        if (reasonOf(gone) !== FAILURE.ModelNotFound) throw gone;
+      }),
+    );
+    enter(aborted ? 'aborted' : 'failed', status.error.message);
+    if (aborted) throw err;
+    const type = status.error.reason in FAILURE ? (status.error.reason as FailureType) : FAILURE.ServeFailed;
+    throw failure(
+      type,
+      `the move to cluster ${input.to} failed (${status.error.reason}: ${status.error.message}); ` +
+        `the target was deleted, ${describe(from)} is as it was`,
+    );
+  }
+
+  // The switch: from here the move completes whatever is asked of it.
+  enter('teardown', describe(from));
+  const teardown = await CancellationScope.nonCancellable(() =>
+    deleteServedModel({ ref: from, reason: `moved to cluster ${input.to} (${workflowInfo().workflowId})` }),
+  );
+  enter('done', `serving on ${input.to} at ${ready.endpoint}`);
+  return { from, to, ...ready, deleted: teardown.deleted, retained: teardown.retained };
+}
+
+const describe = (ref: ModelRef) => `${ref.namespace}/${ref.name} on cluster ${ref.cluster}`;
+
+/** The failure's type as the catalogue names it (an activity's cause), else its class. */
+function reasonOf(err: unknown): string {
+  const cause = (err as { cause?: { type?: string } }).cause;
+  return cause?.type ?? (err as Error).name ?? 'Error';
+}
+
+function messageOf(err: unknown): string {
+  const cause = (err as { cause?: { message?: string } }).cause;
+  return cause?.message ?? (err as Error).message ?? String(err);
+}
+
+// Auto-upgrade, as the command workflows (commands.ts): its wait may last hours, and pinned it would keep an old
+// version of the worker up that long. A change to what it does with an input an older release could have started it
+// with takes a patch.
+setWorkflowOptions(whenVersioned('AUTO_UPGRADE'), MoveModelWorkflow);
