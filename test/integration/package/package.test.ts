@@ -98,14 +98,15 @@ it('packs compiled JavaScript with type declarations, and no TypeScript sources'
   expect(files.filter((f) => /^package\/(test|deploy)\//.test(f))).toEqual([]);
   // Small: the library's compiled modules and their declarations, nothing that holds a dependency again. 1.07 MB with
   // the step modules and the spec's split (each module's declarations spell out the zod types it exports); 1.58 MB
-  // with the rollout (spec.rollout's types in every declaration that spells out the spec, its steps and activities).
+  // with the rollout (spec.rollout's types in every declaration that spells out the spec, its steps and activities);
+  // 1.75 MB with the sources of issue 30, the shared cache and the move between clusters.
   const { stdout: listing } = await run('tar', ['tvzf', tarball]);
   const unpacked = listing
     .trim()
     .split('\n')
     .map((line) => Number(line.trim().split(/\s+/)[2]))
     .reduce((a, b) => a + b, 0);
-  expect(unpacked).toBeLessThan(1.75 * 1024 * 1024);
+  expect(unpacked).toBeLessThan(1.9 * 1024 * 1024);
   expect(files.filter((f) => f.endsWith('.cjs'))).toEqual([]);
   expect(statSync(tarball).size).toBeLessThan(1.25 * 1024 * 1024);
 });
