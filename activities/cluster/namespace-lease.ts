@@ -2,9 +2,9 @@
 // (`coordination.k8s.io`, named `ferry-watch-<cluster>`). Every worker watches; only the holder signals, so N workers
 // do not send N signals per change. The holder renews every few seconds; one whose renewal has not been seen for the
 // Lease's duration (10 s) is taken for gone and another takes the Lease over, at that moment rather than at its next
-// round, so a killed holder's namespaces are woken again within 10 s and a renewal interval of its last renewal. Expiry is judged by what this worker
-// observed (the Lease's resourceVersion not moving for that long), not by the holder's clock, as client-go's leader
-// election does. A worker whose Role may not touch Leases there wakes the namespace's models anyway (duplicates are
+// round, so a killed holder's namespaces are woken again within 10 s and one renewal round of its last renewal.
+// Expiry is judged by what this worker observed (the Lease's resourceVersion not moving for that long), not by the
+// holder's clock, as client-go's leader election does. A worker whose Role may not touch Leases there wakes the namespace's models anyway (duplicates are
 // harmless: a look is idempotent) and says so once.
 import { CoordinationV1Api, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import { statusOf } from './request-retry.js';
