@@ -8,14 +8,9 @@ import {
   type EnsureModelCommandInput,
   type EnsureModelOutput,
   type FerryActivities,
-  type ServingActivities,
 } from './contract/index.js';
 import { whenVersioned } from './pinned.js';
-
-const { applyServedModel, deleteServedModel } = proxyActivities<ServingActivities>({
-  startToCloseTimeout: 2 * 60_000,
-  retry: { maximumInterval: 30_000 },
-});
+import { applyServedModel, awaitModelReadyWithin, deleteServedModel } from './serving-calls.js';
 
 /** Serves or updates the model, then waits until it is Ready at that generation. */
 export async function ensureModelWorkflow(input: EnsureModelCommandInput): Promise<EnsureModelOutput> {
@@ -29,12 +24,7 @@ export async function ensureModelWorkflow(input: EnsureModelCommandInput): Promi
     ...(input.tenant !== undefined ? { tenant: input.tenant } : {}),
     ...(input.requestedBy !== undefined ? { requestedBy: input.requestedBy } : {}),
   });
-  const { awaitModelReady } = proxyActivities<ServingActivities>({
-    // The wait's own budget, plus room for a retry after a lost worker; the heartbeat notices a lost one sooner.
-    startToCloseTimeout: (input.timeoutMs ?? 6 * 3_600_000) + 60_000,
-    heartbeatTimeout: 60_000,
-    retry: { maximumInterval: 30_000 },
-  });
+  const awaitModelReady = awaitModelReadyWithin(input.timeoutMs);
   const { ref } = applied;
   const status = await awaitModelReady({ ref, generation: applied.generation, timeoutMs: input.timeoutMs });
   return {

@@ -10,14 +10,7 @@
 // Until the teardown begins a cancel aborts the move: the target is deleted, the source never touched. A target that
 // fails or is not Ready in time is deleted too, and the move fails with its reason. From the teardown on a cancel is
 // not taken: the target serves, and the source goes. A crash anywhere resumes where it was: each step is an activity.
-import {
-  CancellationScope,
-  isCancellation,
-  proxyActivities,
-  setHandler,
-  setWorkflowOptions,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { CancellationScope, isCancellation, setHandler, setWorkflowOptions, workflowInfo } from '@temporalio/workflow';
 import {
   failure,
   FAILURE,
@@ -28,14 +21,9 @@ import {
   type MoveModelResult,
   type MoveStatus,
   type MoveStep,
-  type ServingActivities,
 } from './contract/index.js';
 import { whenVersioned } from './pinned.js';
-
-const { applyServedModel, deleteServedModel } = proxyActivities<ServingActivities>({
-  startToCloseTimeout: 2 * 60_000,
-  retry: { maximumInterval: 30_000 },
-});
+import { applyServedModel, awaitModelReadyWithin, deleteServedModel } from './serving-calls.js';
 
 /** The source's document, for the target: the same spec on the other cluster. */
 function documentOn(document: unknown, cluster: string): unknown {
@@ -65,13 +53,7 @@ export async function MoveModelWorkflow(input: MoveModelInput): Promise<MoveMode
       applyServedModel({ document: documentOn(input.document, input.to) }),
     );
     enter('ready', `generation ${applied.generation}`);
-    const { awaitModelReady } = proxyActivities<ServingActivities>({
-      // The wait's own bound, and room for a retry after a lost worker; the heartbeat notices a lost one sooner.
-      startToCloseTimeout: (input.readyTimeoutMs ?? 6 * 3_600_000) + 60_000,
-      heartbeatTimeout: 60_000,
-      retry: { maximumInterval: 30_000 },
-    });
-    const target = await awaitModelReady({
+    const target = await awaitModelReadyWithin(input.readyTimeoutMs)({
       ref: to,
       generation: applied.generation,
       ...(input.readyTimeoutMs !== undefined ? { timeoutMs: input.readyTimeoutMs } : {}),
