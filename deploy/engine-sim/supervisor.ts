@@ -208,6 +208,21 @@ export class EngineSimSupervisor {
   /** Front pods: HAProxy for each new running one, stopped for each gone; a model's Service port while it has any. */
   private async syncFronts(): Promise<void> {
     const live = await this.simulatedPods(FRONT_SELECTOR);
+    // New pods first: KWOK has a front pod Ready before its HAProxy runs here, so the Deployment may have deleted the
+    // old one already (maxUnavailable 0 waits for the new pod's Ready, not for this pass); stopping it first would leave
+    // the model's Service with no front between the two, refusing connections as a Service without endpoints does.
+    for (const [uid, pod] of live) {
+      if (this.fronts.has(uid)) continue;
+      if (!FrontProxy.available()) {
+        log(`the model has a front, but ${HAPROXY} is missing: nothing plays it`, { pod: pod.metadata?.name });
+        continue;
+      }
+      try {
+        await this.startFront(uid, pod);
+      } catch (err) {
+        log('front not started', { pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`, error: String(err) });
+      }
+    }
     for (const [uid, front] of this.fronts) {
       if (live.has(uid)) continue;
       this.fronts.delete(uid);
@@ -227,18 +242,6 @@ export class EngineSimSupervisor {
         stop();
       }, front.preStopMs);
       this.stopping.set(stopping, front);
-    }
-    for (const [uid, pod] of live) {
-      if (this.fronts.has(uid)) continue;
-      if (!FrontProxy.available()) {
-        log(`the model has a front, but ${HAPROXY} is missing: nothing plays it`, { pod: pod.metadata?.name });
-        continue;
-      }
-      try {
-        await this.startFront(uid, pod);
-      } catch (err) {
-        log('front not started', { pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`, error: String(err) });
-      }
     }
     const fronted = new Set([...this.fronts.values()].map((f) => `${f.namespace}/${f.model}`));
     for (const [key, service] of this.engineServices) {

@@ -1,4 +1,5 @@
 import { mkdtempSync, readFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -196,5 +197,75 @@ describe('the engine stand-in supervisor', () => {
     expect(overrides()[`${kube.ns}/held-engine`]).toBeUndefined();
     const direct = await fetch(`${front}/v1/models`);
     expect(((await direct.json()) as { data: { id: string }[] }).data.map((m) => m.id)).toEqual(['held']);
+  });
+
+  it('replaces a front pod that KWOK swapped before a pass without a moment in which the model refuses a connection', async () => {
+    const model = testModel('swapped', kube.ns, { spec: { front: { holdFor: '1m' } } });
+    await kube.core.createNamespacedConfigMap({
+      namespace: kube.ns,
+      body: { metadata: { name: 'swapped-front' }, data: { 'haproxy.cfg': frontConfigFor(model) } },
+    });
+    const frontPod = (name: string) => {
+      const pod = restrictedPod(name, { volumes: [{ name: 'config', configMap: { name: 'swapped-front' } }] });
+      pod.metadata = {
+        name,
+        labels: { ...engineLabels, 'app.kubernetes.io/component': 'front', 'ferry.dev/model': 'swapped' },
+      };
+      return pod;
+    };
+    await kube.core.createNamespacedPod({ namespace: kube.ns, body: frontPod('swapped-front-a') });
+    const url = await waitFor('the first front played', 30_000, async () => {
+      await supervisor.sync();
+      return overrides()[`${kube.ns}/swapped/swapped-front-a`] && overrides()[`${kube.ns}/swapped`];
+    });
+    // A rolling update as KWOK runs it: the new pod Ready at once and the old one deleted, both before the next pass.
+    await kube.core.createNamespacedPod({ namespace: kube.ns, body: frontPod('swapped-front-b') });
+    await waitFor('the new pod running', 30_000, async () => {
+      const pod = await kube.core.readNamespacedPod({ name: 'swapped-front-b', namespace: kube.ns });
+      return pod.status?.phase === 'Running';
+    });
+    await kube.core.deleteNamespacedPod({ name: 'swapped-front-a', namespace: kube.ns, gracePeriodSeconds: 0 });
+
+    // Connections to the model's port all through the pass that swaps its fronts (no engine: a front holds them).
+    const port = Number(new URL(url).port);
+    const refused: string[] = [];
+    let accepted = 0;
+    let probing = true;
+    const probe = (async () => {
+      while (probing) {
+        await new Promise<void>((resolve) => {
+          const socket = connect(port, '127.0.0.1');
+          socket.once('connect', () => {
+            // Held open by a front (it waits for a request); closed by the other side first: a Service that took the
+            // connection with nowhere to send it.
+            const timer = setTimeout(() => {
+              accepted++;
+              socket.removeAllListeners('close');
+              socket.destroy();
+              resolve();
+            }, 20);
+            socket.once('close', () => {
+              clearTimeout(timer);
+              refused.push('closed unanswered');
+              resolve();
+            });
+          });
+          socket.once('error', (err) => {
+            refused.push(err.message);
+            resolve();
+          });
+        });
+      }
+    })();
+    await waitFor('the second front played, the first forgotten', 30_000, async () => {
+      await supervisor.sync();
+      const now = overrides();
+      return now[`${kube.ns}/swapped/swapped-front-b`] && !now[`${kube.ns}/swapped/swapped-front-a`];
+    });
+    probing = false;
+    await probe;
+    expect(overrides()[`${kube.ns}/swapped`]).toBe(url);
+    expect(refused).toEqual([]);
+    expect(accepted).toBeGreaterThan(2);
   });
 });
