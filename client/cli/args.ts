@@ -1,17 +1,30 @@
 // `ferry` command lines, parsed into commands (pure: no I/O, so every rule is unit-tested).
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-// Three zod-free modules of the contract, not its barrel: the barrel loads zod and the Temporal SDK (about 0.2 s),
-// and `ferry --help` and `--version` load nothing but this parser (docs/performance.md#cli-start).
-import { DNS1123_LABEL } from '../../workflows/contract/spec/names.js';
-import { parseDuration } from '../../workflows/contract/spec/quantities.js';
-import { type Phase, PHASES } from '../../workflows/contract/status.js';
+import type { Phase } from '../../workflows/contract/status.js';
 import type { TemporalOverrides } from '../temporal-env.js';
+import {
+  DEFAULT_NAMESPACE,
+  duration,
+  label,
+  noPositionals,
+  type OutputFormat,
+  outputFormat,
+  phaseList,
+  type RefArgs,
+  refArgs,
+  requestTimeout,
+  sources,
+  type Sources,
+  usage,
+  UsageError,
+} from './arg-values.js';
 import { type DryRun, dryRunOf, withDryRunDefault } from './dry-run-arg.js';
 import { didYouMean, nearest } from './nearest.js';
 import { labelSelector, readArgs, type ReadArgs, WATCH_OPTIONS } from './read-args.js';
 import { ROLLOUT_OPTIONS, rolloutArgs, type RolloutArgs } from './rollout-args.js';
 
 export { DRY_RUNS } from './dry-run-arg.js';
+export { type RefArgs, UsageError } from './arg-values.js';
 
 export const COMMANDS = [
   'serve',
@@ -27,24 +40,6 @@ export const COMMANDS = [
   'completion',
 ] as const;
 export type CommandName = (typeof COMMANDS)[number];
-type OutputFormat = 'text' | 'json' | 'yaml' | 'name';
-/** The namespace a command means without -n, as kubectl's without a namespace in its context. */
-const DEFAULT_NAMESPACE = 'default';
-
-/** A model named on the command line; `cluster` unset means "find it" (see `resolveRef`). */
-export interface RefArgs {
-  name: string;
-  namespace: string;
-  cluster?: string;
-}
-
-/** Where documents come from: files, directories and `-` (stdin), and the namespace `-n` gives them. */
-interface Sources {
-  /** In the order given: a file (a YAML stream of one or more documents), a directory (its *.yaml, *.yml, *.json) or `-`. */
-  files: string[];
-  /** `-n`: the namespace of every document; fills `metadata.namespace` where a document has none. */
-  namespace?: string;
-}
 
 /** What serve, update and apply take: documents, and what to do with them. */
 interface DocumentArgs extends Sources {
@@ -111,18 +106,6 @@ export function flagsOf(command: CommandName): { long: string; short?: string; v
     ...('short' in option ? { short: option.short } : {}),
     value: option.type === 'string',
   }));
-}
-
-/** Bad command line: the CLI prints the message and the command's usage, and exits 2. */
-export class UsageError extends Error {
-  override readonly name = 'UsageError';
-
-  constructor(
-    message: string,
-    readonly command?: CommandName,
-  ) {
-    super(message);
-  }
 }
 
 const GLOBAL_OPTIONS = {
@@ -335,104 +318,8 @@ export function parseCommand(argv: readonly string[]): Command {
   }
 }
 
-/** Throws the command's `UsageError` (for the helpers of read-args.ts, which do not import this module). */
-function usage(command: CommandName): (message: string) => never {
-  return (message) => {
-    throw new UsageError(message, command);
-  };
-}
-
 function isCommand(word: string): word is CommandName {
   return (COMMANDS as readonly string[]).includes(word);
-}
-
-function outputFormat(value: string | undefined, command: CommandName): OutputFormat {
-  // wide: text, with more columns where a command has them (status and list: `ReadArgs.wide`).
-  if (value === undefined || value === 'text' || value === 'wide') return 'text';
-  if (value === 'json' || value === 'yaml') return value;
-  if (value === 'name' && command !== 'watch') return value;
-  const allowed = command === 'watch' ? 'json, yaml, text or wide' : 'json, yaml, name, text or wide';
-  throw new UsageError(`-o must be ${allowed}, got ${JSON.stringify(value)}`, command);
-}
-
-function duration(value: string | undefined, command: CommandName): number | undefined {
-  if (value === undefined) return undefined;
-  try {
-    const ms = parseDuration(value);
-    if (ms > 0) return ms;
-  } catch {
-    // Reported below.
-  }
-  throw new UsageError(`--timeout must be a duration like 90s, 45m or 1h30m, got ${JSON.stringify(value)}`, command);
-}
-
-/** `-f` (at least one, each a file, a directory or `-`) and `-n`. */
-function sources(values: Record<string, unknown>, command: CommandName): Sources {
-  const files = (values.file as string[] | undefined) ?? [];
-  if (files.length === 0) {
-    throw new UsageError(
-      '-f FILE is required (a ServedModel YAML file, a directory of them, or - for stdin; -f may be given more than once)',
-      command,
-    );
-  }
-  if (files.filter((f) => f === '-').length > 1) throw new UsageError('stdin (-f -) can be read only once', command);
-  if (files.some((f) => f === '')) throw new UsageError('-f needs a file name, a directory or -', command);
-  const namespace = label(values.namespace as string | undefined, 'namespace', command);
-  return { files, ...(namespace ? { namespace } : {}) };
-}
-
-/** `--request-timeout 30s`; 0 (as kubectl's) is no bound, as is leaving it out. */
-function requestTimeout(value: string | undefined, command: CommandName): { requestTimeoutMs?: number } {
-  if (value === undefined || /^0+[a-z]*$/.test(value.trim())) return {};
-  try {
-    const ms = parseDuration(value);
-    if (ms > 0) return { requestTimeoutMs: ms };
-  } catch {
-    // Reported below.
-  }
-  throw new UsageError(
-    `--request-timeout must be a duration like 10s or 1m (0: no bound), got ${JSON.stringify(value)}`,
-    command,
-  );
-}
-
-function noPositionals(positionals: string[], command: CommandName, hint: string): void {
-  if (positionals.length > 0) {
-    throw new UsageError(`unexpected argument ${JSON.stringify(positionals[0])}: ${hint}`, command);
-  }
-}
-
-function refArgs(positionals: string[], values: Record<string, unknown>, command: CommandName): RefArgs {
-  if (positionals.length === 0) throw new UsageError('NAME is required (the metadata.name of the model)', command);
-  if (positionals.length > 1) {
-    throw new UsageError(`one NAME only, got ${positionals.map((p) => JSON.stringify(p)).join(' ')}`, command);
-  }
-  const name = label(positionals[0], 'NAME', command)!;
-  const namespace = label(values.namespace as string | undefined, 'namespace', command) ?? DEFAULT_NAMESPACE;
-  const cluster = label(values.cluster as string | undefined, 'cluster', command);
-  return { name, namespace, ...(cluster ? { cluster } : {}) };
-}
-
-function label(value: string | undefined, what: string, command: CommandName): string | undefined {
-  if (value === undefined) return undefined;
-  if (value.length > 63 || !DNS1123_LABEL.test(value)) {
-    throw new UsageError(
-      `${what} must be a DNS label (lowercase letters, digits and "-"), got ${JSON.stringify(value)}`,
-      command,
-    );
-  }
-  return value;
-}
-
-/** `--phase Ready` or `--phase ready,degraded`: case-insensitive, canonical spelling out. */
-function phaseList(value: string | undefined, command: CommandName): Phase[] {
-  if (value === undefined) return [];
-  return value.split(',').map((word) => {
-    const phase = PHASES.find((p) => p.toLowerCase() === word.trim().toLowerCase());
-    if (!phase)
-      throw new UsageError(`--phase must be one of ${PHASES.join(', ')}, got ${JSON.stringify(word)}`, command);
-    return phase;
-  });
 }
 
 /**
