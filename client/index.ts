@@ -22,9 +22,11 @@ export { listModels, listQuery, type ListFilter, type ListOptions, type ModelSum
 export { readLocalStackEnv } from './local-stack.js';
 export {
   abortMove,
+  MoveFailedError,
   moveHandle,
   moveModel,
   MoveRefusedError,
+  moveResult,
   moveStatus,
   startMove,
   type MoveHandle,

@@ -3,6 +3,7 @@
 // source. One move of a name at a time; a move can be aborted until its teardown begins.
 import {
   WorkflowExecutionAlreadyStartedError,
+  WorkflowFailedError,
   WorkflowNotFoundError,
   type Client,
   type WorkflowHandle,
@@ -25,6 +26,19 @@ import { defaultReadyTimeoutMs } from './serve-model.js';
 /** A move that cannot start: the same cluster, a name taken there, a move already under way, or no worker there. */
 export class MoveRefusedError extends FerryClientError {
   override readonly name = 'MoveRefusedError';
+}
+
+/** A move that ended without moving the model: the target failed or was not Ready in time, or it was aborted. */
+export class MoveFailedError extends FerryClientError {
+  override readonly name = 'MoveFailedError';
+
+  constructor(
+    /** The failure's type (`ServeFailed`, `ReadyTimeout`, … or `Cancelled`), as the move's status has it. */
+    readonly reason: string,
+    message: string,
+  ) {
+    super(message);
+  }
 }
 
 export type MoveHandle = WorkflowHandle<typeof MoveModelWorkflow>;
@@ -89,7 +103,20 @@ export async function moveModel(
   to: string,
   options: MoveOptions = {},
 ): Promise<MoveModelResult> {
-  return await (await startMove(client, from, to, options)).result();
+  return await moveResult(await startMove(client, from, to, options));
+}
+
+/** The move's result; a move that failed or was aborted rejects with `MoveFailedError`, naming why. */
+export async function moveResult(handle: MoveHandle): Promise<MoveModelResult> {
+  try {
+    return await handle.result();
+  } catch (err) {
+    if (!(err instanceof WorkflowFailedError)) throw err;
+    const cause = err.cause as { type?: string; name?: string; message?: string } | undefined;
+    const reason = cause?.type ?? (cause?.name === 'CancelledFailure' ? 'Cancelled' : (cause?.name ?? 'Failed'));
+    const message = reason === 'Cancelled' ? 'the move was aborted before the switch' : (cause?.message ?? err.message);
+    throw new MoveFailedError(reason, message);
+  }
 }
 
 /** Where the model's latest move is: its step, timeline and, once the target is Ready, its endpoint. */
@@ -98,7 +125,7 @@ export async function moveStatus(client: Client, ref: Pick<ModelRef, 'namespace'
     return await moveHandle(client, ref).query(moveStatusQuery);
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) {
-      throw new FerryClientError(`${ref.namespace}/${ref.name} has never been moved`);
+      throw neverMoved(ref);
     }
     throw err;
   }
@@ -110,7 +137,20 @@ export async function moveStatus(client: Client, ref: Pick<ModelRef, 'namespace'
  */
 export async function abortMove(client: Client, ref: Pick<ModelRef, 'namespace' | 'name'>): Promise<MoveStatus> {
   const handle = moveHandle(client, ref);
+  const execution = await handle.describe().catch((err: unknown) => {
+    if (err instanceof WorkflowNotFoundError) throw neverMoved(ref);
+    throw err;
+  });
+  if (execution.status.name !== 'RUNNING') {
+    const last = await handle.query(moveStatusQuery).catch(() => undefined);
+    throw new MoveRefusedError(
+      `no move of ${ref.namespace}/${ref.name} is under way${last ? `: the last one ended ${last.step}` : ''}`,
+    );
+  }
   await handle.cancel();
   await handle.result().catch(() => undefined);
   return await handle.query(moveStatusQuery);
 }
+
+const neverMoved = (ref: Pick<ModelRef, 'namespace' | 'name'>) =>
+  new FerryClientError(`${ref.namespace}/${ref.name} has never been moved`);

@@ -36,6 +36,7 @@ export const COMMANDS = [
   'diff',
   'watch',
   'rollout',
+  'move',
   'explain',
   'completion',
 ] as const;
@@ -94,7 +95,14 @@ export type Command =
   /** What update or apply would change: the spec and the Kubernetes objects, as unified diffs. */
   | (Common & Sources & { kind: 'diff' })
   | (Common & { kind: 'watch'; ref: RefArgs; timeoutMs?: number })
-  | (Common & RolloutArgs & { kind: 'rollout'; ref: RefArgs });
+  | (Common & RolloutArgs & { kind: 'rollout'; ref: RefArgs })
+  /** `--to CLUSTER`: start moving the model there (`--wait`: and follow the move); `--status`, `--abort`: its move. */
+  | (Common & { kind: 'move'; ref: RefArgs } & MoveAction);
+
+/** What `ferry move` does: start a move, show the model's move, or abort it. */
+export type MoveAction =
+  | { action: 'start'; to: string; wait: boolean; timeoutMs?: number; readyTimeoutMs?: number }
+  | { action: 'status' | 'abort' };
 
 const SHELLS = ['bash', 'zsh', 'fish'] as const;
 type Shell = (typeof SHELLS)[number];
@@ -157,6 +165,15 @@ const OPTIONS = {
   diff: SOURCE_OPTIONS,
   watch: { ...REF_OPTIONS, timeout: { type: 'string' } },
   rollout: { ...REF_OPTIONS, ...ROLLOUT_OPTIONS },
+  move: {
+    ...REF_OPTIONS,
+    to: { type: 'string' },
+    status: { type: 'boolean' },
+    abort: { type: 'boolean' },
+    wait: { type: 'boolean' },
+    timeout: { type: 'string' },
+    'ready-timeout': { type: 'string' },
+  },
   explain: {},
   completion: {},
 } as const satisfies Record<CommandName, ParseArgsConfig['options']>;
@@ -298,6 +315,8 @@ export function parseCommand(argv: readonly string[]): Command {
         ref: refArgs(rest, values, command),
       };
     }
+    case 'move':
+      return { kind: 'move', ...common, ref: refArgs(positionals, values, command), ...moveAction(values, timeoutMs) };
     case 'list': {
       noPositionals(positionals, command, 'filter with --phase, -n, -A and --cluster');
       // As kubectl: -A wins over -n (the namespace is ignored, though it must still be a namespace).
@@ -316,6 +335,35 @@ export function parseCommand(argv: readonly string[]): Command {
       };
     }
   }
+}
+
+/** `--to CLUSTER [--wait] [--timeout D] [--ready-timeout D]`, `--status` or `--abort`: one of the three. */
+function moveAction(values: Record<string, unknown>, timeoutMs: number | undefined): MoveAction {
+  const to = label(values.to as string | undefined, '--to', 'move');
+  const chosen = [to && '--to', values.status && '--status', values.abort && '--abort'].filter(Boolean);
+  if (chosen.length !== 1) {
+    throw new UsageError(
+      chosen.length === 0
+        ? 'say what to do: --to CLUSTER (move the model there), --status (where its move is) or --abort (stop it)'
+        : `one of --to, --status and --abort, got ${chosen.join(' and ')}`,
+      'move',
+    );
+  }
+  const waitOnly = ['wait', 'timeout', 'ready-timeout'].filter((flag) => values[flag] !== undefined);
+  if (!to) {
+    if (waitOnly.length > 0) throw new UsageError(`--${waitOnly[0]} goes with --to`, 'move');
+    return { action: values.status ? 'status' : 'abort' };
+  }
+  if (timeoutMs !== undefined && values.wait !== true)
+    throw new UsageError('--timeout bounds --wait: add --wait', 'move');
+  const readyTimeoutMs = duration(values['ready-timeout'] as string | undefined, 'move', '--ready-timeout');
+  return {
+    action: 'start',
+    to,
+    wait: values.wait === true,
+    ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+    ...(readyTimeoutMs !== undefined ? { readyTimeoutMs } : {}),
+  };
 }
 
 function isCommand(word: string): word is CommandName {

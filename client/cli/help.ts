@@ -32,6 +32,7 @@ Commands:
   delete NAME [-n NS] [--wait]                 tear the model down (-f FILE: the models FILE names)
   watch NAME [-n NS]                           follow phase changes and download progress live
   rollout status|approve|abort|undo NAME       where a canary stands; pass its gate; roll it back; go back
+  move NAME --to CLUSTER [--wait]              serve the model on CLUSTER, then delete it where it was
   explain [PATH]                               what a field of the document means, like spec.engine.port
   completion bash|zsh|fish                     the shell's completion script: source <(ferry completion bash)
 
@@ -178,6 +179,26 @@ A model whose spec.rollout is Canary or BlueGreen rolls a new revision out besid
   --reason TEXT          recorded on the gate and in the rollout's status
   --keep-weights         abort: keep the candidate's volume and weights (a look, or a retry that needn't pull)
   -o json                print the rollout's status (status), or {revision, action, generation?}
+`,
+  move: `Usage: ferry move NAME --to CLUSTER [-n NAMESPACE] [--cluster CLUSTER] [--ready-timeout DURATION] [--wait [--timeout DURATION]] [-o json]
+       ferry move NAME --status|--abort [-n NAMESPACE]
+
+Moves a served model to another cluster as one durable operation (docs/design/fleet.md, section 3): the model's
+spec, as it runs, is served on CLUSTER (its own weights pull there), and once that is Ready the model is deleted on
+the cluster it left, as ferry delete --wait does it. The cluster it moves to needs a Ferry worker; a model of the
+same name must not run there, and one move of a name runs at a time. A crash of either worker resumes the move.
+
+  --to CLUSTER           start the move; prints its workflow's ID
+  --wait                 follow the move to its end, a line per step (exit 0 done, 1 failed, 4 --timeout)
+  --timeout DURATION     how long --wait waits (the move goes on after it; default: no limit)
+  --ready-timeout D      how long the model may take to be Ready on CLUSTER (default: its download deadline, its
+                         engine's startup timeout and 10 min); past it the move fails
+  --status               where the model's move is: its step, each step's times, the new endpoint once Ready
+  --abort                stop the move before its teardown: the model on CLUSTER is deleted and the one it left is
+                         as it was; from the teardown on the move completes, and --abort says so
+  -n, --namespace NS     the model's namespace (default: default)
+  --cluster CLUSTER      with --to: the cluster the model runs on (default: found by name)
+  -o json                print {workflowId, from, to} (--to), the move's result (--wait) or its status
 `,
   explain: `Usage: ferry explain [PATH]
 

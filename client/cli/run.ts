@@ -156,6 +156,13 @@ async function run(ctx: CliContext, command: ServerCommand, docs: ModelDocument[
       return (await import('./diff.js')).diffCommand(ctx, docs);
     case 'rollout':
       return (await import('./rollout.js')).rolloutCommand(ctx, command);
+    case 'move': {
+      const { moveCommand } = await import('./move.js');
+      // A move followed with --wait is one long wait: --timeout bounds it.
+      return command.action === 'start' && command.wait
+        ? withoutRequestTimeout(() => moveCommand(ctx, command))
+        : moveCommand(ctx, command);
+    }
     case 'watch': {
       const { watchCommand } = await import('./watch.js');
       // A watch is one long wait: --timeout bounds it.

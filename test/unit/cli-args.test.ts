@@ -206,7 +206,7 @@ describe('parseCommand', () => {
 
   it('suggests the nearest command or flag for a typo, and nothing for what is not near', () => {
     expect(parseError(['lsit']).message).toBe(
-      'unknown command "lsit"; did you mean list? commands: serve, update, apply, status, list, delete, diff, watch, rollout, explain, completion',
+      'unknown command "lsit"; did you mean list? commands: serve, update, apply, status, list, delete, diff, watch, rollout, move, explain, completion',
     );
     expect(parseError(['serve', '-f', 'm.yaml', '--wiat']).message).toBe(
       "Unknown option '--wiat'; did you mean --wait?",

@@ -7,22 +7,15 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { runCli } from '../../client/cli.js';
-import { parseCommand, sendsEarly, UsageError } from '../../client/cli/args.js';
+import { parseCommand, sendsEarly } from '../../client/cli/args.js';
 import { modelDiff } from '../../client/cli/diff.js';
 import type { CliIO } from '../../client/cli/io.js';
 import { splitYamlStream } from '../../client/cli/read-document.js';
 import { unifiedDiff } from '../../client/cli/unified-diff.js';
 import { parseServedModel } from '../../workflows/contract/index.js';
+import { usageOf } from '../support/usage.js';
 
-const usage = (argv: string[]): string => {
-  try {
-    parseCommand(argv);
-  } catch (err) {
-    if (err instanceof UsageError) return err.message;
-    throw err;
-  }
-  throw new Error(`parsed without error: ${argv.join(' ')}`);
-};
+const usage = usageOf;
 
 const model = (name: string, extra = '') =>
   [

@@ -2,21 +2,21 @@
 // Kubernetes control plane (its own API server over the same etcd under another prefix, controller-manager, scheduler,
 // KWOK nodes and engine stand-in) with a worker of its own on task queue ferry-east. These tests start it when the
 // stack runs one cluster (test/support/east.ts). First the stack's two workers, each serving its own cluster; then a
-// model moved between two clusters through the client library (moveModel, abortMove), by a worker process on each
-// control plane. Real: both control planes, the worker processes, Temporal; simulated: KWOK's pods, the engine
+// model moved between two clusters through `ferry move` and the client library (moveModel, abortMove), by a worker
+// process on each control plane. Real: both control planes, the worker processes, Temporal; simulated: KWOK's pods, the engine
 // stand-in and the download.
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  abortMove,
   getModelStatus,
+  MoveFailedError,
   moveModel,
   MoveRefusedError,
   moveStatus,
   startMove,
   type ModelSummary,
 } from '../../../client/index.js';
-import type { ModelRef } from '../../../workflows/contract/index.js';
+import type { ModelRef, MoveStatus } from '../../../workflows/contract/index.js';
 import { useEast } from '../../support/east.js';
 import { expectOk, ferryJson, simulatedModelDoc, terminateModelsOf, uniqueCluster } from '../../support/e2e.js';
 import { runFerry, writeDoc } from '../../support/ferry-worker.js';
@@ -115,15 +115,24 @@ async function serveOnWest(name: string, download: string): Promise<void> {
 }
 
 describe('moving a model between clusters', { timeout: 300_000 }, () => {
-  it('serves it on the target, waits until it is Ready there, then deletes the source, step by step', async () => {
+  it('`ferry move --wait` serves it on the target, waits until it is Ready there, then deletes the source, a line per step', async () => {
     await serveOnWest('moved', '1s');
-    const result = await moveModel(client, ref('moved'), eastCluster);
-    expect(result).toMatchObject({ from: ref('moved'), to: ref('moved', eastCluster), servedModelName: 'moved' });
+    const moved = expectOk(
+      await runFerry(['move', 'moved', '-n', kube.ns, '--to', eastCluster, '--wait', '--timeout', '4m']),
+      'ferry move',
+    );
+    const steps = moved.stderr.split('\n').filter((line) => line.startsWith('  '));
+    expect(steps.map((line) => line.trim().split(':')[0])).toEqual(['serve', 'ready', 'teardown', 'done']);
+    expect(moved.stdout).toMatch(
+      new RegExp(`^moved \\(namespace ${kube.ns}, cluster ${west}\\) moved to cluster ${eastCluster}: serving at http`),
+    );
+    const result = await ferryJson<MoveStatus>(['move', 'moved', '-n', kube.ns, '--status']);
+    expect(result).toMatchObject({ from: ref('moved'), to: ref('moved', eastCluster), step: 'done' });
     expect(result.endpoint).toMatch(/^http/);
-    expect(result.deleted).toContain('Deployment/moved');
 
     const target = await getModelStatus(client, ref('moved', eastCluster));
     expect(target).toMatchObject({ phase: 'Ready', endpoint: result.endpoint });
+    expect(moved.stdout).toContain(`serving at ${result.endpoint}`);
     expect((await getModelStatus(client, ref('moved'))).phase).toBe('Deleted');
     // The target's objects are on east's API server; the source's are gone from the first.
     expect(await uidOf(east.kube, 'moved')).toBeDefined();
@@ -145,6 +154,12 @@ describe('moving a model between clusters', { timeout: 300_000 }, () => {
     const refused = await startMove(client, ref('taken'), eastCluster).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(MoveRefusedError);
     expect(String(refused)).toMatch(/is served already/);
+    // The command line says the same, exits 1, and starts nothing.
+    const cli = await runFerry(['move', 'taken', '-n', kube.ns, '--cluster', west, '--to', eastCluster]);
+    expect(cli).toMatchObject({ code: 1, stdout: '' });
+    expect(cli.stderr).toMatch(
+      /^error: taken \(namespace .*\) is served already: delete it, or move to another cluster/,
+    );
     expect((await getModelStatus(client, ref('taken'))).phase).toBe('Ready');
   });
 
@@ -157,7 +172,11 @@ describe('moving a model between clusters', { timeout: 300_000 }, () => {
     await waitFor('the move to wait for the target', 60_000, async () => {
       return (await moveStatus(client, { namespace: kube.ns, name: 'slow' })).step === 'ready';
     });
-    const status = await abortMove(client, { namespace: kube.ns, name: 'slow' });
+    const aborted = expectOk(
+      await runFerry(['move', 'slow', '-n', kube.ns, '--abort', '-o', 'json']),
+      'ferry move --abort',
+    );
+    const status = JSON.parse(aborted.stdout) as MoveStatus;
     expect(status.step).toBe('aborted');
     expect(status.timeline.map((e) => e.step)).toEqual(['serve', 'ready', 'aborted']);
     await expect(handle.result()).rejects.toThrow();
@@ -166,6 +185,10 @@ describe('moving a model between clusters', { timeout: 300_000 }, () => {
     const source = await getModelStatus(client, ref('slow'));
     expect(source.phase).toBe('Ready');
     expect(await uidOf(kube, 'slow')).toBe(before);
+    // Nothing is under way now: a second abort says so, with exit 1.
+    const again = await runFerry(['move', 'slow', '-n', kube.ns, '--abort']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain(`error: no move of ${kube.ns}/slow is under way: the last one ended aborted`);
   });
 
   it('a target not Ready in time is deleted, the move fails with the reason, and the source stays', async () => {
@@ -173,9 +196,9 @@ describe('moving a model between clusters', { timeout: 300_000 }, () => {
     const failed = await moveModel(client, ref('late'), eastCluster, { readyTimeoutMs: 3_000 }).catch(
       (e: unknown) => e,
     );
-    expect(String((failed as Error & { cause?: unknown }).cause)).toMatch(
-      /the move to cluster .* failed \(ReadyTimeout: .*\); the target was deleted/,
-    );
+    expect(failed).toBeInstanceOf(MoveFailedError);
+    expect(failed).toMatchObject({ reason: 'ReadyTimeout' });
+    expect(String(failed)).toMatch(/the move to cluster .* failed \(ReadyTimeout: .*\); the target was deleted/);
     const status = await moveStatus(client, { namespace: kube.ns, name: 'late' });
     expect(status).toMatchObject({ step: 'failed', error: { reason: 'ReadyTimeout' } });
     expect((await getModelStatus(client, ref('late', eastCluster))).phase).toBe('Deleted');
