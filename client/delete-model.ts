@@ -6,6 +6,7 @@ import {
   type FinalStatus,
   type ModelRef,
   type ModelStatus,
+  type MovedTo,
 } from '../workflows/contract/index.js';
 import type { EarlyUpdate } from './early-update.js';
 import { ModelNotFoundError, ModelWorkflowClosedError, WaitTimeoutError } from './errors.js';
@@ -28,6 +29,8 @@ export interface DeleteOptions {
   tenant?: string;
   /** Who asks, recorded for audit (default: the client's Temporal identity). */
   requestedBy?: string;
+  /** Set by a move (MoveModelWorkflow) when the model serves on another cluster: its status says where. */
+  movedTo?: MovedTo;
 }
 
 export interface DeleteModelResult {
@@ -73,6 +76,7 @@ export async function deleteModelAfter(
           ...(options.reason ? { reason: options.reason } : {}),
           ...(options.tenant !== undefined ? { tenant: options.tenant } : {}),
           requestedBy: options.requestedBy ?? client.options.identity,
+          ...(options.movedTo ? { movedTo: options.movedTo } : {}),
         },
         undefined,
         attempt === 0 ? early : undefined,

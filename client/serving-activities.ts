@@ -65,7 +65,7 @@ export function createServingActivities(client: Client): ServingActivities {
       }
     },
 
-    async deleteServedModel({ ref, reason, tenant, requestedBy }) {
+    async deleteServedModel({ ref, reason, tenant, requestedBy, movedTo }) {
       const ctx = Context.current();
       const beat = setInterval(() => ctx.heartbeat(), HEARTBEAT_MS);
       try {
@@ -74,6 +74,7 @@ export function createServingActivities(client: Client): ServingActivities {
           ...(reason ? { reason } : {}),
           ...(tenant !== undefined ? { tenant } : {}),
           ...(requestedBy !== undefined ? { requestedBy } : {}),
+          ...(movedTo ? { movedTo } : {}),
         });
         return {
           ref,

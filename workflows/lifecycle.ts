@@ -175,6 +175,7 @@ export class ModelLifecycle extends ModelState {
 
   /** The main loop ends and tears down; the first delete's reason is kept. */
   requestDelete(request: DeleteModelInput | undefined): void {
+    if (!this.deletion && request?.movedTo) this.set({ ...this.status, movedTo: { ...request.movedTo, at: now() } });
     this.deletion ??= { reason: request?.reason, requestedBy: askedBy(request?.requestedBy) };
     this.work.interrupt();
   }
@@ -374,8 +375,7 @@ export class ModelLifecycle extends ModelState {
     const { world } = this;
     const lost = this.lost;
     if (lost) {
-      // The root object or the volume is gone: everything is made again, starting from a stopped engine (it holds
-      // the terminating volume until its pods are gone).
+      // Root object or volume gone: all is made again, from a stopped engine (it holds the dying volume till it goes).
       world.rootUid = undefined;
       world.volumeSource = undefined;
       world.appliedStorage = undefined;

@@ -88,7 +88,12 @@ export async function MoveModelWorkflow(input: MoveModelInput): Promise<MoveMode
   // The switch: from here the move completes whatever is asked of it.
   enter('teardown', describe(from));
   const teardown = await CancellationScope.nonCancellable(() =>
-    deleteServedModel({ ref: from, reason: `moved to cluster ${input.to} (${workflowInfo().workflowId})` }),
+    deleteServedModel({
+      ref: from,
+      reason: `moved to cluster ${input.to} (${workflowInfo().workflowId})`,
+      // The switch: the source's status says where the model serves now, while it is torn down and after.
+      movedTo: { cluster: input.to, endpoint: ready.endpoint, move: workflowInfo().workflowId },
+    }),
   );
   enter('done', `serving on ${input.to} at ${ready.endpoint}`);
   return { from, to, ...ready, deleted: teardown.deleted, retained: teardown.retained };

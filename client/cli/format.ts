@@ -1,6 +1,7 @@
 // What `ferry` prints for people: status summaries, tables and progress. Pure functions of the data and `now`.
 import {
   describeBaseline,
+  describeMovedTo,
   formatDownload,
   formatDuration,
   type ModelStatus,
@@ -75,6 +76,7 @@ export function formatStatus(status: ModelStatus, now: Date, webUi?: string, { w
   const lines = [`${status.name}  (namespace ${status.namespace}, cluster ${status.cluster})`];
   const field = (name: string, value: string) => lines.push(`  ${`${name}:`.padEnd(12)} ${value}`);
   field('phase', status.phase);
+  if (status.movedTo) field('moved to', `${describeMovedTo(status.movedTo)}, ${age(status.movedTo.at, now)} ago`);
   if (status.tenant !== undefined) field('tenant', status.tenant);
   if (status.endpoint) field('endpoint', `${status.endpoint}  (model ${status.servedModelName})`);
   else field('model', status.servedModelName);

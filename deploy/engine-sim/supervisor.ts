@@ -208,9 +208,8 @@ export class EngineSimSupervisor {
   /** Front pods: HAProxy for each new running one, stopped for each gone; a model's Service port while it has any. */
   private async syncFronts(): Promise<void> {
     const live = await this.simulatedPods(FRONT_SELECTOR);
-    // New pods first: KWOK has a front pod Ready before its HAProxy runs here, so the Deployment may have deleted the
-    // old one already (maxUnavailable 0 waits for the new pod's Ready, not for this pass); stopping it first would leave
-    // the model's Service with no front between the two, refusing connections as a Service without endpoints does.
+    // New pods first: KWOK has a pod Ready before its HAProxy runs, so the old one may be deleted already; stopping it
+    // first would leave the model's Service without a front in between, refusing connections.
     for (const [uid, pod] of live) {
       if (this.fronts.has(uid)) continue;
       if (!FrontProxy.available()) {
@@ -227,8 +226,7 @@ export class EngineSimSupervisor {
       if (live.has(uid)) continue;
       this.fronts.delete(uid);
       await this.followServices(`${front.namespace}/${front.model}`);
-      // As the kubelet runs the pod's preStop pause before the stop signal: a connection the model's Service handed
-      // it just before (one pass of the Service port can be in flight) still reaches a listening HAProxy.
+      // As the kubelet runs the preStop pause before the stop signal: a connection handed it just before still lands.
       const stop = () => {
         front.proxy.stop();
         log('front stopped', { pod: `${front.namespace}/${front.pod}` });

@@ -13,6 +13,7 @@ import { StatusPrinter } from '../../client/cli/status-printer.js';
 import { InvalidSpecError, ModelFailedError, SpecConflictError } from '../../client/errors.js';
 import type { ModelSummary } from '../../client/list-models.js';
 import type { ModelStatus } from '../../workflows/contract/index.js';
+import { summarizeStatus } from '../../workflows/status/summary.js';
 import { sampleBaseline } from '../support/baseline.js';
 
 const now = new Date('2026-01-01T12:10:00Z');
@@ -107,6 +108,19 @@ describe('formatStatus', () => {
     const lines = formatStatus(status({ tenant: 'team-a' }), now).split('\n');
     expect(lines[lines.indexOf('  phase:       Ready') + 1]).toBe('  tenant:      team-a');
     expect(formatStatus(status(), now)).not.toContain('tenant');
+  });
+
+  it('says where a moved model serves now, and since when, after its phase', () => {
+    const movedTo = { cluster: 'east', endpoint: 'http://qwen.models.svc:8000/v1', move: 'move/models/qwen' };
+    const moved = status({ phase: 'Deleted', movedTo: { ...movedTo, at: '2026-01-01T12:08:00Z' } });
+    const lines = formatStatus(moved, now).split('\n');
+    expect(lines[lines.indexOf('  phase:       Deleted') + 1]).toBe(
+      '  moved to:    cluster east at http://qwen.models.svc:8000/v1 (move/models/qwen), 2m ago',
+    );
+    expect(summarizeStatus(moved)).toContain(
+      '- moved to cluster east at http://qwen.models.svc:8000/v1 (move/models/qwen)',
+    );
+    expect(formatStatus(status(), now)).not.toContain('moved to');
   });
 
   it('shows the load baseline and the probes that found it', () => {

@@ -1,6 +1,6 @@
 // Durations, sizes and the load baseline as people read them, the same in status, the Web UI, the CLI and activity
 // messages. Pure.
-import type { Baseline, DownloadProgress } from './status.js';
+import type { Baseline, DownloadProgress, MovedTo } from './status.js';
 
 /** `950ms`, `12.3s`, `4m 05s`, `1h 02m`. */
 export function formatDuration(ms: number): string {
@@ -50,4 +50,9 @@ export function describeBaseline(baseline: Baseline): string {
   const count = capped ? `at least ${maxConcurrency} (the measurement's ceiling)` : String(maxConcurrency);
   const plural = maxConcurrency === 1 && !capped ? 'request' : 'requests';
   return `${count} ${plural} at once per replica meet ${within} (p95 ttft ${ttftP95Ms} ms, itl ${itlP95Ms} ms; ${at})`;
+}
+
+/** Where a moved model serves now: `cluster east at http://… (move/ns/name)`. */
+export function describeMovedTo(to: MovedTo): string {
+  return `cluster ${to.cluster}${to.endpoint ? ` at ${to.endpoint}` : ''} (${to.move})`;
 }

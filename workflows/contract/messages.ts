@@ -5,7 +5,7 @@ import type { Slot, StepProgress, TeardownResult } from './activities.js';
 import { FAILURE } from './failures.js';
 import { UPDATE_NAMES, type ModelRef } from './identity.js';
 import type { ServedModel, SourceSpec } from './spec/index.js';
-import type { Baseline, ModelStatus, Phase } from './status.js';
+import type { Baseline, ModelStatus, MovedTo, Phase } from './status.js';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Input and result
@@ -165,6 +165,11 @@ export interface DeleteModelInput {
    * and Nexus caller (a tenant's handler). Recorded on the timeline and in Events for audit; never decided on.
    */
   requestedBy?: string;
+  /**
+   * Set by a move (`ferry move`, MoveModelWorkflow) once the model serves on the other cluster: the status says where
+   * (`movedTo`) while this one is torn down, and after.
+   */
+  movedTo?: MovedTo;
 }
 
 export interface DeleteResult extends TeardownResult {

@@ -4,7 +4,7 @@
 // stops the command, never the model.
 import * as nexus from 'nexus-rpc';
 import type { ModelRef } from './identity.js';
-import type { ModelStatus } from './status.js';
+import type { ModelStatus, MovedTo } from './status.js';
 
 export interface EnsureModelInput {
   /** The ServedModel document; served if not running, made the spec if it is (the same document is a no-op). */
@@ -53,6 +53,8 @@ export interface DeleteModelCommandInput extends DeleteModelOperationInput {
   tenant?: string;
   /** See `EnsureModelCommandInput`. */
   requestedBy?: string;
+  /** A move's teardown of the model it moved (`DeleteModelInput.movedTo`). */
+  movedTo?: MovedTo;
 }
 
 export const ferryModelsService = nexus.service('ferry.models.v1', {

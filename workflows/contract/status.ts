@@ -224,8 +224,18 @@ export interface ModelStatus {
   rollout?: RolloutStatus;
   /** The revisions the model has objects for, with their share of the requests (docs/design/rollout.md). */
   revisions?: RevisionStatus[];
+  /** Moved to another cluster (`ferry move`): where it serves now, and when the move switched to it. */
+  movedTo?: MovedTo & { at: string };
   startedAt: string;
   updatedAt: string;
+}
+
+/** Where a moved model serves now (`ferry move`, docs/design/fleet.md §3). */
+export interface MovedTo {
+  cluster: string;
+  endpoint?: string;
+  /** The move's workflow ID. */
+  move: string;
 }
 
 /** One rollout (docs/design/rollout.md, section 4). */

@@ -3,6 +3,7 @@
 // as in `temporal workflow metadata`.
 import {
   describeBaseline,
+  describeMovedTo,
   formatDownload,
   formatDuration,
   type ModelStatus,
@@ -39,6 +40,7 @@ export function summarizeStatus(status: ModelStatus): string {
     `- generation ${status.generation} (cluster at ${status.observedGeneration}), ${status.readyReplicas} of ${status.replicas} replicas ready, source \`${status.source}\``,
   ];
   if (status.endpoint) lines.push(`- endpoint: ${status.endpoint} (model \`${status.servedModelName}\`)`);
+  if (status.movedTo) lines.push(`- moved to ${describeMovedTo(status.movedTo)}`);
   if (status.lastError) {
     const where = status.lastError.step ? ` at ${status.lastError.step}` : '';
     lines.push(`- last error${where}: **${status.lastError.reason}**: ${text(status.lastError.message)}`);

@@ -133,7 +133,14 @@ describe('moving a model between clusters', { timeout: 300_000 }, () => {
     const target = await getModelStatus(client, ref('moved', eastCluster));
     expect(target).toMatchObject({ phase: 'Ready', endpoint: result.endpoint });
     expect(moved.stdout).toContain(`serving at ${result.endpoint}`);
-    expect((await getModelStatus(client, ref('moved'))).phase).toBe('Deleted');
+    // The switch: the source's status says where the model serves now, and `ferry status` of it too.
+    const source = await getModelStatus(client, ref('moved'));
+    expect(source).toMatchObject({
+      phase: 'Deleted',
+      movedTo: { cluster: eastCluster, endpoint: result.endpoint, move: `move/${kube.ns}/moved` },
+    });
+    const shown = expectOk(await runFerry(['status', 'moved', '-n', kube.ns, '--cluster', west]), 'ferry status');
+    expect(shown.stdout).toContain(`moved to:    cluster ${eastCluster} at ${result.endpoint} (move/${kube.ns}/moved)`);
     // The target's objects are on east's API server; the source's are gone from the first.
     expect(await uidOf(east.kube, 'moved')).toBeDefined();
     expect(await uidOf(kube, 'moved')).toBeUndefined();

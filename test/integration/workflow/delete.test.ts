@@ -130,4 +130,26 @@ describe('ServeModelWorkflow deletion', () => {
       });
     });
   });
+
+  it("a move's delete says where the model serves now, while it is torn down and after; a later delete changes nothing", async () => {
+    const stub = new StubActivities();
+    const gate = stub.gate('tearDown');
+    await withReadyModel(harness, stub, async ({ handle }) => {
+      const movedTo = { cluster: 'east', endpoint: 'http://east.example:8000/v1', move: 'move/models/x' };
+      const deleting = handle.executeUpdate(deleteModelUpdate, {
+        args: [{ reason: 'moved to cluster east', movedTo }],
+      });
+      await gate.reached;
+      const during = await handle.query(statusQuery);
+      expect(during).toMatchObject({ phase: 'Deleting', movedTo });
+      // The switch is the first delete's: another one, with or without a move, keeps it.
+      const other = handle.executeUpdate(deleteModelUpdate, {
+        args: [{ movedTo: { cluster: 'west', move: 'move/models/y' } }],
+      });
+      gate.release();
+      await Promise.all([deleting, other]);
+      const final = await handle.result();
+      expect(final.status).toMatchObject({ phase: 'Deleted', movedTo: { ...movedTo, at: during.movedTo!.at } });
+    });
+  });
 });
