@@ -98,15 +98,27 @@ export async function deleteModelAfter(
   const timeoutMs = options.timeoutMs ?? DEFAULT_DELETE_TIMEOUT_MS;
   const timeout = AbortSignal.timeout(timeoutMs);
   const signal = options.signal ? AbortSignal.any([timeout, options.signal]) : timeout;
+  const late = () => new WaitTimeoutError(ref, timeoutMs, 'finish deleting');
   try {
-    return await client.withAbortSignal(signal, async () => {
+    const outcome = client.withAbortSignal(signal, async () => {
       const teardown = await updateOutcome(update, ref);
       const final: FinalStatus = await modelHandle(client, ref, update.workflowRunId).result();
       return { ref, alreadyDeleted: false, teardown, status: final.status };
     });
+    // A client on a worker's NativeConnection does not abort its requests (the SDK ignores the signal there): the
+    // signal is raced as well, so that the wait ends on time wherever it runs (a move's teardown in an activity).
+    return await Promise.race([outcome, aborted(signal)]);
   } catch (err) {
     if (options.signal?.aborted) throw options.signal.reason;
-    if (timeout.aborted && isTimeout(err)) throw new WaitTimeoutError(ref, timeoutMs, 'finish deleting');
+    if (timeout.aborted && (isTimeout(err) || err === timeout.reason)) throw late();
     throw err;
   }
+}
+
+/** Rejects with the signal's reason once it aborts (a settled race leaves it pending, holding nothing). */
+function aborted(signal: AbortSignal): Promise<never> {
+  return new Promise((_resolve, reject) => {
+    if (signal.aborted) reject(signal.reason as Error);
+    else signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
+  });
 }

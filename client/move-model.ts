@@ -46,6 +46,8 @@ export type MoveHandle = WorkflowHandle<typeof MoveModelWorkflow>;
 export interface MoveOptions {
   /** How long the target may take to be Ready; default: its download deadline and startup timeout, and 10 min. */
   readyTimeoutMs?: number;
+  /** How long to wait for the source's teardown before completing with it pending (default 10 min). */
+  teardownTimeoutMs?: number;
 }
 
 /** The move's workflow, for a model `namespace/name` (whichever clusters). */
@@ -83,7 +85,15 @@ export async function startMove(
     return await client.workflow.start<typeof MoveModelWorkflow>('MoveModelWorkflow', {
       workflowId: moveWorkflowIdFor(from),
       taskQueue: taskQueueFor(from.cluster),
-      args: [{ from, to, document, readyTimeoutMs: options.readyTimeoutMs ?? defaultReadyTimeoutMs(document) }],
+      args: [
+        {
+          from,
+          to,
+          document,
+          readyTimeoutMs: options.readyTimeoutMs ?? defaultReadyTimeoutMs(document),
+          ...(options.teardownTimeoutMs !== undefined ? { teardownTimeoutMs: options.teardownTimeoutMs } : {}),
+        },
+      ],
     });
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) throw underWay(from);

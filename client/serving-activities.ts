@@ -65,7 +65,7 @@ export function createServingActivities(client: Client): ServingActivities {
       }
     },
 
-    async deleteServedModel({ ref, reason, tenant, requestedBy, movedTo }) {
+    async deleteServedModel({ ref, reason, tenant, requestedBy, movedTo, waitMs }) {
       const ctx = Context.current();
       const beat = setInterval(() => ctx.heartbeat(), HEARTBEAT_MS);
       try {
@@ -75,6 +75,7 @@ export function createServingActivities(client: Client): ServingActivities {
           ...(tenant !== undefined ? { tenant } : {}),
           ...(requestedBy !== undefined ? { requestedBy } : {}),
           ...(movedTo ? { movedTo } : {}),
+          ...(waitMs !== undefined ? { timeoutMs: waitMs } : {}),
         });
         return {
           ref,
@@ -83,6 +84,10 @@ export function createServingActivities(client: Client): ServingActivities {
           retained: result.teardown?.retained ?? [],
         };
       } catch (err) {
+        // Accepted, and going on in the model's workflow: the caller asked to wait only so long.
+        if (waitMs !== undefined && err instanceof WaitTimeoutError) {
+          return { ref, alreadyDeleted: false, deleted: [], retained: [], pending: true };
+        }
         throw typedFailure(err);
       } finally {
         clearInterval(beat);

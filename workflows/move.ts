@@ -5,13 +5,16 @@
 //   serve     the source's document, with spec.cluster set to the target, started on the target's worker (its own
 //             workflow, its own weights pull)
 //   ready     until the target is Ready at that generation
-//   teardown  the source's delete, as `ferry delete --wait` does it
+//   teardown  the source's delete, as `ferry delete --wait` does it, its status saying where the model went; waited
+//             for `teardownTimeoutMs`, past which (a source cluster that does not answer) the move completes and the
+//             source's workflow goes on with it
 //
 // Until the teardown begins a cancel aborts the move: the target is deleted, the source never touched. A target that
 // fails or is not Ready in time is deleted too, and the move fails with its reason. From the teardown on a cancel is
 // not taken: the target serves, and the source goes. A crash anywhere resumes where it was: each step is an activity.
 import { CancellationScope, isCancellation, setHandler, setWorkflowOptions, workflowInfo } from '@temporalio/workflow';
 import {
+  DEFAULT_TEARDOWN_TIMEOUT_MS,
   failure,
   FAILURE,
   moveStatusQuery,
@@ -23,7 +26,12 @@ import {
   type MoveStep,
 } from './contract/index.js';
 import { whenVersioned } from './pinned.js';
-import { applyServedModel, awaitModelReadyWithin, deleteServedModel } from './serving-calls.js';
+import {
+  applyServedModel,
+  awaitModelReadyWithin,
+  deleteServedModel,
+  deleteServedModelWithin,
+} from './serving-calls.js';
 
 /** The source's document, for the target: the same spec on the other cluster. */
 function documentOn(document: unknown, cluster: string): unknown {
@@ -87,16 +95,29 @@ export async function MoveModelWorkflow(input: MoveModelInput): Promise<MoveMode
 
   // The switch: from here the move completes whatever is asked of it.
   enter('teardown', describe(from));
+  const teardownTimeoutMs = input.teardownTimeoutMs ?? DEFAULT_TEARDOWN_TIMEOUT_MS;
   const teardown = await CancellationScope.nonCancellable(() =>
-    deleteServedModel({
+    deleteServedModelWithin(teardownTimeoutMs)({
       ref: from,
       reason: `moved to cluster ${input.to} (${workflowInfo().workflowId})`,
       // The switch: the source's status says where the model serves now, while it is torn down and after.
       movedTo: { cluster: input.to, endpoint: ready.endpoint, move: workflowInfo().workflowId },
+      waitMs: teardownTimeoutMs,
     }),
   );
-  enter('done', `serving on ${input.to} at ${ready.endpoint}`);
-  return { from, to, ...ready, deleted: teardown.deleted, retained: teardown.retained };
+  // A source cluster that does not answer does not hold the move: its workflow goes on with the teardown.
+  const pending = teardown.pending
+    ? `; the teardown on ${from.cluster} goes on (not done in ${Math.round(teardownTimeoutMs / 1000)} s)`
+    : '';
+  enter('done', `serving on ${input.to} at ${ready.endpoint}${pending}`);
+  return {
+    from,
+    to,
+    ...ready,
+    deleted: teardown.deleted,
+    retained: teardown.retained,
+    ...(teardown.pending ? { teardownPending: true } : {}),
+  };
 }
 
 const describe = (ref: ModelRef) => `${ref.namespace}/${ref.name} on cluster ${ref.cluster}`;

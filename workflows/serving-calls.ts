@@ -8,6 +8,15 @@ export const { applyServedModel, deleteServedModel } = proxyActivities<ServingAc
   retry: { maximumInterval: 30_000 },
 });
 
+/** `deleteServedModel` for a wait of `waitMs` on the teardown (then it returns `pending`). */
+export function deleteServedModelWithin(waitMs: number): ServingActivities['deleteServedModel'] {
+  return proxyActivities<ServingActivities>({
+    startToCloseTimeout: waitMs + 2 * 60_000,
+    heartbeatTimeout: 60_000,
+    retry: { maximumInterval: 30_000 },
+  }).deleteServedModel;
+}
+
 /** `awaitModelReady` for a wait of `timeoutMs` (unset: 6 h at most per attempt). */
 export function awaitModelReadyWithin(timeoutMs: number | undefined): ServingActivities['awaitModelReady'] {
   return proxyActivities<ServingActivities>({

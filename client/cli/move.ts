@@ -135,7 +135,10 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
 /** What `--wait` says when the move is done. */
 export function movedLine(result: MoveModelResult): string {
   const kept = result.retained.length ? `; kept there: ${result.retained.join(', ')}` : '';
-  return `${describeRef(result.from)} moved to cluster ${result.to.cluster}: serving at ${result.endpoint}${kept}`;
+  const pending = result.teardownPending
+    ? `; its teardown on ${result.from.cluster} goes on (that cluster has not finished it)`
+    : '';
+  return `${describeRef(result.from)} moved to cluster ${result.to.cluster}: serving at ${result.endpoint}${kept}${pending}`;
 }
 
 /** `--status`: the move's step, then one line per step with its times and detail. */

@@ -122,5 +122,8 @@ describe('ferry move, printed', () => {
     expect(movedLine(result)).toBe(
       'qwen (namespace ml, cluster default) moved to cluster east: serving at http://qwen.ml.svc:8000; kept there: PersistentVolumeClaim/qwen-weights',
     );
+    expect(movedLine({ ...result, retained: [], teardownPending: true })).toBe(
+      'qwen (namespace ml, cluster default) moved to cluster east: serving at http://qwen.ml.svc:8000; its teardown on default goes on (that cluster has not finished it)',
+    );
   });
 });

@@ -16,6 +16,11 @@ export interface MoveModelInput {
   document: unknown;
   /** How long to wait for the target to be Ready; default: the target's download deadline and startup, and 10 min. */
   readyTimeoutMs?: number;
+  /**
+   * How long to wait for the source's teardown (default 10 min): past it, as when the source's cluster does not
+   * answer, the move completes with the teardown pending, which goes on in the source's workflow until it is done.
+   */
+  teardownTimeoutMs?: number;
 }
 
 /** Where a move is: each step once, in this order; `aborted` ends a move cancelled before the teardown began. */
@@ -48,7 +53,12 @@ export interface MoveModelResult {
   /** What the source's teardown deleted and retained (its `retainOnDelete`). */
   deleted: string[];
   retained: string[];
+  /** The source's teardown was not done within `teardownTimeoutMs`: it goes on in the source's workflow. */
+  teardownPending?: boolean;
 }
+
+/** How long a move waits for the source's teardown unless told otherwise. */
+export const DEFAULT_TEARDOWN_TIMEOUT_MS = 10 * 60_000;
 
 export const moveStatusQuery = defineQuery<MoveStatus>('ferry.moveStatus');
 

@@ -55,6 +55,17 @@ export interface DeleteModelCommandInput extends DeleteModelOperationInput {
   requestedBy?: string;
   /** A move's teardown of the model it moved (`DeleteModelInput.movedTo`). */
   movedTo?: MovedTo;
+  /**
+   * How long to wait for the teardown once the delete is accepted (default: until it is done). Past it the activity
+   * returns with `pending`, and the teardown goes on in the model's workflow.
+   */
+  waitMs?: number;
+}
+
+/** What the serving activity `deleteServedModel` returns: the operation's output, or a teardown still under way. */
+export interface DeleteServedModelOutput extends DeleteModelOperationOutput {
+  /** Accepted, but not done within `waitMs` (its cluster has not answered): the model's workflow goes on with it. */
+  pending?: boolean;
 }
 
 export const ferryModelsService = nexus.service('ferry.models.v1', {

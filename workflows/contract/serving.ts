@@ -3,7 +3,7 @@
 // `applyServedModel` in workflows/compose/.
 import type { ModelRef } from './identity.js';
 import type { ServeModelOptions, UpdateResult } from './messages.js';
-import type { DeleteModelCommandInput, DeleteModelOperationOutput } from './nexus.js';
+import type { DeleteModelCommandInput, DeleteServedModelOutput } from './nexus.js';
 import type { ModelStatus } from './status.js';
 
 export interface ApplyServedModelInput {
@@ -30,6 +30,6 @@ export interface ServingActivities {
   applyServedModel(input: ApplyServedModelInput): Promise<ApplyServedModelResult>;
   /** Waits (heartbeating) until the model is Ready at `generation` or newer; fails with its reason if it fails. */
   awaitModelReady(input: { ref: ModelRef; generation: number; timeoutMs?: number }): Promise<ModelStatus>;
-  /** Tears the model down and waits until it is gone (already gone is fine). */
-  deleteServedModel(input: DeleteModelCommandInput): Promise<DeleteModelOperationOutput>;
+  /** Tears the model down and waits until it is gone (already gone is fine), or `waitMs` (then `pending`). */
+  deleteServedModel(input: DeleteModelCommandInput): Promise<DeleteServedModelOutput>;
 }

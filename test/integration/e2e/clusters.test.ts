@@ -5,6 +5,8 @@
 // model moved between two clusters through `ferry move` and the client library (moveModel, abortMove), by a worker
 // process on each control plane. Real: both control planes, the worker processes, Temporal; simulated: KWOK's pods, the engine
 // stand-in and the download.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -22,7 +24,7 @@ import { expectOk, ferryJson, simulatedModelDoc, terminateModelsOf, uniqueCluste
 import { runFerry, writeDoc } from '../../support/ferry-worker.js';
 import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
 import { deleteNamespace, waitFor, type Clients } from '../../support/kube.js';
-import { readLocalEnv } from '../../support/local-env.js';
+import { readLocalEnv, repoRoot } from '../../support/local-env.js';
 
 // First: its afterAll, which stops an east these tests started, runs last.
 const east = useEast();
@@ -31,6 +33,8 @@ const startWorkerProcess = useWorkerProcesses();
 const west = uniqueCluster('mv-west');
 const eastCluster = uniqueCluster('mv-east');
 let connection: Connection;
+/** East's API server while a test has it stopped (SIGSTOP). */
+let frozen: number | undefined;
 let client: Client;
 
 beforeAll(async () => {
@@ -52,6 +56,8 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
+  // A test that timed out while east's API server was frozen never reached its own SIGCONT.
+  if (frozen !== undefined) process.kill(frozen, 'SIGCONT');
   await terminateModelsOf('east').catch(() => undefined);
   await connection?.close();
   await deleteNamespace(east.kube, kube.ns);
@@ -210,5 +216,32 @@ describe('moving a model between clusters', { timeout: 300_000 }, () => {
     expect(status).toMatchObject({ step: 'failed', error: { reason: 'ReadyTimeout' } });
     expect((await getModelStatus(client, ref('late', eastCluster))).phase).toBe('Deleted');
     expect((await getModelStatus(client, ref('late'))).phase).toBe('Ready');
+  });
+
+  it("a source cluster that does not answer does not hold the move: it completes, and the source's teardown ends once the cluster is back", async () => {
+    // Served on east, moved to the first cluster while east's API server is frozen (SIGSTOP: its connections open,
+    // nothing answered, as behind a partition); east's worker goes on, so the source accepts the delete.
+    const doc = simulatedModelDoc(kube.ns, eastCluster, 'far', '1s');
+    expectOk(await runFerry(['serve', '-f', writeDoc(doc), '--wait', '--timeout', '4m']), 'ferry serve on east');
+    const apiServer = Number(readFileSync(join(repoRoot, '.ferry/run/east/kube-apiserver.pid'), 'utf8').trim());
+    process.kill(apiServer, 'SIGSTOP');
+    frozen = apiServer;
+    try {
+      const result = await moveModel(client, ref('far', eastCluster), west, { teardownTimeoutMs: 5_000 });
+      expect(result).toMatchObject({ to: ref('far'), teardownPending: true, deleted: [] });
+      expect((await getModelStatus(client, ref('far'))).phase).toBe('Ready');
+      const status = await moveStatus(client, { namespace: kube.ns, name: 'far' });
+      expect(status.step).toBe('done');
+      expect(status.timeline.at(-1)!.detail).toContain(`the teardown on ${eastCluster} goes on`);
+      const source = await getModelStatus(client, ref('far', eastCluster));
+      expect(source).toMatchObject({ phase: 'Deleting', movedTo: { cluster: west, endpoint: result.endpoint } });
+    } finally {
+      process.kill(apiServer, 'SIGCONT');
+      frozen = undefined;
+    }
+    await waitFor("the source's teardown done once east answers", 120_000, async () => {
+      return (await getModelStatus(client, ref('far', eastCluster))).phase === 'Deleted';
+    });
+    expect(await uidOf(east.kube, 'far')).toBeUndefined();
   });
 });
