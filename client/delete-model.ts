@@ -98,7 +98,7 @@ export async function deleteModelAfter(
   const timeoutMs = options.timeoutMs ?? DEFAULT_DELETE_TIMEOUT_MS;
   const timeout = AbortSignal.timeout(timeoutMs);
   const signal = options.signal ? AbortSignal.any([timeout, options.signal]) : timeout;
-  const late = () => new WaitTimeoutError(ref, timeoutMs, 'finish deleting');
+  const late = () => new WaitTimeoutError(ref, timeoutMs, DELETE_WAIT);
   try {
     const outcome = client.withAbortSignal(signal, async () => {
       const teardown = await updateOutcome(update, ref);
@@ -114,6 +114,9 @@ export async function deleteModelAfter(
     throw err;
   }
 }
+
+/** What a `WaitTimeoutError` of the teardown's wait (after the delete was accepted) says the model did not do. */
+export const DELETE_WAIT = 'finish deleting';
 
 /** Rejects with the signal's reason once it aborts (a settled race leaves it pending, holding nothing). */
 function aborted(signal: AbortSignal): Promise<never> {

@@ -13,7 +13,7 @@ import {
   type ServingActivities,
 } from '../workflows/contract/index.js';
 import { applyModel } from './apply-model.js';
-import { deleteModel } from './delete-model.js';
+import { DELETE_WAIT, deleteModel } from './delete-model.js';
 import {
   InvalidSpecError,
   ModelDeletedError,
@@ -84,8 +84,9 @@ export function createServingActivities(client: Client): ServingActivities {
           retained: result.teardown?.retained ?? [],
         };
       } catch (err) {
-        // Accepted, and going on in the model's workflow: the caller asked to wait only so long.
-        if (waitMs !== undefined && err instanceof WaitTimeoutError) {
+        // Accepted, and going on in the model's workflow: the caller asked to wait only so long. (A delete not even
+        // accepted in time is a failure, retried: nothing is pending then.)
+        if (waitMs !== undefined && err instanceof WaitTimeoutError && err.what === DELETE_WAIT) {
           return { ref, alreadyDeleted: false, deleted: [], retained: [], pending: true };
         }
         throw typedFailure(err);

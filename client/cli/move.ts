@@ -63,7 +63,7 @@ async function startCommand(ctx: CliContext, cmd: MoveCommand, start: Start): Pr
   if (cmd.output === 'text') {
     ctx.io.stderr.write(`moving ${describeRef(from)} to cluster ${start.to} (workflow ${handle.workflowId})…\n`);
   }
-  const result = await followed(ctx, cmd, start, () => moveResult(handle));
+  const result = await followed(ctx, cmd, start, from, () => moveResult(handle));
   if (isStructured(cmd.output)) printStructured(ctx, cmd.output, result);
   else if (cmd.output === 'name') printName(ctx, to);
   else ctx.io.stdout.write(`${movedLine(result)}\n`);
@@ -78,6 +78,7 @@ async function followed(
   ctx: CliContext,
   cmd: MoveCommand,
   start: Start,
+  from: ModelRef,
   result: () => Promise<MoveModelResult>,
 ): Promise<MoveModelResult> {
   const { name, namespace } = cmd.ref;
@@ -105,13 +106,7 @@ async function followed(
     }
     if (settled) return await outcome;
     if (Date.now() >= deadline) {
-      throw new WaitTimeoutError(
-        cmd.ref as ModelRef,
-        start.timeoutMs!,
-        'finish its move',
-        undefined,
-        'the move goes on',
-      );
+      throw new WaitTimeoutError(from, start.timeoutMs!, 'finish its move', undefined, 'the move goes on');
     }
   }
 }
