@@ -142,6 +142,16 @@ export function activitiesFor(spec: ServedModel, options: ResolvedOptions, namin
       { startToCloseTimeout: SHORT_STEP_TIMEOUT_MS, heartbeatTimeout: options.heartbeatTimeoutMs, retry },
       naming,
     ),
+    // A move of the front's requests: its rollout, then its old pods finishing what they hold, each within its grace
+    // period (the front's hold).
+    shift: proxy(
+      {
+        startToCloseTimeout: parseDuration(spec.spec.front?.holdFor ?? '0s') + SHORT_STEP_TIMEOUT_MS,
+        heartbeatTimeout: options.heartbeatTimeoutMs,
+        retry,
+      },
+      naming,
+    ),
     puller: proxy(longWait(parseDuration(spec.spec.puller.deadline) + options.timeoutMarginMs), naming),
     startup: proxy(longWait(parseDuration(spec.spec.engine.startupTimeout) + options.timeoutMarginMs), naming),
     measure: proxy(

@@ -1,7 +1,7 @@
 // A rollout's moves of the requests between revisions (docs/design/rollout.md, sections 3 and 4): the front's
 // configuration with new shares, applied and rolled (every front pod runs it), and a revision's engine objects taken
 // away once the front sends it nothing.
-import type { V1Deployment } from '@kubernetes/client-node';
+import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { Context } from '@temporalio/activity';
 import {
   FAILURE,
@@ -14,6 +14,8 @@ import {
 import {
   admissionConfigMapName,
   deploymentName,
+  FRONT_CONFIG_HASH,
+  frontSelectorLabels,
   LABEL_COMPONENT,
   modelLabelSelector,
   pullerJobName,
@@ -30,9 +32,11 @@ import { rolloutState } from '../readers/revision.js';
 import { frontRefs, syncFront } from './front.js';
 
 /**
- * Applies the front with `shares` and waits until every front pod runs it (its Deployment rolled out: the old pods,
- * with the old shares, gone). Each revision with a share must have its engine Service already (applyEngine in its
- * slot): HAProxy resolves them when it starts.
+ * Applies the front with `shares` and waits until every front pod runs it: its Deployment rolled out, and then every
+ * old pod gone. The rollout is done while old pods still terminate: each takes no new connection, but finishes the
+ * requests it holds with the old shares, sending some to a revision that may be about to be retired. Each revision
+ * with a share must have its engine Service already (applyEngine in its slot): HAProxy resolves them when it starts.
+ * An old pod takes at most its grace period, the front's hold (the activity's budget is that and more).
  */
 export async function shiftTraffic(
   deps: ActivityDeps,
@@ -56,22 +60,43 @@ export async function shiftTraffic(
         path: `/apis/apps/v1/namespaces/${ref.namespace}/deployments`,
         query: { fieldSelector: `metadata.name=${ref.name}` },
       },
+      {
+        path: `/api/v1/namespaces/${model.metadata.namespace}/pods`,
+        query: { labelSelector: frontSelector(model.metadata.name) },
+      },
     ],
     check: async () => {
       const front = await deps.cluster.get<V1Deployment>(ref);
       if (!front) throw failure(FAILURE.KubernetesRejected, `the front Deployment ${ref.name} is gone`);
       const state = rolloutState(front, generation);
-      if (state.done) return { frontPods: state.readyReplicas };
+      const old = state.done ? await oldFrontPods(deps, model.metadata.name, model.metadata.namespace, front) : [];
+      if (state.done && old.length === 0) return { frontPods: state.readyReplicas };
+      const finishing = `${old.length === 1 ? 'an old front pod' : `${old.length} old front pods`} finishing`;
       await reporter.report({
         step: 'shift',
-        state: state.reason,
-        message: `the front moving to ${said}: ${state.message}`,
+        state: state.done ? 'OldFrontPodsFinishing' : state.reason,
+        message: `the front moving to ${said}: ${state.done ? `${finishing} what they hold (${old.join(', ')})` : state.message}`,
       });
       return undefined;
     },
   });
   // No deadline: the wait ends with an answer, or with its activity's cancellation.
   return rolled ?? { frontPods: 0 };
+}
+
+const frontSelector = (name: string) =>
+  Object.entries(frontSelectorLabels(name))
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
+
+/** The names of the front's pods, terminating or not, that run another configuration than `front`'s template. */
+async function oldFrontPods(deps: ActivityDeps, name: string, namespace: string, front: V1Deployment) {
+  const hash = front.spec?.template?.metadata?.annotations?.[FRONT_CONFIG_HASH];
+  const pods = await deps.cluster.list<V1Pod>('v1', 'Pod', namespace, { labelSelector: frontSelector(name) });
+  return pods
+    .filter((p) => p.metadata?.annotations?.[FRONT_CONFIG_HASH] !== hash)
+    .map((p) => p.metadata?.name ?? '?')
+    .sort();
 }
 
 /**

@@ -7,9 +7,17 @@ import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { V1Pod } from '@kubernetes/client-node';
 import { admissionConfig, ADMISSION_RETRY_AFTER_SECONDS } from '../../activities/builders/admission.js';
 
 export const NGINX = '/usr/sbin/nginx';
+
+/** For a pod with the admission sidecar: its ConfigMap's name (from the sidecar's volume). */
+export function admissionConfigOf(pod: V1Pod): string | undefined {
+  const sidecar = pod.spec?.containers.find((c) => c.name === 'admission');
+  const mounted = new Set((sidecar?.volumeMounts ?? []).map((m) => m.name));
+  return pod.spec?.volumes?.find((v) => mounted.has(v.name) && v.configMap)?.configMap?.name;
+}
 const START_TIMEOUT_MS = 10_000;
 
 /** One nginx in front of one stand-in. */

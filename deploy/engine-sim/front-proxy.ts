@@ -209,7 +209,7 @@ export class FrontProxy {
     const deadline = Date.now() + 10_000;
     for (;;) {
       if (child.exitCode !== null) {
-        proxy.stop();
+        void proxy.stop();
         throw new Error(`haproxy did not start: ${stderr.trim() || `exit ${child.exitCode}`}`);
       }
       const ok = await fetch(`${proxy.metricsUrl}${READY_PATH}`).then(
@@ -218,7 +218,7 @@ export class FrontProxy {
       );
       if (ok) return proxy;
       if (Date.now() > deadline) {
-        proxy.stop();
+        void proxy.stop();
         throw new Error(`haproxy did not answer ${READY_PATH} within 10 s: ${stderr.trim()}`);
       }
       await new Promise((r) => setTimeout(r, 100));
@@ -228,14 +228,17 @@ export class FrontProxy {
   /**
    * As the kubelet stops a front pod: SIGUSR1, HAProxy's soft stop (the image's STOPSIGNAL), so it stops listening and
    * finishes what it holds; SIGTERM if it is still there after `graceMs` (0: at once, as the local stack stops).
+   * Resolves when the process has exited.
    */
-  stop(graceMs = 30_000): void {
+  stop(graceMs = 30_000): Promise<void> {
+    const exited =
+      this.child.exitCode !== null || this.child.signalCode !== null
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
     this.child.kill(graceMs > 0 ? 'SIGUSR1' : 'SIGTERM');
-    if (this.child.exitCode === null) {
-      const hard = setTimeout(() => this.child.kill('SIGTERM'), graceMs);
-      hard.unref();
-      this.child.once('exit', () => clearTimeout(hard));
-    }
+    const hard = setTimeout(() => this.child.kill('SIGTERM'), graceMs);
+    hard.unref();
     rmSync(this.dir, { recursive: true, force: true });
+    return exited.finally(() => clearTimeout(hard));
   }
 }

@@ -12,9 +12,10 @@
 // autoscaler reads).
 import { renameSync, writeFileSync } from 'node:fs';
 import type { CoreV1Api, DiscoveryV1Api, V1Pod } from '@kubernetes/client-node';
-import { AdmissionProxy, NGINX } from './admission-proxy.js';
+import { admissionConfigOf, AdmissionProxy, NGINX } from './admission-proxy.js';
 import { FrontProxy, HAPROXY, ServicePort, type Endpoint } from './front-proxy.js';
 import { parseEngineArgs } from './args.js';
+import { hold, log, preStopPauseMs, release, releaseStrays, stopGraceMs } from './front-pods.js';
 import { createEngineSim, type EngineSim } from './server.js';
 
 const ENGINE_SELECTOR = 'app.kubernetes.io/managed-by=ferry,app.kubernetes.io/component=engine';
@@ -36,32 +37,28 @@ interface Running {
 }
 
 interface RunningFront {
+  uid: string;
   proxy: FrontProxy;
   model: string;
   namespace: string;
   pod: string;
   /** The pod's preStop pause (`sleep N`): how long it still takes connections once it is being deleted. */
   preStopMs: number;
+  /** How long HAProxy may take to finish what it holds after the pause before it is killed (the pod's grace). */
+  graceMs: number;
 }
 
-/** The pause of a container's preStop hook `sleep N`, in ms; 0 without one. */
-function preStopPauseMs(pod: V1Pod): number {
-  const command = pod.spec?.containers?.[0]?.lifecycle?.preStop?.exec?.command ?? [];
-  const seconds = command[0] === 'sleep' ? Number(command[1]) : 0;
-  return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : 0;
-}
-
-export const log = (msg: string, extra: Record<string, unknown> = {}) =>
-  process.stderr.write(
-    `${JSON.stringify({ time: new Date().toISOString(), component: 'engine-sim-supervisor', msg, ...extra })}\n`,
-  );
+export { log };
 
 export class EngineSimSupervisor {
   private readonly sims = new Map<string, Running>();
   private readonly starting = new Set<string>();
   private readonly fronts = new Map<string, RunningFront>();
-  /** Front pods being deleted, in their preStop pause: stopped when it ends, or at once when the stack stops. */
-  private readonly stopping = new Map<NodeJS.Timeout, RunningFront>();
+  /**
+   * Front pods being deleted, by uid: in their preStop pause (`timer`), then finishing what they hold; each let go in
+   * the API when its HAProxy has exited. Stopped at once when the stack stops.
+   */
+  private readonly stopping = new Map<string, { front: RunningFront; timer?: NodeJS.Timeout }>();
   /** Each fronted model's engine Service, `<namespace>/<model>` → its port. */
   private readonly engineServices = new Map<string, ServicePort>();
   /**
@@ -227,20 +224,18 @@ export class EngineSimSupervisor {
       this.fronts.delete(uid);
       await this.followServices(`${front.namespace}/${front.model}`);
       // As the kubelet runs the preStop pause before the stop signal: a connection handed it just before still lands.
-      const stop = () => {
-        front.proxy.stop();
-        log('front stopped', { pod: `${front.namespace}/${front.pod}` });
-      };
-      if (front.preStopMs === 0) {
-        stop();
-        continue;
-      }
-      const stopping = setTimeout(() => {
-        this.stopping.delete(stopping);
-        stop();
+      const entry: { front: RunningFront; timer?: NodeJS.Timeout } = { front };
+      this.stopping.set(uid, entry);
+      entry.timer = setTimeout(() => {
+        entry.timer = undefined;
+        void front.proxy.stop(front.graceMs).then(async () => {
+          log('front stopped', { pod: `${front.namespace}/${front.pod}` });
+          await release(this.core, front.namespace, front.pod);
+          this.stopping.delete(uid);
+        });
       }, front.preStopMs);
-      this.stopping.set(stopping, front);
     }
+    await releaseStrays(this.core, FRONT_SELECTOR, new Set([...this.fronts.keys(), ...this.stopping.keys()]));
     const fronted = new Set([...this.fronts.values()].map((f) => `${f.namespace}/${f.model}`));
     for (const [key, service] of this.engineServices) {
       if (fronted.has(key) || fronted.has(key.replace(/-b$/, ''))) continue;
@@ -312,8 +307,18 @@ export class EngineSimSupervisor {
         throw new Error(`the front of ${key} sends to Service ${name}, which the local stack does not play`);
       return port;
     });
-    this.fronts.set(uid, { proxy, model, namespace, pod: pod.metadata!.name!, preStopMs: preStopPauseMs(pod) });
-    log('front started', { pod: `${namespace}/${pod.metadata!.name}`, url: proxy.url, metrics: proxy.metricsUrl });
+    const name = pod.metadata!.name!;
+    this.fronts.set(uid, {
+      uid,
+      proxy,
+      model,
+      namespace,
+      pod: name,
+      preStopMs: preStopPauseMs(pod),
+      graceMs: stopGraceMs(pod),
+    });
+    await hold(this.core, pod);
+    log('front started', { pod: `${namespace}/${name}`, url: proxy.url, metrics: proxy.metricsUrl });
   }
 
   /**
@@ -348,13 +353,6 @@ export class EngineSimSupervisor {
     return text === undefined ? undefined : Number(text);
   }
 
-  /** For a pod with the admission sidecar: its ConfigMap's name (from the sidecar's volume). */
-  private admissionConfigOf(pod: V1Pod): string | undefined {
-    const sidecar = pod.spec?.containers.find((c) => c.name === 'admission');
-    const mounted = new Set((sidecar?.volumeMounts ?? []).map((m) => m.name));
-    return pod.spec?.volumes?.find((v) => mounted.has(v.name) && v.configMap)?.configMap?.name;
-  }
-
   private async start(uid: string, pod: V1Pod): Promise<void> {
     const container = pod.spec?.containers.find((c) => c.name === 'vllm') ?? pod.spec?.containers[0];
     const env: Record<string, string> = {};
@@ -387,7 +385,7 @@ export class EngineSimSupervisor {
       pod: pod.metadata!.name!,
       createdAt: new Date(pod.metadata?.creationTimestamp ?? 0).getTime(),
     };
-    const config = this.admissionConfigOf(pod);
+    const config = admissionConfigOf(pod);
     if (config && AdmissionProxy.available()) {
       const limit = await this.limitOf(running.namespace, config).catch(() => undefined);
       running.admission = { proxy: await AdmissionProxy.start(port, limit), config };
@@ -432,12 +430,11 @@ export class EngineSimSupervisor {
   }
 
   async stop(): Promise<void> {
-    for (const [timer, f] of this.stopping) {
-      clearTimeout(timer);
-      f.proxy.stop(0);
-    }
+    const fronts = [...this.fronts.values(), ...[...this.stopping.values()].map((s) => s.front)];
+    for (const { timer } of this.stopping.values()) clearTimeout(timer);
     this.stopping.clear();
-    for (const f of this.fronts.values()) f.proxy.stop(0);
+    // Killed at once, and let go in the API, so that no front pod waits for a supervisor that is gone.
+    await Promise.all(fronts.map((f) => f.proxy.stop(0).then(() => release(this.core, f.namespace, f.pod))));
     for (const service of [...this.engineServices.values(), ...this.modelServices.values()]) service.close();
     this.fronts.clear();
     this.engineServices.clear();

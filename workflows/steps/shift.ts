@@ -231,7 +231,7 @@ async function shift(
   await ctx.step(
     'shift',
     generation,
-    () => acts.short.shiftTraffic({ ...objects, shares: shares(r, traffic) }),
+    () => acts.shift.shiftTraffic({ ...objects, shares: shares(r, traffic) }),
     () => `${r.candidate.name} ${traffic}%, ${r.current.name} ${100 - traffic}%`,
   );
 }
@@ -294,7 +294,7 @@ export async function abandonCandidate(
     await ctx.step(
       'shift',
       generation,
-      () => acts.short.shiftTraffic({ ...objects, shares: [current] }),
+      () => acts.shift.shiftTraffic({ ...objects, shares: [current] }),
       () => `every request to ${current.revision}`,
     );
   }

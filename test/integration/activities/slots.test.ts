@@ -5,7 +5,7 @@
 // b's objects when the current revision is there, and a teardown that removes both slots.
 import type { V1Deployment, V1PersistentVolumeClaim, V1Service } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { LABEL_MODEL, rootName } from '../../../activities/builders/index.js';
+import { FRONT_CONFIG_HASH, frontName, LABEL_MODEL, rootName } from '../../../activities/builders/index.js';
 import { REVISION_HEADER } from '../../../activities/builders/front.js';
 import { overrideEndpoints } from '../../../activities/cluster/endpoints.js';
 import type { RevisionShare, ServedModel } from '../../../workflows/contract/index.js';
@@ -103,7 +103,21 @@ describe("a model's second slot", { timeout: 300_000 }, () => {
     });
 
     // The front at 50/50 (applied, and every front pod running it): both revisions answer through the model's Service.
+    // No old front pod is left, not even one finishing what it held (the local stack keeps a deleted front pod in the
+    // API until its HAProxy has exited, as a kubelet does): once the shift is done, no request goes by the old shares.
     expect(await activity(env.acts.shiftTraffic, { ...objects, shares: split })).toEqual({ frontPods: 2 });
+    const front = await get<V1Deployment>('apps/v1', 'Deployment', frontName(name));
+    const hash = front?.spec?.template.metadata?.annotations?.[FRONT_CONFIG_HASH];
+    const pods = await env.core.listNamespacedPod({
+      namespace: env.ns,
+      labelSelector: 'app.kubernetes.io/component=front',
+    });
+    expect(
+      pods.items.map((p) => [p.metadata?.annotations?.[FRONT_CONFIG_HASH], p.metadata?.deletionTimestamp]),
+    ).toEqual([
+      [hash, undefined],
+      [hash, undefined],
+    ]);
     await waitFor('both revisions answering through the front', 90_000, async () => {
       const counts = await answeredBy(name, 20);
       return counts.r1 && counts.r2 ? counts : undefined;

@@ -103,7 +103,8 @@ function steadyClient(name: string, models = [name]) {
         if (status !== 200) failures.push(`HTTP ${status} for ${model} from ${revision}`);
         byRevision[revision] = (byRevision[revision] ?? 0) + 1;
       } catch (err) {
-        failures.push(String(err));
+        // When, to match with the stack's logs (.ferry/run/logs): which step of the rollout the request met.
+        failures.push(`${String(err)} at ${new Date().toISOString()}`);
       }
       // A few requests a second: enough to see both revisions answer, little load beside the other suites.
       await new Promise((r) => setTimeout(r, 200));

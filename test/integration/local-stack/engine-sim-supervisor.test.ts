@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { frontConfigFor } from '../../../activities/builders/front-objects.js';
 import { frontLoad } from '../../../activities/scaling/load.js';
+import { FRONT_FINALIZER } from '../../../deploy/engine-sim/front-pods.js';
 import { EngineSimSupervisor } from '../../../deploy/engine-sim/supervisor.js';
 import { testModel } from '../../support/activity-env.js';
 import { adaptersListed } from '../../support/engine-env.js';
@@ -25,6 +26,12 @@ beforeAll(() => {
 afterAll(async () => {
   await supervisor.stop();
 });
+
+const podExists = (name: string) =>
+  kube.core.readNamespacedPod({ name, namespace: kube.ns }).then(
+    () => true,
+    () => false,
+  );
 
 const engineLabels = {
   'app.kubernetes.io/managed-by': 'ferry',
@@ -184,14 +191,19 @@ describe('the engine stand-in supervisor', () => {
       await supervisor.sync();
       return overrides()[`${kube.ns}/held/held-front-0`] === undefined;
     });
-    // Forgotten by the model's Service at once, it still takes connections through its preStop pause, then stops.
+    // Forgotten by the model's Service at once, it still takes connections through its preStop pause, then stops;
+    // its pod stays in the API (Terminating) until its HAProxy has exited, as a kubelet keeps it.
     expect((await fetch(`${exporter}/ready`)).status).toBe(200);
+    const terminating = await kube.core.readNamespacedPod({ name: 'held-front-0', namespace: kube.ns });
+    expect(terminating.metadata?.deletionTimestamp).toBeDefined();
+    expect(terminating.metadata?.finalizers).toEqual([FRONT_FINALIZER]);
     await waitFor('the front stopped after its pause', 15_000, async () =>
       fetch(`${exporter}/metrics`).then(
         () => false,
         () => true,
       ),
     );
+    await waitFor('the pod gone once its HAProxy exited', 15_000, async () => !(await podExists('held-front-0')));
     // Without a front the model's URL stays (a Service's address does not change) and reaches the engine itself.
     expect(overrides()[`${kube.ns}/held`]).toBe(front);
     expect(overrides()[`${kube.ns}/held-engine`]).toBeUndefined();
@@ -267,5 +279,23 @@ describe('the engine stand-in supervisor', () => {
     expect(overrides()[`${kube.ns}/swapped`]).toBe(url);
     expect(refused).toEqual([]);
     expect(accepted).toBeGreaterThan(2);
+  });
+
+  it('lets go a deleted front pod held by a supervisor that no longer plays it', async () => {
+    // Held as a supervisor that stopped or restarted left it; it runs nowhere (no node has this label), so none plays it.
+    const pod = restrictedPod('stray-front-0');
+    pod.metadata = {
+      name: 'stray-front-0',
+      labels: { ...engineLabels, 'app.kubernetes.io/component': 'front', 'ferry.dev/model': 'stray' },
+      finalizers: [FRONT_FINALIZER],
+    };
+    pod.spec!.nodeSelector = { 'sim.ferry.dev/nowhere': 'true' };
+    await kube.core.createNamespacedPod({ namespace: kube.ns, body: pod });
+    await kube.core.deleteNamespacedPod({ name: 'stray-front-0', namespace: kube.ns, gracePeriodSeconds: 0 });
+    expect(await podExists('stray-front-0')).toBe(true);
+    await waitFor('the stray pod let go', 30_000, async () => {
+      await supervisor.sync();
+      return !(await podExists('stray-front-0'));
+    });
   });
 });
