@@ -71,11 +71,14 @@ export async function shiftTraffic(
       const state = rolloutState(front, generation);
       const old = state.done ? await oldFrontPods(deps, model.metadata.name, model.metadata.namespace, front) : [];
       if (state.done && old.length === 0) return { frontPods: state.readyReplicas };
-      const finishing = `${old.length === 1 ? 'an old front pod' : `${old.length} old front pods`} finishing`;
+      const finishing =
+        old.length === 1
+          ? 'an old front pod finishing what it holds'
+          : `${old.length} old front pods finishing what they hold`;
       await reporter.report({
         step: 'shift',
         state: state.done ? 'OldFrontPodsFinishing' : state.reason,
-        message: `the front moving to ${said}: ${state.done ? `${finishing} what they hold (${old.join(', ')})` : state.message}`,
+        message: `the front moving to ${said}: ${state.done ? `${finishing} (${old.join(', ')})` : state.message}`,
       });
       return undefined;
     },
@@ -89,12 +92,26 @@ const frontSelector = (name: string) =>
     .map(([k, v]) => `${k}=${v}`)
     .join(',');
 
-/** The names of the front's pods, terminating or not, that run another configuration than `front`'s template. */
+/**
+ * How long after its deletion deadline a pod still counts: a pod deleted with a grace period has that deadline as its
+ * deletionTimestamp, when the kubelet kills it; past it (and this margin for clocks apart) the pod runs nothing, or is
+ * on a node that does not answer, which no wait mends.
+ */
+const PAST_DEADLINE_MS = 10_000;
+
+/**
+ * The names of the front's pods, terminating or not, that run another configuration than `front`'s template, less
+ * those past their deletion deadline.
+ */
 async function oldFrontPods(deps: ActivityDeps, name: string, namespace: string, front: V1Deployment) {
   const hash = front.spec?.template?.metadata?.annotations?.[FRONT_CONFIG_HASH];
   const pods = await deps.cluster.list<V1Pod>('v1', 'Pod', namespace, { labelSelector: frontSelector(name) });
+  const running = (p: V1Pod) => {
+    const deadline = p.metadata?.deletionTimestamp;
+    return deadline === undefined || new Date(deadline).getTime() + PAST_DEADLINE_MS > Date.now();
+  };
   return pods
-    .filter((p) => p.metadata?.annotations?.[FRONT_CONFIG_HASH] !== hash)
+    .filter((p) => p.metadata?.annotations?.[FRONT_CONFIG_HASH] !== hash && running(p))
     .map((p) => p.metadata?.name ?? '?')
     .sort();
 }

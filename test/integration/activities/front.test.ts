@@ -4,9 +4,15 @@
 // an update without the front points the Service back at the engine pods and removes the front; teardown removes it.
 // The front's pods are simulated here (KWOK runs nothing); what HAProxy does with the configuration is
 // test/integration/front/hold.test.ts's.
-import type { V1ConfigMap, V1Deployment, V1Service } from '@kubernetes/client-node';
+import {
+  PatchStrategy,
+  setHeaderOptions,
+  type V1ConfigMap,
+  type V1Deployment,
+  type V1Service,
+} from '@kubernetes/client-node';
 import { afterAll, describe, expect, it } from 'vitest';
-import { frontSelectorLabels, selectorLabels } from '../../../activities/builders/index.js';
+import { FRONT_CONFIG_HASH, frontSelectorLabels, selectorLabels } from '../../../activities/builders/index.js';
 import { overrideEndpoints } from '../../../activities/cluster/endpoints.js';
 import { createActivities } from '../../../activities/create-activities.js';
 import { createEngineSim, type EngineSim } from '../../../deploy/engine-sim/server.js';
@@ -14,7 +20,7 @@ import { FAILURE, type ServedModel } from '../../../workflows/contract/index.js'
 import { activity, rejectionOf, runActivity, testModel } from '../../support/activity-env.js';
 import { prepareModel } from '../../support/engine-env.js';
 import { RESTRICTED, useActivityEnv } from '../../support/fixtures.js';
-import { waitFor } from '../../support/kube.js';
+import { restrictedPod, waitFor } from '../../support/kube.js';
 
 const overrides: Record<string, string> = {};
 const specs = new Map<string, ServedModel>();
@@ -39,6 +45,8 @@ const objectsOf = async (name: string) => ({
   config: await get<V1ConfigMap>('v1', 'ConfigMap', `${name}-front`),
   haproxy: await get<V1Deployment>('apps/v1', 'Deployment', `${name}-front`),
 });
+/** A finalizer of this test's: a front pod that finishes what it holds for as long as it is there. */
+const HOLD = 'test.ferry.dev/draining';
 const live = (o: { metadata?: { deletionTimestamp?: unknown } } | undefined) => !!o && !o.metadata?.deletionTimestamp;
 
 /** A model with a front, its root and volume in place, its engine a stand-in the worker reaches by override. */
@@ -156,5 +164,67 @@ describe('a model with spec.front', () => {
     expect(left.config?.data).toEqual({ mine: 'yes' });
     expect(left.service).toBeUndefined();
     expect(left.haproxy).toBeUndefined();
+  });
+  it('moves the requests only once every old front pod is gone: one still finishing what it holds is waited for, one past its deletion deadline is not', async () => {
+    const input = await fronted('moved');
+    const { generation } = await activity(env.acts.applyEngine, input);
+    await activity(env.acts.awaitRollout, { model: input.model, generation });
+    const selector = Object.entries(frontSelectorLabels('moved'))
+      .map(([k, v]) => `${k}=${v}`)
+      .join(',');
+    const frontPods = async () =>
+      (await env.core.listNamespacedPod({ namespace: env.ns, labelSelector: selector })).items;
+    const old = await waitFor('both front pods running', 60_000, async () => {
+      const pods = await frontPods();
+      return pods.length === 2 && pods.every((p) => p.status?.phase === 'Running') ? pods : undefined;
+    });
+    const oldNames = old.map((p) => p.metadata!.name!).sort();
+    // The old pods finish what they hold as long as this finalizer says (a kubelet draining them, in a cluster).
+    const finalizers = (name: string, body: object) =>
+      env.core.patchNamespacedPod(
+        { name, namespace: env.ns, body: { metadata: body } },
+        setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
+      );
+    for (const name of oldNames) await finalizers(name, { finalizers: [HOLD] });
+    // And one of an earlier front, deleted at once on a node that never answers: past its deletion deadline.
+    const lost = restrictedPod('moved-front-lost');
+    lost.metadata = {
+      name: 'moved-front-lost',
+      labels: frontSelectorLabels('moved'),
+      annotations: { [FRONT_CONFIG_HASH]: 'earlier' },
+      finalizers: [HOLD],
+    };
+    lost.spec!.nodeSelector = { 'sim.ferry.dev/nowhere': 'true' };
+    await env.core.createNamespacedPod({ namespace: env.ns, body: lost });
+    await env.core.deleteNamespacedPod({ name: 'moved-front-lost', namespace: env.ns, gracePeriodSeconds: 0 });
+
+    const shifting = runActivity(env.acts.shiftTraffic, {
+      ...input,
+      shares: [{ revision: 'r2', slot: 'a', weight: 100 }],
+    });
+    let done = false;
+    void shifting.result.finally(() => (done = true));
+    const waiting = await waitFor('the old pods named, the lost one not', 60_000, async () =>
+      shifting.heartbeats.find(
+        (h) =>
+          h.state === 'OldFrontPodsFinishing' &&
+          h.message ===
+            `the front moving to r2 100%: 2 old front pods finishing what they hold (${oldNames.join(', ')})`,
+      ),
+    );
+    expect(waiting.step).toBe('shift');
+    expect(done).toBe(false);
+    // The old pods let go: the shift ends, every front pod on the new configuration.
+    for (const name of oldNames) await finalizers(name, { '$deleteFromPrimitiveList/finalizers': [HOLD] });
+    expect(await shifting.result).toEqual({ frontPods: 2 });
+    const now = await frontPods();
+    const hash = (await get<V1Deployment>('apps/v1', 'Deployment', 'moved-front'))?.spec?.template.metadata
+      ?.annotations?.[FRONT_CONFIG_HASH];
+    expect(
+      now
+        .filter((p) => p.metadata?.name !== 'moved-front-lost')
+        .map((p) => p.metadata?.annotations?.[FRONT_CONFIG_HASH]),
+    ).toEqual([hash, hash]);
+    await finalizers('moved-front-lost', { '$deleteFromPrimitiveList/finalizers': [HOLD] });
   });
 });
