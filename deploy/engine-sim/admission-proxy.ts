@@ -18,6 +18,7 @@ export function admissionConfigOf(pod: V1Pod): string | undefined {
   const mounted = new Set((sidecar?.volumeMounts ?? []).map((m) => m.name));
   return pod.spec?.volumes?.find((v) => mounted.has(v.name) && v.configMap)?.configMap?.name;
 }
+
 const START_TIMEOUT_MS = 10_000;
 
 /** One nginx in front of one stand-in. */
