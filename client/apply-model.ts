@@ -1,8 +1,14 @@
 // Bring a model to a spec whether or not it is served yet: the declarative verb for specs kept in git, and for a
 // pipeline that has a new checkpoint to serve. One Update-with-Start: the workflow is started if it is not running,
 // and the spec is sent to it as an `update` either way, atomically, so two appliers cannot race start against update.
-import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
 import {
+  WithStartWorkflowOperation,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
+  type Client,
+} from '@temporalio/client';
+import {
+  CLAIM_MEMO,
   type ModelRef,
   modelRefOf,
   type ModelStatus,
@@ -12,6 +18,7 @@ import {
 } from '../workflows/contract/index.js';
 import type { ServeModelWorkflow } from '../workflows/serve-model.js';
 import { parseServingDocument } from './document.js';
+import { ModelExistsError } from './errors.js';
 import { modelHandle } from './model-status.js';
 import { accepted, ACCEPT_TIMEOUT_MS, updateOutcome } from './send-update.js';
 import { defaultReadyTimeoutMs, runningRunId, startOptionsFor, WORKFLOW_TYPE } from './serve-model.js';
@@ -32,6 +39,13 @@ export interface ApplyOptions {
   tenant?: string;
   /** Who asks, recorded for audit (default: the client's Temporal identity); a tenant's handler names the tenant. */
   requestedBy?: string;
+  /**
+   * Start the model only, as this claim: when a model of the name runs already, reject with `ModelExistsError` and
+   * send it nothing, unless a call with this same claim started it (a retry of that call), which then applies as
+   * usual. The claim is kept in the workflow's memo. A move claims its target with its own ID, so a model of the name
+   * that someone serves on the target in the meantime is never changed by the move.
+   */
+  claim?: string;
 }
 
 export interface ApplyResult extends UpdateResult {
@@ -56,6 +70,9 @@ export async function applyModel(client: Client, doc: unknown, options: ApplyOpt
   const previousRunId = await runningRunId(client, ref);
   const requestedBy = options.requestedBy ?? client.options.identity;
   const owner = { ...(options.tenant !== undefined ? { tenant: options.tenant } : {}), requestedBy };
+  // With a claim, a start that fails when the model runs; none when the running one is this claim's own.
+  const claim =
+    options.claim !== undefined && !(await claimedBy(client, ref, options.claim)) ? options.claim : undefined;
   // Sent again (a new start operation each time) if the server aborts the update or rejects it unseen.
   const handle = await accepted(client, ref, updateModelUpdate.name, ACCEPT_TIMEOUT_MS, (updateId) =>
     client.workflow.startUpdateWithStart(updateModelUpdate, {
@@ -64,10 +81,12 @@ export async function applyModel(client: Client, doc: unknown, options: ApplyOpt
       updateId,
       startWorkflowOperation: new WithStartWorkflowOperation<typeof ServeModelWorkflow>(
         WORKFLOW_TYPE,
-        startOptionsFor(spec, options.workflowOptions, owner),
+        startOptionsFor(spec, options.workflowOptions, owner, claim),
       ),
     }),
-  );
+  ).catch((err: unknown) => {
+    throw claim !== undefined && err instanceof WorkflowExecutionAlreadyStartedError ? new ModelExistsError(ref) : err;
+  });
   const outcome = await updateOutcome(handle, ref);
   // The run the update went to: the one this call started, or the one that was running.
   const runId = handle.workflowRunId ?? (await modelHandle(client, ref).describe()).runId;
@@ -85,4 +104,15 @@ export async function applyModel(client: Client, doc: unknown, options: ApplyOpt
     onStatus: options.onStatus,
   });
   return { ...result, status };
+}
+
+/** Whether the model's running workflow was started with `claim` (no workflow running: no). */
+async function claimedBy(client: Client, ref: ModelRef, claim: string): Promise<boolean> {
+  const running = await modelHandle(client, ref)
+    .describe()
+    .catch((err: unknown) => {
+      if (err instanceof WorkflowNotFoundError) return undefined;
+      throw err;
+    });
+  return running?.status.name === 'RUNNING' && running.memo?.[CLAIM_MEMO] === claim;
 }

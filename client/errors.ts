@@ -50,6 +50,18 @@ export class SpecConflictError extends FerryClientError {
   }
 }
 
+/**
+ * `applyModel` with a `claim` found a model of that name running that no call with the claim started: nothing was sent
+ * to it (a move's target taken in the meantime, for one).
+ */
+export class ModelExistsError extends FerryClientError {
+  override readonly name = 'ModelExistsError';
+
+  constructor(readonly ref: ModelRef) {
+    super(`${describeRef(ref)} is served already, and not by this request: nothing was sent to it`);
+  }
+}
+
 export class ModelNotFoundError extends FerryClientError {
   override readonly name = 'ModelNotFoundError';
 

@@ -11,6 +11,7 @@ export {
   InvalidSpecError,
   ModelDeletedError,
   ModelFailedError,
+  ModelExistsError,
   ModelNotFoundError,
   ModelWorkflowClosedError,
   NoRolloutError,

@@ -14,6 +14,7 @@ import {
   specChanges,
   specQuery,
   taskQueueFor,
+  CLAIM_MEMO,
   TENANT_MEMO,
   workflowIdFor,
 } from '../workflows/contract/index.js';
@@ -105,6 +106,8 @@ export function startOptionsFor(
   spec: ServedModel,
   workflowOptions?: ServeModelOptions,
   owner: { tenant?: string; requestedBy?: string } = {},
+  /** Start only (FAIL when the model runs), the claim kept in the memo (`applyModel`'s `claim`). */
+  claim?: string,
 ) {
   const ref = modelRefOf(spec);
   const { tenant, requestedBy } = owner;
@@ -117,11 +120,19 @@ export function startOptionsFor(
   };
   return {
     // The owner, where a describe or a list reads it without asking the workflow (the tenants' Nexus handler).
-    ...(tenant !== undefined ? { memo: { [TENANT_MEMO]: tenant } } : {}),
+    ...(tenant !== undefined || claim !== undefined
+      ? {
+          memo: {
+            ...(tenant !== undefined ? { [TENANT_MEMO]: tenant } : {}),
+            ...(claim !== undefined ? { [CLAIM_MEMO]: claim } : {}),
+          },
+        }
+      : {}),
     workflowId: workflowIdFor(ref),
     taskQueue: taskQueueFor(ref.cluster),
     args: [input] as [ServeModelInput],
-    workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+    workflowIdConflictPolicy:
+      claim === undefined ? WorkflowIdConflictPolicy.USE_EXISTING : WorkflowIdConflictPolicy.FAIL,
     typedSearchAttributes: searchAttributesFor(ref, 'Pending'),
     staticSummary: summaryOf(spec),
     staticDetails: detailsOf(spec),

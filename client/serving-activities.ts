@@ -18,6 +18,7 @@ import {
   InvalidSpecError,
   ModelDeletedError,
   ModelFailedError,
+  ModelExistsError,
   ModelNotFoundError,
   WaitTimeoutError,
 } from './errors.js';
@@ -34,6 +35,7 @@ export function createServingActivities(client: Client): ServingActivities {
       workflowOptions,
       tenant,
       requestedBy,
+      claim,
     }: ApplyServedModelInput): Promise<ApplyServedModelResult> {
       try {
         const { ref, workflowId, runId, started, accepted, generation, changed, sourceChanged, changes } =
@@ -41,6 +43,7 @@ export function createServingActivities(client: Client): ServingActivities {
             ...(workflowOptions ? { workflowOptions } : {}),
             ...(tenant !== undefined ? { tenant } : {}),
             ...(requestedBy !== undefined ? { requestedBy } : {}),
+            ...(claim !== undefined ? { claim } : {}),
           });
         return { ref, workflowId, runId, started, accepted, generation, changed, sourceChanged, changes };
       } catch (err) {
@@ -102,6 +105,7 @@ export function typedFailure(err: unknown): unknown {
   if (err instanceof InvalidSpecError) return failure(FAILURE.InvalidSpec, formatSpecIssues(err.issues), err.issues);
   if (err instanceof ModelDeletedError) return failure(FAILURE.ModelDeleting, err.message);
   if (err instanceof ModelNotFoundError) return failure(FAILURE.ModelNotFound, err.message);
+  if (err instanceof ModelExistsError) return failure(FAILURE.NameConflict, err.message);
   if (err instanceof ModelFailedError) return failure(FAILURE.ServeFailed, err.message, err.error);
   if (err instanceof WaitTimeoutError) return failure(FAILURE.ReadyTimeout, err.message);
   return err;

@@ -56,9 +56,11 @@ export async function MoveModelWorkflow(input: MoveModelInput): Promise<MoveMode
 
   let ready: { endpoint: string; servedModelName: string };
   try {
-    // Not cancellable: an abort while the request is out must find the target it started, to delete it.
+    // Not cancellable: an abort while the request is out must find the target it started, to delete it. Claimed by
+    // this move: a model of the name that someone served on the target since the client looked is sent nothing.
+    const { workflowId, runId } = workflowInfo();
     const applied = await CancellationScope.nonCancellable(() =>
-      applyServedModel({ document: documentOn(input.document, input.to) }),
+      applyServedModel({ document: documentOn(input.document, input.to), claim: `${workflowId}/${runId}` }),
     );
     enter('ready', `generation ${applied.generation}`);
     const target = await awaitModelReadyWithin(input.readyTimeoutMs)({
@@ -69,6 +71,15 @@ export async function MoveModelWorkflow(input: MoveModelInput): Promise<MoveMode
     ready = { endpoint: target.endpoint ?? '', servedModelName: target.servedModelName };
     status.endpoint = ready.endpoint;
   } catch (err) {
+    if (reasonOf(err) === FAILURE.NameConflict) {
+      // Not this move's: nothing was started, and what is there is someone else's, left alone.
+      status.error = { reason: FAILURE.NameConflict, message: messageOf(err) };
+      enter('failed', status.error.message);
+      throw failure(
+        FAILURE.NameConflict,
+        `the move to cluster ${input.to} did not start: ${messageOf(err)}; ${describe(from)} is as it was`,
+      );
+    }
     // Aborted, or the target failed: the target goes, the source stays as it was.
     const aborted = isCancellation(err);
     status.error = aborted

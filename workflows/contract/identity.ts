@@ -20,6 +20,9 @@ export function describeRef(ref: ModelRef): string {
 /** The memo key of a model's workflow that names its owning tenant (docs/security.md); absent on an admin's model. */
 export const TENANT_MEMO = 'ferry.tenant';
 
+/** The memo key that holds the claim a model's workflow was started with (`applyModel`'s `claim`), when it has one. */
+export const CLAIM_MEMO = 'ferry.claim';
+
 /** `servedmodel/<cluster>/<namespace>/<name>`: one workflow per model, so Temporal keeps the name unique. */
 export function workflowIdFor({ cluster, namespace, name }: ModelRef): string {
   return `servedmodel/${cluster}/${namespace}/${name}`;

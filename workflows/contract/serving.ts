@@ -15,6 +15,11 @@ export interface ApplyServedModelInput {
   tenant?: string;
   /** Who asks, for audit; unset: the client's Temporal identity. */
   requestedBy?: string;
+  /**
+   * Start the model only (`applyModel`'s `claim`): a model of the name that runs already, unless a call with this
+   * claim started it, is sent nothing, and the call fails with `NameConflict`.
+   */
+  claim?: string;
 }
 
 export interface ApplyServedModelResult extends UpdateResult {

@@ -11,6 +11,7 @@ import {
   InvalidSpecError,
   listModels,
   ModelDeletedError,
+  ModelExistsError,
   ModelFailedError,
   ModelNotFoundError,
   ModelWorkflowClosedError,
@@ -145,6 +146,35 @@ describe('client library', () => {
     expect(again).toMatchObject({ started: true, generation: 1 });
     expect(again.runId).not.toBe(created.runId);
     await deleteModel(client, ref, { wait: true });
+  });
+
+  it('applies with a claim: starts the model, applies again as that claim, and sends nothing to a model another started', async () => {
+    const client = harness.client;
+    const doc = ferry.doc();
+    const ref = refOf(doc);
+    const created = await applyModel(client, doc, { claim: 'move/a' });
+    expect(created).toMatchObject({ ref, started: true, generation: 1 });
+    // The same claim again (a retry of the call that started it): applied as usual.
+    const bigger = ferry.doc((d) => (d.spec.replicas = 2), ref.name);
+    const retried = await applyModel(client, bigger, { claim: 'move/a' });
+    expect(retried).toMatchObject({ started: false, runId: created.runId, generation: 2, changes: ['spec.replicas'] });
+    // Another claim, or a model started without one: refused, and the model keeps its spec and generation.
+    const three = ferry.doc((d) => (d.spec.replicas = 3), ref.name);
+    const taken = await applyModel(client, three, { claim: 'move/b' }).catch((err: unknown) => err);
+    expect(taken).toBeInstanceOf(ModelExistsError);
+    expect((taken as Error).message).toBe(
+      `${ref.name} (namespace models, cluster ${ref.cluster}) is served already, and not by this request: nothing was sent to it`,
+    );
+    expect(await getModelStatus(client, ref)).toMatchObject({ generation: 2 });
+    await deleteModel(client, ref, { wait: true });
+
+    const other = ferry.doc();
+    const theirs = await applyModel(client, other);
+    const refused = await applyModel(client, other, { claim: 'move/a' }).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(ModelExistsError);
+    expect((await modelHandle(client, refOf(other)).describe()).runId).toBe(theirs.runId);
+    expect(await getModelStatus(client, refOf(other))).toMatchObject({ generation: 1 });
+    await deleteModel(client, refOf(other), { wait: true });
   });
 
   it('applies nothing for an invalid document', async () => {

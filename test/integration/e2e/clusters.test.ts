@@ -14,11 +14,20 @@ import {
   MoveFailedError,
   moveModel,
   MoveRefusedError,
+  moveResult,
   moveStatus,
   startMove,
   type ModelSummary,
 } from '../../../client/index.js';
-import type { ModelRef, MoveStatus } from '../../../workflows/contract/index.js';
+import { queryModel } from '../../../client/model-status.js';
+import {
+  moveWorkflowIdFor,
+  specQuery,
+  taskQueueFor,
+  type ModelRef,
+  type MoveStatus,
+} from '../../../workflows/contract/index.js';
+import type { MoveModelWorkflow } from '../../../workflows/move.js';
 import { useEast } from '../../support/east.js';
 import { expectOk, ferryJson, simulatedModelDoc, terminateModelsOf, uniqueCluster } from '../../support/e2e.js';
 import { runFerry, writeDoc } from '../../support/ferry-worker.js';
@@ -173,6 +182,20 @@ describe('moving a model between clusters', { timeout: 300_000 }, () => {
     expect(cli.stderr).toMatch(
       /^error: taken \(namespace .*\) is served already: delete it, or move to another cluster/,
     );
+    expect((await getModelStatus(client, ref('taken'))).phase).toBe('Ready');
+    // The name taken on east after the client looked (the workflow started past the client's check): the move sends
+    // that model nothing and leaves it, and the source, as they were.
+    const theirs = await uidOf(east.kube, 'taken');
+    const racing = await client.workflow.start<typeof MoveModelWorkflow>('MoveModelWorkflow', {
+      workflowId: moveWorkflowIdFor(ref('taken')),
+      taskQueue: taskQueueFor(west),
+      args: [{ from: ref('taken'), to: eastCluster, document: await queryModel(client, ref('taken'), specQuery) }],
+    });
+    const lost = await moveResult(racing).catch((e: unknown) => e);
+    expect(lost).toMatchObject({ reason: 'NameConflict' });
+    expect(String(lost)).toMatch(/did not start: taken \(namespace .*\) is served already, and not by this request/);
+    expect(await getModelStatus(client, ref('taken', eastCluster))).toMatchObject({ phase: 'Ready', generation: 1 });
+    expect(await uidOf(east.kube, 'taken')).toBe(theirs);
     expect((await getModelStatus(client, ref('taken'))).phase).toBe('Ready');
   });
 
