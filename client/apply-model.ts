@@ -70,12 +70,13 @@ export async function applyModel(client: Client, doc: unknown, options: ApplyOpt
   const previousRunId = await runningRunId(client, ref);
   const requestedBy = options.requestedBy ?? client.options.identity;
   const owner = { ...(options.tenant !== undefined ? { tenant: options.tenant } : {}), requestedBy };
-  // With a claim, a start that fails when the model runs; none when the running one is this claim's own.
-  const claim =
-    options.claim !== undefined && !(await claimedBy(client, ref, options.claim)) ? options.claim : undefined;
+  let claim: string | undefined;
   // Sent again (a new start operation each time) if the server aborts the update or rejects it unseen.
-  const handle = await accepted(client, ref, updateModelUpdate.name, ACCEPT_TIMEOUT_MS, (updateId) =>
-    client.workflow.startUpdateWithStart(updateModelUpdate, {
+  const handle = await accepted(client, ref, updateModelUpdate.name, ACCEPT_TIMEOUT_MS, async (updateId) => {
+    // With a claim, a start that fails when the model runs; none when the running one is this claim's own (a retry of
+    // this call, or of a send of it that started the workflow and had its update aborted).
+    claim = options.claim !== undefined && !(await claimedBy(client, ref, options.claim)) ? options.claim : undefined;
+    return await client.workflow.startUpdateWithStart(updateModelUpdate, {
       args: [{ spec: doc, ...owner }],
       waitForStage: 'ACCEPTED',
       updateId,
@@ -83,8 +84,8 @@ export async function applyModel(client: Client, doc: unknown, options: ApplyOpt
         WORKFLOW_TYPE,
         startOptionsFor(spec, options.workflowOptions, owner, claim),
       ),
-    }),
-  ).catch((err: unknown) => {
+    });
+  }).catch((err: unknown) => {
     throw claim !== undefined && err instanceof WorkflowExecutionAlreadyStartedError ? new ModelExistsError(ref) : err;
   });
   const outcome = await updateOutcome(handle, ref);
