@@ -24,6 +24,7 @@ import {
   slotBase,
 } from '../builders/index.js';
 import type { ObjectRef } from '../cluster/api.js';
+import { labelSelectorOf } from '../cluster/model-reads.js';
 import { ProgressReporter } from '../cluster/progress.js';
 import { waitFor } from '../cluster/wait.js';
 import { childOptions, timingOf, type ActivityDeps } from '../deps.js';
@@ -87,10 +88,7 @@ export async function shiftTraffic(
   return rolled ?? { frontPods: 0 };
 }
 
-const frontSelector = (name: string) =>
-  Object.entries(frontSelectorLabels(name))
-    .map(([k, v]) => `${k}=${v}`)
-    .join(',');
+const frontSelector = (name: string) => labelSelectorOf(frontSelectorLabels(name));
 
 /**
  * How long after its deletion deadline a pod still counts: a pod deleted with a grace period has that deadline as its

@@ -61,11 +61,10 @@ export async function release(core: CoreV1Api, namespace: string, name: string):
 
 /**
  * Lets go every deleted front pod held by a supervisor that no longer plays it (one that stopped or restarted):
- * `playing` holds the uids of the pods this one still plays or is stopping.
+ * `pods` are the front pods as listed, `playing` the uids of those this one still plays or is stopping.
  */
-export async function releaseStrays(core: CoreV1Api, selector: string, playing: Set<string>): Promise<void> {
-  const pods = await core.listPodForAllNamespaces({ labelSelector: selector });
-  for (const pod of pods.items) {
+export async function releaseStrays(core: CoreV1Api, pods: V1Pod[], playing: Set<string>): Promise<void> {
+  for (const pod of pods) {
     const held = pod.metadata?.finalizers?.includes(FRONT_FINALIZER);
     if (!held || !pod.metadata?.deletionTimestamp || playing.has(pod.metadata.uid ?? '')) continue;
     await release(core, pod.metadata.namespace!, pod.metadata.name!);

@@ -91,9 +91,9 @@ export class EngineSimSupervisor {
 
   /**
    * The running pods `selector` selects on KWOK's nodes, by uid: those that run nothing. A pod on the node agent's
-   * nodes (`--engine vllm`) runs for real, and gets no stand-in.
+   * nodes (`--engine vllm`) runs for real, and gets no stand-in. `listed`: every pod it selects.
    */
-  private async simulatedPods(selector: string): Promise<Map<string, V1Pod>> {
+  private async simulatedPods(selector: string): Promise<{ live: Map<string, V1Pod>; listed: V1Pod[] }> {
     const [pods, nodes] = await Promise.all([
       this.core.listPodForAllNamespaces({ labelSelector: selector }),
       this.core.listNode(),
@@ -107,12 +107,12 @@ export class EngineSimSupervisor {
       const running = pod.status?.phase === 'Running' && !pod.metadata?.deletionTimestamp;
       if (running && kwok.has(pod.spec?.nodeName ?? '')) live.set(pod.metadata!.uid!, pod);
     }
-    return live;
+    return { live, listed: pods.items };
   }
 
   /** One pass: start stand-ins for new running pods, stop those of pods that are gone, rewrite the overrides. */
   async sync(): Promise<void> {
-    const live = await this.simulatedPods(ENGINE_SELECTOR);
+    const { live } = await this.simulatedPods(ENGINE_SELECTOR);
     for (const [uid, running] of this.sims) {
       if (!live.has(uid)) {
         this.sims.delete(uid);
@@ -204,7 +204,7 @@ export class EngineSimSupervisor {
 
   /** Front pods: HAProxy for each new running one, stopped for each gone; a model's Service port while it has any. */
   private async syncFronts(): Promise<void> {
-    const live = await this.simulatedPods(FRONT_SELECTOR);
+    const { live, listed } = await this.simulatedPods(FRONT_SELECTOR);
     // New pods first: KWOK has a pod Ready before its HAProxy runs, so the old one may be deleted already; stopping it
     // first would leave the model's Service without a front in between, refusing connections.
     for (const [uid, pod] of live) {
@@ -235,7 +235,7 @@ export class EngineSimSupervisor {
         });
       }, front.preStopMs);
     }
-    await releaseStrays(this.core, FRONT_SELECTOR, new Set([...this.fronts.keys(), ...this.stopping.keys()]));
+    await releaseStrays(this.core, listed, new Set([...this.fronts.keys(), ...this.stopping.keys()]));
     const fronted = new Set([...this.fronts.values()].map((f) => `${f.namespace}/${f.model}`));
     for (const [key, service] of this.engineServices) {
       if (fronted.has(key) || fronted.has(key.replace(/-b$/, ''))) continue;

@@ -14,6 +14,7 @@ import {
 import { afterAll, describe, expect, it } from 'vitest';
 import { FRONT_CONFIG_HASH, frontSelectorLabels, selectorLabels } from '../../../activities/builders/index.js';
 import { overrideEndpoints } from '../../../activities/cluster/endpoints.js';
+import { labelSelectorOf } from '../../../activities/cluster/model-reads.js';
 import { createActivities } from '../../../activities/create-activities.js';
 import { createEngineSim, type EngineSim } from '../../../deploy/engine-sim/server.js';
 import { FAILURE, type ServedModel } from '../../../workflows/contract/index.js';
@@ -169,9 +170,7 @@ describe('a model with spec.front', () => {
     const input = await fronted('moved');
     const { generation } = await activity(env.acts.applyEngine, input);
     await activity(env.acts.awaitRollout, { model: input.model, generation });
-    const selector = Object.entries(frontSelectorLabels('moved'))
-      .map(([k, v]) => `${k}=${v}`)
-      .join(',');
+    const selector = labelSelectorOf(frontSelectorLabels('moved'));
     const frontPods = async () =>
       (await env.core.listNamespacedPod({ namespace: env.ns, labelSelector: selector })).items;
     const old = await waitFor('both front pods running', 60_000, async () => {
