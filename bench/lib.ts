@@ -17,7 +17,7 @@ import type { ModelRef } from '../workflows/contract/index.js';
 export const repoRoot = join(import.meta.dirname, '..');
 
 /** `.ferry/local.env`, written by `npm run local:up`. */
-export function localEnv(): { KUBECONFIG: string; TEMPORAL_ADDRESS: string } {
+export function localEnv(): Record<string, string | undefined> & { KUBECONFIG: string; TEMPORAL_ADDRESS: string } {
   const text = readFileSync(join(repoRoot, '.ferry/local.env'), 'utf8');
   const env = Object.fromEntries(
     text
@@ -26,7 +26,7 @@ export function localEnv(): { KUBECONFIG: string; TEMPORAL_ADDRESS: string } {
       .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
   ) as Record<string, string>;
   if (!env.KUBECONFIG || !env.TEMPORAL_ADDRESS) throw new Error('.ferry/local.env is incomplete: run npm run local:up');
-  return { KUBECONFIG: env.KUBECONFIG, TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS };
+  return { ...env, KUBECONFIG: env.KUBECONFIG, TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS };
 }
 
 export function adminKubeConfig(): KubeConfig {

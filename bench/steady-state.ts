@@ -3,7 +3,7 @@
 // actions per model-day (from each model's history over the window), the worker's CPU and RSS.
 //
 //   npm run bench:steady -- [--models 300] [--window 31m] [--watch on|off] [--parallel 10] [--keep] [--hold-headers]
-//                           [--heap-snapshot DIR]
+//                           [--heap-snapshot DIR] [--server-baseline 2m]
 //
 // The worker's RSS is sampled every second: its peak while the models start (the ramp) and over the window, and at
 // the end its memory by kind (ferry_worker_memory_bytes). --heap-snapshot writes a V8 heap snapshot of the worker at
@@ -13,8 +13,11 @@
 //
 // The window should span one safety-net interval (6 h by default; --safety-net 2m compresses it, and the result
 // gives what each look cost and what that makes a day at the default) so that every model's look falls in it; a
-// shorter window (CI runs `--models 5 --window 40s`) measures wakes only and says so. Everything is simulated
-// except Temporal, the API server and the controllers: KWOK pods, the engine stand-in.
+// shorter window (CI runs `--models 5 --window 40s`) measures wakes only and says so.
+// The Temporal server's side (bench/temporal-load.ts): its requests and persistence writes per model started and per
+// Ready model-hour (less the idle server's, measured for --server-baseline before any model starts), and on Temporal's
+// server with PostgreSQL (`npm run local:up -- --temporal postgres`) the database's transactions, rows and WAL.
+// Everything is simulated except Temporal, the API server and the controllers: KWOK pods, the engine stand-in.
 import { mkdirSync, readdirSync, renameSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -38,6 +41,7 @@ import {
   temporalClient,
   uniqueName,
 } from './lib.js';
+import { sampleServer, serverDelta, serverReport, temporalServer, type ServerSample } from './temporal-load.js';
 
 /** The workflow's default safety net (workflows/activity-options.ts). */
 const DEFAULT_SAFETY_NET_MS = 6 * 3_600_000;
@@ -56,6 +60,7 @@ const { values } = parseArgs({
     'hold-headers': { type: 'boolean', default: false },
     'safety-net': { type: 'string' },
     'heap-snapshot': { type: 'string' },
+    'server-baseline': { type: 'string', default: '2m' },
   },
 });
 const models = Number(values.models);
@@ -92,7 +97,23 @@ const sampler = setInterval(() => {
 }, 1_000);
 const log = (msg: string) => process.stderr.write(`[bench] ${new Date().toISOString()} ${msg}\n`);
 
+/** The Temporal server's metrics (and database, on PostgreSQL): sampled around the idle baseline, ramp and window. */
+const server = temporalServer();
+const serverAt: Record<'idle' | 'ramp' | 'ready', ServerSample | undefined> = {
+  idle: undefined,
+  ramp: undefined,
+  ready: undefined,
+};
+
 try {
+  if (server) {
+    // The idle server, with the worker polling and no model: what the window's load is measured against.
+    const baselineMs = parseDuration(values['server-baseline']);
+    log(`the Temporal server idle for ${values['server-baseline']}`);
+    serverAt.idle = await sampleServer(server);
+    await sleep(baselineMs);
+    serverAt.ramp = await sampleServer(server);
+  }
   const setupStart = Date.now();
   let ready = 0;
   await inParallel(names, Number(values.parallel), async (name) => {
@@ -103,15 +124,18 @@ try {
     });
     if (++ready % 25 === 0 || ready === models) log(`${ready}/${models} Ready`);
   });
+  if (server) serverAt.ready = await sampleServer(server);
   log(`all ${models} Ready in ${Math.round((Date.now() - setupStart) / 1000)} s; settling ${values.settle}`);
   await sleep(settleMs);
 
   const handles = names.map((name) => client.workflow.getHandle(workflowIdFor({ cluster, namespace, name })));
   stage = 'window';
+  const serverBefore = server ? await sampleServer(server) : undefined;
   const before = { api: proxy.counts(), usage: worker.usage(), at: Date.now() };
   log(`window of ${values.window} starts`);
   await sleep(windowMs);
   const after = { api: proxy.counts(), usage: worker.usage(), at: Date.now() };
+  const serverAfter = server ? await sampleServer(server) : undefined;
   const seconds = (after.at - before.at) / 1000;
   const snapshot = values['heap-snapshot'] ? await heapSnapshot(values['heap-snapshot']) : undefined;
 
@@ -156,6 +180,20 @@ try {
     historyEventsPerModelHour: events / modelHours,
     actions,
     actionsPerModelDay: (allActions / modelHours) * 24,
+    // Ferry's load on the Temporal server (bench/temporal-load.ts): per model started and per Ready model-hour.
+    temporalServer:
+      server && serverAt.idle && serverAt.ramp && serverAt.ready && serverBefore && serverAfter
+        ? serverReport(
+            server.postgres ? "Temporal's server on PostgreSQL" : 'the dev server (SQLite)',
+            models,
+            serverDelta(serverAt.idle, serverAt.ramp),
+            serverDelta(serverAt.ramp, serverAt.ready),
+            serverDelta(serverBefore, serverAfter),
+            values['safety-net']
+              ? { looks: actions.timers, defaultLooksPerHour: 3_600_000 / DEFAULT_SAFETY_NET_MS }
+              : undefined,
+          )
+        : 'the stack names no Temporal metrics (TEMPORAL_METRICS_URL): restart it with npm run local:up',
     workerCpuPercentOfACore: ((after.usage.cpuSeconds - before.usage.cpuSeconds) / seconds) * 100,
     workerRssMiB: Math.round(after.usage.rssBytes / 2 ** 20),
     workerRssPeakMiB: { ramp: Math.round(peaks.ramp / 2 ** 20), window: Math.round(peaks.window / 2 ** 20) },

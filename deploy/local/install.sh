@@ -218,6 +218,33 @@ go_tool() {
   mv "$dir.partial" "$dir"
 }
 
+# Temporal's server and temporal-sql-tool, from one release (`--temporal postgres`), with the release's PostgreSQL
+# schema beside them (temporal-sql-tool applies it from a directory), and Debian's PostgreSQL.
+install_temporal_server() {
+  local dir=$temporal_server_dir module=go.temporal.io/server
+  if [ -x "$dir/temporal-server" ] && [ -x "$dir/temporal-sql-tool" ] && [ -d "$dir/schema/postgresql" ]; then
+    log "Temporal's server $TEMPORAL_SERVER_VERSION already installed"
+  else
+    command -v go >/dev/null || die "Temporal's server is built with Go: install Go 1.26 or newer"
+    log "building Temporal's server $TEMPORAL_SERVER_VERSION from the Go module proxy (a few minutes cold)"
+    rm -rf "$dir.partial" && mkdir -p "$dir.partial"
+    GOBIN=$dir.partial/bin GOFLAGS=-mod=mod go install -ldflags "-s -w" \
+      "$module/cmd/server@$TEMPORAL_SERVER_VERSION" "$module/cmd/tools/sql@$TEMPORAL_SERVER_VERSION" ||
+      die "building Temporal's server $TEMPORAL_SERVER_VERSION failed (see above)"
+    mv "$dir.partial/bin/server" "$dir.partial/temporal-server"
+    mv "$dir.partial/bin/sql" "$dir.partial/temporal-sql-tool"
+    rmdir "$dir.partial/bin"
+    local src
+    src=$(GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' "$module@$TEMPORAL_SERVER_VERSION" 2>/dev/null) ||
+      src=$(go env GOMODCACHE)/$module@$TEMPORAL_SERVER_VERSION
+    [ -d "$src/schema/postgresql" ] || die "the release's schema is not in the module cache at $src"
+    mkdir -p "$dir.partial/schema" && cp -r "$src/schema/postgresql" "$dir.partial/schema/"
+    chmod -R u+w "$dir.partial/schema"
+    rm -rf "$dir" && mv "$dir.partial" "$dir"
+  fi
+  install_service_package postgresql "$(postgres_bin)/postgres" "$POSTGRES_PACKAGE"
+}
+
 # The local S3 store (the Versity S3 Gateway) and OCI registry (the CNCF distribution registry).
 install_s3() {
   go_tool versitygw "$cache/s3/versitygw-$VERSITYGW_VERSION" github.com/versity/versitygw/cmd/versitygw "$VERSITYGW_VERSION"
@@ -236,6 +263,7 @@ need_kube=0 need_helm=0 need_vllm=0 need_hub=0 need_s3=0 need_registry=0
 for c in "${want[@]}"; do
   case $c in
     temporal) install_temporal; install_browser ;;
+    postgres) install_temporal_server ;;
     browser) install_browser ;;
     helm) need_helm=1 ;;
     nginx) install_nginx ;;

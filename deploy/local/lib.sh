@@ -36,6 +36,8 @@ east_env=(
   FERRY_APISERVER_PORT="${FERRY_EAST_APISERVER_PORT:-16543}" FERRY_KCM_PORT="${FERRY_EAST_KCM_PORT:-16544}"
   FERRY_SCHEDULER_PORT="${FERRY_EAST_SCHEDULER_PORT:-16545}" FERRY_KWOK_PORT="${FERRY_EAST_KWOK_PORT:-16546}"
 )
+# The first cluster's run directory, where Temporal runs (east's is inside it).
+main_run() { if [ "$cluster_name" = east ]; then dirname "$run"; else echo "$run"; fi; }
 east_components=(kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim worker)
 
 temporal=$cache/temporal-venv/bin/temporal
@@ -67,19 +69,35 @@ kubelet_port=${FERRY_KUBELET_PORT:-16448}
 s3_port=${FERRY_S3_PORT:-16449}
 registry_port=${FERRY_REGISTRY_PORT:-16450}
 
+# Temporal as production runs it (`--temporal postgres`, or FERRY_TEMPORAL=postgres): Temporal's server built from its
+# release (TEMPORAL_SERVER_VERSION) on Debian's PostgreSQL, in place of the dev server and its SQLite file. Its frontend
+# takes the dev server's ports; its other services the ports after the frontend's (history +1, matching +2, worker
+# +6, membership -300 and on), as in Temporal's own development configuration. It has no Web UI.
+postgres_port=${FERRY_POSTGRES_PORT:-16451}
+temporal_server_dir=$cache/temporal-server-$TEMPORAL_SERVER_VERSION
+# Debian's PostgreSQL binaries (the newest installed major version), or /usr/lib/postgresql/none/bin if none is.
+postgres_bin() {
+  local d
+  d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  echo "${d:-/usr/lib/postgresql/none/bin}"
+}
+
 # The order matters: up starts them in this order, down stops them in reverse. node-agent, hub, s3 and registry run
 # only with the real engine; down and status know them all.
-all_components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim node-agent hub s3 registry worker)
+all_components=(postgres temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim node-agent hub s3 registry worker)
 components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim worker)
 
-# --engine sim|vllm and --clusters 1|2 among the arguments (or FERRY_ENGINE, FERRY_CLUSTERS): sets `engine` and
-# `clusters` and leaves the other arguments in `rest`.
+# --engine sim|vllm, --clusters 1|2 and --temporal dev|postgres among the arguments (or FERRY_ENGINE, FERRY_CLUSTERS,
+# FERRY_TEMPORAL): sets `engine`, `clusters` and `temporal_mode` and leaves the other arguments in `rest`.
 parse_engine() {
   engine=${FERRY_ENGINE:-sim}
   clusters=${FERRY_CLUSTERS:-1}
+  temporal_mode=${FERRY_TEMPORAL:-}
   rest=()
   while [ $# -gt 0 ]; do
     case $1 in
+      --temporal) [ $# -ge 2 ] || die "--temporal needs a value: dev or postgres"; temporal_mode=$2; shift 2 ;;
+      --temporal=*) temporal_mode=${1#--temporal=}; shift ;;
       --engine) [ $# -ge 2 ] || die "--engine needs a value: sim or vllm"; engine=$2; shift 2 ;;
       --engine=*) engine=${1#--engine=}; shift ;;
       --clusters) [ $# -ge 2 ] || die "--clusters needs a value: 1 or 2"; clusters=$2; shift 2 ;;
@@ -95,6 +113,13 @@ parse_engine() {
     sim) ;;
     vllm) components=(temporal etcd kube-apiserver kube-controller-manager kube-scheduler kwok engine-sim node-agent hub s3 registry worker) ;;
     *) die "--engine must be sim (the stand-in) or vllm (the real engine on CPUs), not '$engine'" ;;
+  esac
+  # Not said: the kind of server running (a worker started alone talks to it), or the dev server.
+  [ -n "$temporal_mode" ] || temporal_mode=$(cat "$(main_run)/temporal-mode" 2>/dev/null || echo dev)
+  case $temporal_mode in
+    dev) ;;
+    postgres) components=(postgres "${components[@]}") ;;
+    *) die "--temporal must be dev (the dev server) or postgres (Temporal's server on PostgreSQL), not '$temporal_mode'" ;;
   esac
 }
 

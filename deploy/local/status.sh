@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prints each component of the local stack: running or not, and its log file. The real engine's components (node-agent,
-# hub, s3, registry) count only when the stack was last brought up with --engine vllm.
+# hub, s3, registry) count only when the stack was last brought up with --engine vllm, and PostgreSQL only with
+# --temporal postgres.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -12,6 +13,8 @@ for c in "${all_components[@]}"; do
   elif [[ " ${components[*]} " == *" $c "* ]]; then
     printf '%-24s stopped\n' "$c"
     all=1
+  elif [ "$c" = postgres ]; then
+    printf '%-24s not started (Temporal is the dev server; --temporal postgres starts it)\n' "$c"
   else
     printf '%-24s not started (the engine is the stand-in; --engine vllm starts it)\n' "$c"
   fi

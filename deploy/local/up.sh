@@ -5,6 +5,7 @@
 # plane, cluster east, with a worker of its own (lib.sh, east_env).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/temporal-server.sh"
 
 started_at=$SECONDS
 parse_engine "$@"
@@ -35,7 +36,14 @@ start() {
   fi
 }
 
-temporal_healthy() { port_open "$temporal_port" && port_open "$temporal_ui_port"; }
+temporal_healthy() {
+  if [ "$temporal_mode" = postgres ]; then
+    "$temporal" operator cluster health --address "$host:$temporal_port" 2>/dev/null | grep -q SERVING
+  else
+    port_open "$temporal_port" && port_open "$temporal_ui_port"
+  fi
+}
+postgres_healthy() { "$(postgres_bin)/pg_isready" -q -h "$host" -p "$postgres_port"; }
 etcd_healthy() { curl -sf "http://$host:$etcd_port/health" | grep -q '"health":"true"'; }
 apiserver_healthy() { kube_get /readyz >/dev/null; }
 kcm_healthy() { curl -skf "https://$host:$kcm_port/healthz" >/dev/null; }
@@ -52,6 +60,18 @@ worker_healthy() {
 }
 
 start_temporal() {
+  # Another kind of server than the one running (`--temporal` changed): stopped first. Its workflows stay in its store.
+  if is_running temporal && [ "$(cat "$run/temporal-mode" 2>/dev/null || echo dev)" != "$temporal_mode" ]; then
+    log "switching Temporal to the $temporal_mode server"
+    bash "$here/down.sh" temporal
+  fi
+  echo "$temporal_mode" > "$run/temporal-mode"
+  if [ "$temporal_mode" = postgres ]; then
+    start_temporal_server
+    return
+  fi
+  # Back on the dev server: the database of Temporal's server is not needed (its data stays for a later switch).
+  if is_running postgres; then bash "$here/down.sh" postgres; fi
   local sa=() a
   for a in "${search_attributes[@]}"; do sa+=(--search-attribute "$a"); done
   start temporal temporal_healthy "$temporal" server start-dev \
@@ -171,8 +191,10 @@ start_registry() {
 
 # The local worker serves cluster "default" (task queue ferry-default) with endpoints pointed at the stand-ins.
 start_worker() {
+  local ui=()
+  [ "$temporal_mode" != dev ] || ui=(TEMPORAL_UI_URL="http://$host:$temporal_ui_port")
   start worker worker_healthy env KUBECONFIG="$kubeconfig" TEMPORAL_ADDRESS="$host:$temporal_port" \
-    TEMPORAL_NAMESPACE=default TEMPORAL_UI_URL="http://$host:$temporal_ui_port" FERRY_CLUSTER="$cluster_name" \
+    TEMPORAL_NAMESPACE=default "${ui[@]}" FERRY_CLUSTER="$cluster_name" \
     FERRY_ENDPOINT_MODE=override FERRY_ENDPOINT_OVERRIDES="$endpoint_overrides,$agent_overrides" \
     node --import tsx "$repo/worker/main.ts"
 }
@@ -182,8 +204,13 @@ write_env() {
   cat > "$envfile" <<ENV
 KUBECONFIG=$kubeconfig
 TEMPORAL_ADDRESS=$host:$temporal_port
-TEMPORAL_UI_URL=http://$host:$temporal_ui_port
 ENV
+  # Temporal's server on PostgreSQL has no Web UI; its metrics and its database are what bench:steady reads.
+  if [ "$temporal_mode" = dev ]; then
+    echo "TEMPORAL_UI_URL=http://$host:$temporal_ui_port" >> "$envfile"
+  fi
+  echo "TEMPORAL_METRICS_URL=http://$host:$temporal_metrics_port/metrics" >> "$envfile"
+  if [ "$temporal_mode" = postgres ]; then echo "FERRY_TEMPORAL_POSTGRES=$host:$postgres_port" >> "$envfile"; fi
   # The second cluster's, while it runs (started now or by an earlier `--clusters 2`).
   if [ "$cluster_name" != east ] && [ -f "$east_run/kube-apiserver.pid" ] &&
     kill -0 "$(cat "$east_run/kube-apiserver.pid")" 2>/dev/null; then
@@ -211,6 +238,7 @@ apply_inference_crds() {
 
 for c in "${want[@]}"; do
   case $c in
+    postgres) start_postgres ;;
     temporal) start_temporal ;;
     etcd) start_etcd ;;
     kube-apiserver) start_apiserver ;;

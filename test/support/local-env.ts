@@ -8,7 +8,8 @@ export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..'
 export interface LocalEnv {
   KUBECONFIG: string;
   TEMPORAL_ADDRESS: string;
-  TEMPORAL_UI_URL: string;
+  /** The dev server's Web UI; Temporal's server on PostgreSQL (`--temporal postgres`) has none. */
+  TEMPORAL_UI_URL?: string;
   /** The second cluster's admin kubeconfig, when the stack runs it (`npm run local:up -- --clusters 2`). */
   KUBECONFIG_EAST?: string;
 }
@@ -28,10 +29,11 @@ export function readLocalEnv(): LocalEnv {
     return v;
   };
   const east = process.env.KUBECONFIG_EAST ?? fromFile.KUBECONFIG_EAST;
+  const ui = process.env.TEMPORAL_UI_URL ?? fromFile.TEMPORAL_UI_URL;
   return {
     KUBECONFIG: pick('KUBECONFIG'),
     TEMPORAL_ADDRESS: pick('TEMPORAL_ADDRESS'),
-    TEMPORAL_UI_URL: pick('TEMPORAL_UI_URL'),
+    ...(ui ? { TEMPORAL_UI_URL: ui } : {}),
     ...(east ? { KUBECONFIG_EAST: east } : {}),
   };
 }

@@ -9,9 +9,15 @@ import { bench } from '../../support/bench.js';
 
 describe('benchmarks that count, small slice', { timeout: 300_000 }, () => {
   it('steady state: three quiet Ready models cost no API request and no history event over 20 s', async () => {
-    const result = await bench('steady-state.ts', ['--models', '3', '--window', '20s', '--settle', '10s']);
+    const args = ['--models', '3', '--window', '20s', '--settle', '10s', '--server-baseline', '5s'];
+    const result = await bench('steady-state.ts', args);
     expect(result).toMatchObject({ config: { models: 3, watch: 'on' }, apiRequests: 0, historyEvents: 0 });
     expect(result.workerRssMiB).toBeGreaterThan(0);
+    // The server's side, from its metrics: starting a model took at least its start request and wrote its history.
+    const server = result.temporalServer as { kind: string; perModelStarted: Record<string, number> };
+    expect(server.kind).toMatch(/dev server|PostgreSQL/);
+    expect(server.perModelStarted.frontendRequests).toBeGreaterThanOrEqual(1);
+    expect(server.perModelStarted.persistenceWrites).toBeGreaterThan(0);
   });
 
   it("gate: three rounds through the network policy's gate, every admin route refused, every completion whole", async () => {

@@ -59,7 +59,7 @@ const CHROMIUM_ARGS = [
 const kube = useNamespace('e2e-webui', RESTRICTED);
 const startWorkerProcess = useWorkerProcesses();
 const cluster = uniqueCluster('webui');
-const ui = readLocalEnv().TEMPORAL_UI_URL.replace(/\/+$/, '');
+const ui = webUi();
 let browser: Browser | undefined;
 let profile: string | undefined;
 let connection: Connection | undefined;
@@ -360,4 +360,14 @@ async function clickText(page: Page, text: string): Promise<void> {
   const visible = `Array.from(document.querySelectorAll('button, [role=menuitem], li, a')).find((e) => e.innerText?.trim() === ${JSON.stringify(text)} && e.offsetParent)`;
   await page.waitForFunction(visible);
   await page.evaluate(`${visible}.click()`);
+}
+
+/** The dev server's Web UI; a stack running Temporal's server on PostgreSQL has none, and these tests say so. */
+function webUi(): string {
+  const url = readLocalEnv().TEMPORAL_UI_URL;
+  if (!url)
+    throw new Error(
+      'the local stack runs no Temporal Web UI (`--temporal postgres`): `npm run local:up -- --temporal dev`',
+    );
+  return url.replace(/\/+$/, '');
 }
