@@ -132,6 +132,11 @@ export function serverReport(
   return {
     kind,
     perModelStarted: scaled(figures(ramp), 1 / models),
+    ramp: {
+      seconds: Math.round(ramp.seconds),
+      frontendByOperation: ramp.frontendByOperation,
+      persistenceByOperation: ramp.persistenceByOperation,
+    },
     perReadyModelHour: scaled(marginal, 3600 / (models * window.seconds)),
     // With the safety net compressed (--safety-net), the window's load is its looks': what one cost, and what a quiet
     // model's looks cost an hour at the default interval.
