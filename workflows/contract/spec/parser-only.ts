@@ -12,7 +12,8 @@ export const PARSER_ONLY_RULES = {
   'shm-below-memory': 'resources.shmSize is smaller than resources.memory',
   'own-volume': "no source (the model's or an adapter's) is the model's own volume, <metadata.name>-weights",
   'adapter-not-base': 'no adapter has the name the base model is served as',
-  'listed-once': 'each variable of engine.env and puller.env, and each adapter, is listed once',
+  'listed-once':
+    'each variable of engine.env and puller.env, each adapter, and each cluster of placement.clusters is listed once',
   'scaling-bounds':
     "scaling.minReplicas is at most scaling.maxReplicas, replicas at most scaling.maxReplicas, and each schedule window's minReplicas between the two",
   'scaling-target': 'scaling without targetConcurrency needs slo (the target is a share of the measured capacity)',

@@ -2,9 +2,11 @@
 // the *-schema.ts files beside it. Pure (no Node, no Kubernetes client): it is bundled into workflow code.
 import { z } from 'zod';
 import { DEFAULT_CLUSTER } from '../identity.js';
+import { clusterPlacementSchema } from './cluster-placement-schema.js';
 import { engineSchema } from './engine-schema.js';
 import { frontSchema } from './front-schema.js';
 import { pullerSchema, resourcesSchema, schedulingSchema, storageSchema } from './placement-schema.js';
+import { withFieldRules } from './field-rules.js';
 import { parserOnly } from './parser-only.js';
 import { parseDuration, parseQuantity } from './quantities.js';
 import { dnsLabel, int, labelMap, modelName, mustBe, quote, strict } from './rules.js';
@@ -14,6 +16,7 @@ import { rolloutIssues, rolloutSchema } from './rollout-schema.js';
 import { sourceSchema } from './source-schema.js';
 
 export { asAcceptedBefore, asAcceptedBeforeBounds } from './accepted-before.js';
+export { MAX_PLACEMENT_CLUSTERS, type ClusterPlacement } from './cluster-placement-schema.js';
 export { DEFAULT_ENGINE_IMAGE, type AdapterSpec, type EnvVar } from './engine-schema.js';
 export { type Affinity, type Toleration } from './placement-schema.js';
 export { type InferencePoolSpec, type SloSpec } from './slo-schema.js';
@@ -67,10 +70,18 @@ const onePodVolumeJson = {
   },
 };
 
-const specSchema = strict({
+const specFields = strict({
+  // No default here: the parser must see whether it was written (not with placement); withDefaults fills it.
   cluster: dnsLabel('cluster name (it picks the worker and task queue)', 'default')
-    .default(DEFAULT_CLUSTER)
-    .describe('The cluster whose worker serves the model (task queue ferry-<cluster>). Cannot change later.'),
+    .optional()
+    .describe(
+      'The cluster whose worker serves the model (task queue ferry-<cluster>). Cannot change later. Unset: default, or with placement the cluster Ferry chooses.',
+    ),
+  placement: clusterPlacementSchema
+    .optional()
+    .describe(
+      "Let Ferry choose the cluster, once, when the model is first served: of these clusters, the one where the model's replicas fit with the most GPUs left (docs/design/fleet.md). Not with cluster. The model is then served with cluster set to the one chosen (and without placement); applying the document again goes to that cluster.",
+    ),
   source: sourceSchema.describe('Where the weights come from: exactly one of huggingface, pvc, s3 or oci.'),
   engine: engineSchema.prefault({}).describe('The vLLM engine: its image, arguments, environment and API key.'),
   resources: resourcesSchema.prefault({}).describe('What each engine pod asks for.'),
@@ -118,6 +129,17 @@ const specSchema = strict({
       "Also register the engine pods as an InferencePool <name> (inference.networking.k8s.io/v1, the Gateway API Inference Extension), so an inference gateway routes to them; its endpoints are each pod's admission port when slo.admission is on. The cluster must have the extension's CRDs. Unset: no pool.",
     ),
 }).meta(onePodVolumeJson);
+
+// A cluster named, or clusters to choose from: not both. Checked by the parser and said in the JSON Schema.
+const specSchema = withFieldRules(specFields, [
+  {
+    when: { field: 'placement', set: true },
+    then: { field: 'cluster', set: false },
+    at: 'placement',
+    message:
+      'cannot be given with spec.cluster: with spec.placement Ferry chooses the cluster; give one of spec.cluster and spec.placement',
+  },
+]);
 
 const documentSchema = strict({
   apiVersion: z.literal(API_VERSION, { error: mustBe(API_VERSION) }).describe('The version of the document format.'),
@@ -279,9 +301,15 @@ function idleToZeroIssues(spec: Document['spec'], idleToZeroAfter: string, ctx: 
 
 function withDefaults(doc: Document) {
   const { image, servedModelName, ...engine } = doc.spec.engine;
+  // Placed, the cluster is Ferry's to choose: until then, the first listed, whose worker runs the placement.
+  const cluster = doc.spec.cluster ?? doc.spec.placement?.clusters[0] ?? DEFAULT_CLUSTER;
   return {
     ...doc,
-    spec: { ...doc.spec, engine: { image, servedModelName: servedModelName ?? doc.metadata.name, ...engine } },
+    spec: {
+      ...doc.spec,
+      cluster,
+      engine: { image, servedModelName: servedModelName ?? doc.metadata.name, ...engine },
+    },
   };
 }
 
@@ -290,7 +318,10 @@ export const servedModelSchema = documentSchema.superRefine(crossFieldIssues).tr
 
 /** A document as people write it: everything with a default is optional. */
 export type ServedModelInput = z.input<typeof servedModelSchema>;
-/** A validated document with every default filled in. Valid input itself: parsing it again returns it unchanged. */
+/**
+ * A validated document with every default filled in. Valid input itself, parsing it again returns it unchanged, but
+ * for a placed one (`spec.placement`): its `spec.cluster` is the first listed until the client library places it.
+ */
 export type ServedModel = z.output<typeof servedModelSchema>;
 export type ServedModelSpec = ServedModel['spec'];
 export type EngineSpec = ServedModelSpec['engine'];

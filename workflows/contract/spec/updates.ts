@@ -117,9 +117,24 @@ export function immutableChanges(old: ServedModel, next: ServedModel): string[] 
   return changed;
 }
 
+/**
+ * A model's workflow serves a document that names its cluster: `spec.placement` is the client library's to resolve
+ * (it serves the document with `spec.cluster` the cluster chosen, and without placement) before the workflow starts.
+ */
+export function placementIssue(model: ServedModel): SpecIssue | undefined {
+  if (!model.spec.placement) return undefined;
+  return {
+    path: 'spec.placement',
+    message:
+      "is resolved before a model's workflow starts: serve or apply the document with Ferry's client (ferry serve, ferry apply, serveModel, applyModel), which chooses the cluster, or name the cluster in spec.cluster",
+  };
+}
+
 /** Validates `doc` as the next spec of the running model `current`; throws `SpecError` on any problem. */
 export function specForUpdate(current: ServedModel, doc: unknown): ServedModel {
   const next = parseServedModel(doc);
+  const placed = placementIssue(next);
+  if (placed) throw new SpecError([placed]);
   const issues = immutableChanges(current, next).map((path): SpecIssue => {
     if (path === 'spec.storage.size') {
       return {
