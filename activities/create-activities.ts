@@ -4,6 +4,7 @@ import type { ActivityDeps } from './deps.js';
 import { fetchAdapters } from './steps/adapter-files.js';
 import { syncAdapters } from './steps/adapters.js';
 import { measureBaseline } from './steps/baseline.js';
+import { clusterCapacity } from './steps/capacity.js';
 import { claimName } from './steps/claim.js';
 import { dryRunModel } from './steps/dry-run.js';
 import { checkTenantGrant } from './steps/grant.js';
@@ -52,5 +53,6 @@ export function createActivities(deps: ActivityDeps, options: ActivityOptions = 
     applyAdmission: (input) => applyAdmission(deps, input),
     checkTenantGrant: (input) => checkTenantGrant(deps, input),
     dryRunModel: (input) => dryRunModel(deps, input),
+    clusterCapacity: (input) => clusterCapacity(deps, input),
   };
 }

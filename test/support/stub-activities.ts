@@ -110,6 +110,7 @@ const ACTIVITY_NAMES = Object.keys({
   applyAdmission: true,
   checkTenantGrant: true,
   dryRunModel: true,
+  clusterCapacity: true,
 } satisfies Record<ActivityName, true>) as ActivityName[];
 
 export class StubActivities {
@@ -181,6 +182,7 @@ export class StubActivities {
   modelOf(input: ActivityInput<ActivityName>): ServedModel {
     if ('model' in input) return input.model;
     if ('document' in input) return parseServedModel(input.document);
+    if (!('ref' in input)) throw new Error('clusterCapacity reads a cluster, not a model');
     const model = this.models.get(`${input.ref.namespace}/${input.ref.name}`);
     if (!model) throw new Error(`a look at ${input.ref.namespace}/${input.ref.name} before any other activity`);
     return model;
@@ -266,6 +268,8 @@ export class StubActivities {
       checkTenantGrant: () => undefined,
       // A document the worker accepts, in a cluster with nothing in the way: the objects as built, none refused.
       dryRunModel: () => ({ issues: [], objects: [] }),
+      // One GPU node with all of its GPUs free.
+      clusterCapacity: () => ({ nodes: [{ name: 'gpu-0', allocatable: 8, free: 8 }] }),
     };
     return Promise.resolve(results[name]());
   }

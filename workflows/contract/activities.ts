@@ -1,5 +1,6 @@
 // The activities a ServeModelWorkflow calls, with their inputs and results. Workflows import them as types only.
 import type { ModelRef } from './identity.js';
+import type { CapacityReading, ClusterCapacityInput } from './placement.js';
 import type { ScalingPolicy, ServedModel, SpecIssue } from './spec/index.js';
 import type { Step } from './status.js';
 
@@ -280,6 +281,11 @@ export interface FerryActivities {
    * and each object dry-run applied by the API server. Nothing is created; refusals are returned, not thrown.
    */
   dryRunModel(input: DryRunInput): Promise<DryRunResult>;
+  /**
+   * Placement at start (docs/design/fleet.md, §3): this cluster's free GPUs, node by node: each Ready, schedulable
+   * node's allocatable `resource` less what the pods bound to it that have not ended ask for. Two list requests.
+   */
+  clusterCapacity(input: ClusterCapacityInput): Promise<CapacityReading>;
 }
 
 export interface DryRunInput {

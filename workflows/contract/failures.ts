@@ -117,6 +117,11 @@ export const FAILURES = {
     retryable: false,
     meaning: 'the model did not become Ready within the wait given to the call; the model goes on',
   },
+  NoCapacity: {
+    retryable: false,
+    meaning:
+      "placement at start: no listed cluster had room for the model's replicas (docs/design/fleet.md); nothing was created",
+  },
   ReconcileFailed: { retryable: false, meaning: 'internal: unwinds a reconcile that ended in phase Failed' },
   // --- Temporal's failures, as the workflow classifies them
   Timeout: { retryable: true, meaning: 'an activity timed out (a lost worker, a stuck request)' },

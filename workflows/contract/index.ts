@@ -10,3 +10,4 @@ export * from './spec/index.js';
 export * from './status.js';
 export * from './model-events.js';
 export * from './move.js';
+export * from './placement.js';
