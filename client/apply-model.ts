@@ -17,11 +17,11 @@ import {
   type UpdateResult,
 } from '../workflows/contract/index.js';
 import type { ServeModelWorkflow } from '../workflows/serve-model.js';
-import { parseServingDocument } from './document.js';
 import { ModelExistsError } from './errors.js';
 import { modelHandle } from './model-status.js';
 import { accepted, ACCEPT_TIMEOUT_MS, updateOutcome } from './send-update.js';
-import { defaultReadyTimeoutMs, runningRunId, startOptionsFor, WORKFLOW_TYPE } from './serve-model.js';
+import type { Placement } from './place-model.js';
+import { defaultReadyTimeoutMs, placedSpec, runningRunId, startOptionsFor, WORKFLOW_TYPE } from './serve-model.js';
 import { waitForPhase } from './wait-for-phase.js';
 
 export interface ApplyOptions {
@@ -56,16 +56,19 @@ export interface ApplyResult extends UpdateResult {
   started: boolean;
   /** The Ready status at `generation`, with `wait`. */
   status?: ModelStatus;
+  /** With `spec.placement`: the cluster the document went to, and why. */
+  placement?: Placement;
 }
 
 /**
  * Validates `doc` and makes it the model's spec: starts serving it when the model is not running, updates it when
  * it is (a no-op when the spec is unchanged; a retry when the model is Failed). Throws `InvalidSpecError` before
  * anything is started or sent, and when the workflow rejects the change (an immutable field); `ModelDeletedError`
- * while the model is being deleted.
+ * while the model is being deleted. With `spec.placement` the document goes to the listed cluster that serves the
+ * model, else to the one placed now (`NoCapacityError`, nothing started, when none has room).
  */
-export async function applyModel(client: Client, doc: unknown, options: ApplyOptions = {}): Promise<ApplyResult> {
-  const spec = parseServingDocument(doc);
+export async function applyModel(client: Client, input: unknown, options: ApplyOptions = {}): Promise<ApplyResult> {
+  const { spec, doc, placement } = await placedSpec(client, input);
   const ref = modelRefOf(spec);
   const previousRunId = await runningRunId(client, ref);
   const requestedBy = options.requestedBy ?? client.options.identity;
@@ -97,6 +100,7 @@ export async function applyModel(client: Client, doc: unknown, options: ApplyOpt
     workflowId: handle.workflowId,
     runId,
     started: runId !== previousRunId,
+    ...(placement ? { placement } : {}),
   };
   if (!options.wait) return result;
   const status = await waitForPhase(client, ref, ['Ready'], {

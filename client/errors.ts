@@ -1,6 +1,13 @@
 // What can go wrong when talking to a model, as typed errors: programs branch on the class, the CLI maps each to an
 // exit code, and every message says what to do next.
-import type { ModelError, ModelRef, ModelStatus, Phase, SpecIssue } from '../workflows/contract/index.js';
+import type {
+  ClusterReading,
+  ModelError,
+  ModelRef,
+  ModelStatus,
+  Phase,
+  SpecIssue,
+} from '../workflows/contract/index.js';
 // From the identity and the spec alone (zod), not the whole contract (the Temporal SDK): the CLI's prelude loads this
 // module when it reads a document.
 import { describeRef } from '../workflows/contract/identity.js';
@@ -176,6 +183,20 @@ export class NoWorkerError extends FerryClientError {
       `no Ferry worker polls task queue ${taskQueue}, so ${describeRef(ref)} cannot answer: ` +
         `start a worker with FERRY_CLUSTER=${ref.cluster}`,
     );
+  }
+}
+
+/** No listed cluster had room for the model's replicas (or none's worker answered): nothing was created. */
+export class NoCapacityError extends FerryClientError {
+  override readonly name = 'NoCapacityError';
+
+  constructor(
+    readonly ref: Pick<ModelRef, 'namespace' | 'name'>,
+    /** Each listed cluster as the placement saw it: its free GPUs, or why it did not answer. */
+    readonly clusters: ClusterReading[],
+    reason: string,
+  ) {
+    super(`cannot place ${ref.namespace}/${ref.name}: ${reason}; nothing was created`);
   }
 }
 

@@ -14,6 +14,7 @@ export {
   ModelExistsError,
   ModelNotFoundError,
   ModelWorkflowClosedError,
+  NoCapacityError,
   NoRolloutError,
   NoWorkerError,
   SpecConflictError,
@@ -33,6 +34,7 @@ export {
   type MoveHandle,
   type MoveOptions,
 } from './move-model.js';
+export { servingCluster, type Placement } from './place-model.js';
 export { describeModel, getModelStatus, modelHandle, type ModelHandle } from './model-status.js';
 export {
   defaultReadyTimeoutMs,
@@ -54,3 +56,4 @@ export { waitForPhase, type WaitOptions } from './wait-for-phase.js';
 export type { DryRunObject, ModelRef, ServeModelOptions } from '../workflows/contract/index.js';
 export type { ModelStatus, Phase } from '../workflows/contract/index.js';
 export type { MoveModelResult, MoveStatus, MoveStep } from '../workflows/contract/index.js';
+export type { ClusterReading, NodeCapacity } from '../workflows/contract/index.js';

@@ -20,6 +20,7 @@ import {
 } from '../workflows/contract/index.js';
 import { parseServingDocument } from './document.js';
 import { ModelDeletedError, SpecConflictError } from './errors.js';
+import { placeDocument, type Placement } from './place-model.js';
 import { modelHandle, queryModel, queryStatus, type ModelHandle } from './model-status.js';
 import { waitForPhase } from './wait-for-phase.js';
 
@@ -46,15 +47,18 @@ export interface ServeResult {
   /** The Ready status, with `wait`. */
   status?: ModelStatus;
   handle: ModelHandle;
+  /** With `spec.placement`: the cluster the model went to, and why. */
+  placement?: Placement;
 }
 
 /**
  * Validates `doc` (a ServedModel document as people write it) and starts its workflow. Starting the same spec again
  * returns the running workflow; a different spec for a running model throws `SpecConflictError` (use `updateModel`).
- * Throws `InvalidSpecError` listing every problem before anything is started.
+ * Throws `InvalidSpecError` listing every problem before anything is started. With `spec.placement`: on the listed
+ * cluster that serves the model already, else on the one placed now (`NoCapacityError`, nothing started, if none).
  */
 export async function serveModel(client: Client, doc: unknown, options: ServeOptions = {}): Promise<ServeResult> {
-  const spec = parseServingDocument(doc);
+  const { spec, placement } = await placedSpec(client, doc);
   const ref = modelRefOf(spec);
   const workflowId = workflowIdFor(ref);
   const previousRunId = await runningRunId(client, ref);
@@ -67,13 +71,34 @@ export async function serveModel(client: Client, doc: unknown, options: ServeOpt
   const runId = handle.firstExecutionRunId;
   if (runId === previousRunId) await assertSameSpec(client, ref, spec, runId);
 
-  const result: ServeResult = { ref, workflowId, runId, started: runId !== previousRunId, handle };
+  const result: ServeResult = {
+    ref,
+    workflowId,
+    runId,
+    started: runId !== previousRunId,
+    handle,
+    ...(placement ? { placement } : {}),
+  };
   if (!options.wait) return result;
   const status = await waitForPhase(client, ref, ['Ready'], {
     timeoutMs: options.timeoutMs ?? defaultReadyTimeoutMs(spec),
     onStatus: options.onStatus,
   });
   return { ...result, status };
+}
+
+/**
+ * The document's spec as its model's workflow serves it: with `spec.placement`, on the listed cluster that serves it
+ * already, else on the one placed now (`NoCapacityError` when none has room); the document too, to send as it is.
+ */
+export async function placedSpec(
+  client: Client,
+  doc: unknown,
+): Promise<{ spec: ServedModel; doc: unknown; placement?: Placement }> {
+  const parsed = parseServingDocument(doc);
+  if (!parsed.spec.placement) return { spec: parsed, doc };
+  const placed = await placeDocument(client, doc, parsed);
+  return { ...placed, spec: parseServingDocument(placed.doc) };
 }
 
 /** How long a model may take to become Ready by its own budgets: download deadline + startup timeout + 10 min. */

@@ -25,6 +25,7 @@ import {
   progressSignal,
   rolloutActionUpdate,
   type RolloutActionInput,
+  placementIssue,
   safeParseServedModel,
   scaleSignal,
   specQuery,
@@ -169,7 +170,7 @@ function checkedSpec(input: ServeModelInput): ServedModel {
   if (input?.version !== 1) {
     throw failure(UNSUPPORTED_INPUT, `ServeModelWorkflow takes input version 1, got ${JSON.stringify(input?.version)}`);
   }
-  const parsed = safeParseServedModel(input.spec);
+  const parsed = unplaced(safeParseServedModel(input.spec));
   // A start recorded before a default existed (or a run continued from one) keeps the spec it was accepted with.
   const withDefaults = (model: ServedModel) =>
     withAcceptedDefaults(
@@ -189,6 +190,12 @@ function checkedSpec(input: ServeModelInput): ServedModel {
     return input.spec;
   }
   throw failure(INVALID_SPEC, formatSpecIssues(parsed.issues), parsed.issues);
+}
+
+/** A placed document is refused as an invalid one is (a parser from before placement refused the field). */
+function unplaced(parsed: ReturnType<typeof safeParseServedModel>): ReturnType<typeof safeParseServedModel> {
+  const issue = parsed.ok ? placementIssue(parsed.model) : undefined;
+  return issue ? { ok: false, issues: [issue] } : parsed;
 }
 
 const NEW_DEFAULTS_AT_START = 'defaults-2026-12';

@@ -9,7 +9,7 @@ import {
   usageAt,
   workflowIdFor,
 } from '../../workflows/contract/index.js';
-import { describeRef, InvalidSpecError, ModelFailedError } from '../errors.js';
+import { describeRef, InvalidSpecError, ModelFailedError, NoCapacityError } from '../errors.js';
 import type { ModelSummary } from '../list-models.js';
 import { DocumentErrors } from './read-document.js';
 
@@ -329,6 +329,7 @@ export function downloadBar(status: ModelStatus): string | undefined {
 /** `error: …` lines for stderr: a failed model as `error: <Reason>: <message>`, spec problems one per line. */
 export function errorLines(err: unknown, source?: string): string {
   if (err instanceof ModelFailedError) return `error: ${err.reason}: ${oneLine(err.message)}`;
+  if (err instanceof NoCapacityError) return `error: NoCapacity: ${oneLine(err.message)}`;
   if (err instanceof InvalidSpecError) {
     const n = err.issues.length;
     const what = err.rejectedBy === 'workflow' ? 'the model rejected the update' : 'invalid ServedModel';

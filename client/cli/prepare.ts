@@ -37,7 +37,8 @@ export async function prepareCommand(command: ServerCommand, io: CliIO): Promise
   // Early only for one document: several are sent one after another, by the SDK.
   const only = input.docs?.length === 1 ? input.docs[0] : undefined;
   const request =
-    command.kind === 'update' && only
+    // A placed document's cluster is found by the SDK's path (client/place-model.ts).
+    command.kind === 'update' && only && !only.spec.spec.placement
       ? {
           workflowId: workflowIdFor(modelRefOf(only.spec)),
           updateName: UPDATE_NAMES.update,

@@ -1,5 +1,6 @@
 // `ferry serve`, `ferry update` and `ferry apply`, for each document of -f in order.
 import { applyModel } from '../apply-model.js';
+import type { Placement } from '../place-model.js';
 import { ConnectError, FerryClientError } from '../errors.js';
 import { defaultReadyTimeoutMs, serveModel } from '../serve-model.js';
 import { updateModelAfter } from '../update-model.js';
@@ -88,8 +89,13 @@ function reported(ctx: CliContext, err: unknown): number {
 async function send(ctx: CliContext, cmd: DocumentCommand, { doc, spec }: ModelDocument): Promise<Sent> {
   if (cmd.kind === 'serve') {
     const result = await serveModel(ctx.client, doc);
-    const { ref, workflowId, runId, started } = result;
-    return { ref, spec, line: serveLine(result), data: { workflowId, runId, started } };
+    const { ref, workflowId, runId, started, placement } = result;
+    return {
+      ref,
+      spec,
+      line: placed(placement, serveLine(result)),
+      data: { workflowId, runId, started, ...(placement ? { placement } : {}) },
+    };
   }
   if (cmd.kind === 'update') {
     const { ref, ...change } = await updateModelAfter(ctx.early, ctx.client, doc);
@@ -97,7 +103,20 @@ async function send(ctx: CliContext, cmd: DocumentCommand, { doc, spec }: ModelD
   }
   const { ref, ...change } = await applyModel(ctx.client, doc);
   const line = change.started ? serveLine({ ref, ...change }) : `applied to ${shortRef(ref)}: ${changeLine(change)}`;
-  return { ref, spec, line, data: change, generation: change.generation };
+  return {
+    ref,
+    spec,
+    line: placed(change.placement, line),
+    data: change,
+    generation: change.generation,
+  };
+}
+
+/** With `spec.placement`: first where the model went and why, then the command's own line. */
+function placed(placement: Placement | undefined, line: string): string {
+  if (!placement) return line;
+  const why = placement.placed ? `placed on cluster ${placement.cluster}: ${placement.reason}` : placement.reason;
+  return `${why}\n${line}`;
 }
 
 /** Waits for Ready, following progress on stderr (stdout stays for the result). */

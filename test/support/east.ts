@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll } from 'vitest';
+import type { useWorkerProcesses } from './fixtures.js';
 import { clientsFor, type Clients } from './kube.js';
 import { readLocalEnv, repoRoot } from './local-env.js';
 
@@ -62,4 +63,17 @@ export function useEast(): East {
     if (started) await run('bash', [join(repoRoot, 'deploy/local/down.sh'), 'east'], { cwd: repoRoot });
   }, 60_000);
   return east;
+}
+
+/** A worker process for cluster `west` on the first control plane and one for `eastCluster` on east's, both polling. */
+export async function startWorkersOnBoth(
+  start: ReturnType<typeof useWorkerProcesses>,
+  east: East,
+  west: string,
+  eastCluster: string,
+): Promise<void> {
+  await Promise.all([
+    start(west),
+    start(eastCluster, undefined, undefined, { KUBECONFIG: east.kubeconfig, FERRY_ENDPOINT_OVERRIDES: east.endpoints }),
+  ]);
 }

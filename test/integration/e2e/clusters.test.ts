@@ -28,7 +28,7 @@ import {
   type MoveStatus,
 } from '../../../workflows/contract/index.js';
 import type { MoveModelWorkflow } from '../../../workflows/move.js';
-import { useEast } from '../../support/east.js';
+import { startWorkersOnBoth, useEast } from '../../support/east.js';
 import { expectOk, ferryJson, simulatedModelDoc, terminateModelsOf, uniqueCluster } from '../../support/e2e.js';
 import { runFerry, writeDoc } from '../../support/ferry-worker.js';
 import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
@@ -53,13 +53,7 @@ beforeAll(async () => {
     await east.kube.core.readNamespacedServiceAccount({ name: 'default', namespace: kube.ns });
     return true;
   });
-  await Promise.all([
-    startWorkerProcess(west),
-    startWorkerProcess(eastCluster, undefined, undefined, {
-      KUBECONFIG: east.kubeconfig,
-      FERRY_ENDPOINT_OVERRIDES: east.endpoints,
-    }),
-  ]);
+  await startWorkersOnBoth(startWorkerProcess, east, west, eastCluster);
   connection = await Connection.connect({ address: readLocalEnv().TEMPORAL_ADDRESS });
   client = new Client({ connection });
 }, 180_000);
