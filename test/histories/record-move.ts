@@ -10,7 +10,7 @@ import { abortMove, applyModel, moveHandle, moveResult, moveStatus, startMove } 
 import { createServingActivities } from '../../client/serving-activities.js';
 import { taskQueueFor, workflowIdFor, type ModelRef } from '../../workflows/contract/index.js';
 import { activityInterceptors } from '../../worker/create-worker.js';
-import { writeHistory } from '../support/history-files.js';
+import { recordOn, saveHistory } from '../support/history-files.js';
 import { blockUntilCancelled, StubActivities } from '../support/stub-activities.js';
 import { modelDoc, startHarness, TEST_SINKS } from '../support/workflow-harness.js';
 
@@ -55,17 +55,10 @@ async function serveOnWest(name: string): Promise<ModelRef> {
   return { name, namespace, cluster: west };
 }
 
-async function save(file: string, ref: ModelRef): Promise<void> {
-  const history = await moveHandle(client, ref).fetchHistory();
-  writeHistory(join(here, file), history);
-  console.log(`${file}: ${history.events?.length ?? 0} events`);
-}
+const save = (file: string, ref: ModelRef) => saveHistory(moveHandle(client, ref), join(here, file));
 
 try {
-  // The workers run until the recording is done (or fails), then shut down.
-  await Promise.all([
-    ...workers.map((w) => w.run()),
-    (async () => {
+  await recordOn(workers, async () => {
       // Served on east, Ready there, then torn down on west.
       const moved = await serveOnWest('replay-move');
       await moveResult(await startMove(client, moved, east));
@@ -86,8 +79,7 @@ try {
             .catch(() => undefined);
         }
       }
-    })().finally(() => workers.forEach((w) => w.shutdown())),
-  ]);
+  });
 } finally {
   await harness.close();
 }

@@ -13,6 +13,18 @@ type History = proto.temporal.api.history.v1.IHistory;
 const HistoryMessage = proto.temporal.api.history.v1.History;
 const AS_JSON = { longs: String, enums: String, bytes: String } as const;
 
+/** Writes the history of `handle`'s workflow to `file`, and says how many events it holds. */
+export async function saveHistory(handle: { fetchHistory(): Promise<History> }, file: string): Promise<void> {
+  const history = await handle.fetchHistory();
+  writeHistory(file, history);
+  console.log(`${basename(file)}: ${history.events?.length ?? 0} events`);
+}
+
+/** Runs `workers` until `record` is done (or fails), then shuts them down. */
+export async function recordOn(workers: { run(): Promise<void>; shutdown(): void }[], record: () => Promise<void>) {
+  await Promise.all([...workers.map((w) => w.run()), record().finally(() => workers.forEach((w) => w.shutdown()))]);
+}
+
 export function writeHistory(file: string, history: History): void {
   writeFileSync(
     file,

@@ -7,8 +7,8 @@ import { repoRoot } from '../../support/local-env.js';
 import { TEST_SINKS, workflowBundle } from '../../support/workflow-harness.js';
 
 // Histories recorded from real runs (test/histories/record.ts for ServeModelWorkflow, record-move.ts for
-// MoveModelWorkflow) must replay on today's workflow code: a change that breaks determinism fails here, not in
-// production.
+// MoveModelWorkflow, record-place.ts for PlaceModelWorkflow) must replay on today's workflow code: a change that breaks
+// determinism fails here, not in production.
 const dir = join(repoRoot, 'test', 'histories');
 const files = readdirSync(dir)
   .filter((f) => f.endsWith('.json'))
