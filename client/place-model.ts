@@ -16,6 +16,7 @@ import {
   type PlaceModelResult,
   type ServedModel,
 } from '../workflows/contract/index.js';
+import { parseModelDocument } from './document.js';
 import { FerryClientError, ModelNotFoundError, NoCapacityError } from './errors.js';
 import { hasWorker, modelHandle } from './model-status.js';
 
@@ -56,18 +57,29 @@ export async function placeDocument(
   return { doc: documentOn(doc, placement.cluster), placement };
 }
 
-/** For an update: the listed cluster that serves the placed model, else `ModelNotFoundError`. */
-export async function servedDocument(client: Client, doc: unknown, spec: ServedModel): Promise<unknown> {
+/**
+ * A placed document as its model is served, for the commands that act on a running model (update, delete, diff, a
+ * server-side dry run): on the listed cluster that serves it (`running`), else on the first listed. Unplaced: as it is.
+ */
+export async function servedDocument(
+  client: Client,
+  doc: unknown,
+  spec: ServedModel,
+): Promise<{ doc: unknown; spec: ServedModel; running: boolean }> {
   const clusters = spec.spec.placement?.clusters;
-  if (!clusters) return doc;
+  if (!clusters) return { doc, spec, running: true };
   const serving = await servingCluster(client, spec);
-  if (serving === undefined) {
-    throw new ModelNotFoundError(
-      { ...refOf(spec), cluster: clusters[0]! },
-      `not served on any cluster of its placement (${clusters.join(', ')}): serve or apply it first`,
-    );
-  }
-  return documentOn(doc, serving);
+  const served = documentOn(doc, serving ?? clusters[0]!);
+  return { doc: served, spec: parseModelDocument(served), running: serving !== undefined };
+}
+
+/** A placed model that no listed cluster serves: what update and delete say. */
+export function notPlaced(spec: ServedModel): ModelNotFoundError {
+  const clusters = spec.spec.placement?.clusters ?? [spec.spec.cluster];
+  return new ModelNotFoundError(
+    { ...refOf(spec), cluster: clusters[0]! },
+    `not served on any cluster of its placement (${clusters.join(', ')})`,
+  );
 }
 
 /**

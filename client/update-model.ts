@@ -9,7 +9,7 @@ import {
 } from '../workflows/contract/index.js';
 import { parseServingDocument } from './document.js';
 import type { EarlyUpdate } from './early-update.js';
-import { servedDocument } from './place-model.js';
+import { notPlaced, servedDocument } from './place-model.js';
 import { defaultReadyTimeoutMs } from './serve-model.js';
 import { sendUpdate, updateOutcome } from './send-update.js';
 import { waitForPhase } from './wait-for-phase.js';
@@ -48,10 +48,9 @@ export async function updateModelAfter(
   input: unknown,
   options: UpdateOptions = {},
 ): Promise<UpdateModelResult> {
-  const parsed = parseServingDocument(input);
   // A placed model's document goes to the listed cluster that serves it.
-  const doc = parsed.spec.placement ? await servedDocument(client, input, parsed) : input;
-  const spec = doc === input ? parsed : parseServingDocument(doc);
+  const { doc, spec, running } = await servedDocument(client, input, parseServingDocument(input));
+  if (!running) throw notPlaced(spec);
   const ref = modelRefOf(spec);
   const request = { spec: doc, requestedBy: client.options.identity };
   const handle = await sendUpdate(client, ref, updateModelUpdate, request, undefined, early);

@@ -1,6 +1,7 @@
 // `ferry delete NAME`, and `ferry delete -f FILE…`: the models the documents name.
 import { type DeleteModelResult, deleteModelAfter } from '../delete-model.js';
 import { ConnectError, describeRef, FerryClientError } from '../errors.js';
+import { notPlaced, servedDocument } from '../place-model.js';
 import { modelRefOf, type ModelRef } from '../../workflows/contract/index.js';
 import type { Command } from './args.js';
 import { resolveRef, type CliContext } from './context.js';
@@ -29,8 +30,8 @@ export async function deleteCommand(ctx: CliContext, cmd: DeleteCommand, docs: M
  * gone. Printed in the documents' order; one that fails does not stop the others, and the exit code is the worst.
  */
 async function deleteDocuments(ctx: CliContext, cmd: DeleteCommand, docs: ModelDocument[]): Promise<number> {
-  if (docs.length === 1) return deleteCommand(ctx, { ...cmd, ref: modelRefOf(docs[0]!.spec) }, []);
-  const refs = docs.map((d) => modelRefOf(d.spec));
+  const refs = await Promise.all(docs.map((d) => servedRef(ctx, d)));
+  if (refs.length === 1) return deleteCommand(ctx, { ...cmd, ref: refs[0]! }, []);
   if (cmd.wait && cmd.output === 'text') ctx.io.stderr.write(`deleting ${refs.map(describeRef).join(', ')}…\n`);
   const outcomes = await Promise.allSettled(refs.map((ref) => deleteOne(ctx, cmd, ref)));
   let code: number = EXIT.ok;
@@ -50,6 +51,13 @@ async function deleteDocuments(ctx: CliContext, cmd: DeleteCommand, docs: ModelD
   else if (cmd.output === 'name') for (const { ref } of results) printName(ctx, ref);
   else ctx.io.stdout.write(results.map((r) => `${deletedLine(cmd, r)}\n`).join(''));
   return code;
+}
+
+/** The document's model: a placed one's on the listed cluster that serves it. */
+async function servedRef(ctx: CliContext, { doc, spec }: ModelDocument): Promise<ModelRef> {
+  const served = await servedDocument(ctx.client, doc, spec);
+  if (!served.running) throw notPlaced(served.spec);
+  return modelRefOf(served.spec);
 }
 
 function deleteOne(ctx: CliContext, cmd: DeleteCommand, ref: ModelRef): Promise<DeleteModelResult> {

@@ -6,6 +6,7 @@ import { stringify } from 'yaml';
 import type { Client } from '@temporalio/client';
 import { describeModel, queryModel } from '../model-status.js';
 import { ModelNotFoundError } from '../errors.js';
+import { servedDocument } from '../place-model.js';
 import { type ModelRef, modelRefOf, type ServedModel, specQuery } from '../../workflows/contract/index.js';
 import type { CliContext } from './context.js';
 import { clientObjects } from './dry-run.js';
@@ -15,7 +16,9 @@ import { unifiedDiff } from './unified-diff.js';
 
 export async function diffCommand(ctx: CliContext, docs: ModelDocument[]): Promise<number> {
   let differs = false;
-  for (const { spec, source } of docs) {
+  for (const { doc, spec: written, source } of docs) {
+    // A placed document against the model on the listed cluster that serves it.
+    const { spec } = await servedDocument(ctx.client, doc, written);
     const text = modelDiff(await runningSpec(ctx.client, modelRefOf(spec)), spec, source);
     if (text) ctx.io.stdout.write(text);
     differs ||= text !== '';

@@ -4,6 +4,7 @@
 // server would persist them; each refusal on stderr, naming the object. Nothing is created.
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { dryRunModel, type DryRunModelResult } from '../dry-run-model.js';
+import { servedDocument } from '../place-model.js';
 import type { Command } from './args.js';
 import type { CliContext } from './context.js';
 import { printObjects } from './dry-run.js';
@@ -19,7 +20,10 @@ export async function dryRunServerCommand(
 ): Promise<number> {
   // One model after another, as serve and apply act on several documents; printed together, as one List.
   const results: DryRunModelResult[] = [];
-  for (const { doc } of docs) results.push(await dryRunModel(ctx.client, doc));
+  for (const { doc, spec } of docs) {
+    // A placed document on the listed cluster that serves its model, else on the first listed.
+    results.push(await dryRunModel(ctx.client, (await servedDocument(ctx.client, doc, spec)).doc));
+  }
   const refusals = results.flatMap(refusalLines);
   if (refusals.length > 0) ctx.io.stderr.write(`${refusals.join('\n')}\n`);
   const checked = results.filter((result) => result.issues.length === 0);

@@ -25,6 +25,8 @@ const startWorkerProcess = useWorkerProcesses();
 const west = uniqueCluster('pl-west');
 const eastCluster = uniqueCluster('pl-east');
 let connection: Connection;
+/** The placed model's document, as the first test last applied it. */
+let placedFile: string;
 let client: Client;
 
 beforeAll(async () => {
@@ -131,12 +133,19 @@ describe('placement at start', { timeout: 300_000 }, () => {
     // West has room again; an apply of the document goes to east all the same: placed once.
     await kube.core.deleteNamespacedPod({ name: 'takes-all', namespace: kube.ns, gracePeriodSeconds: 0 });
     doc.metadata.labels.team = 'chat';
-    const applied = expectOk(await runFerry(['apply', '-f', writeDoc(doc)]), 'apply');
+    const file = writeDoc(doc);
+    const applied = expectOk(await runFerry(['apply', '-f', file]), 'apply');
     expect(applied.stdout).toBe(
       `served on cluster ${eastCluster} already (placed when first served)\n` +
         `applied to ${kube.ns}/placed: generation 2: metadata.labels.team changed\n`,
     );
     expect(await notServed('placed', west)).toBe(true);
+    // Diff compares the document with the model where it runs: nothing differs.
+    expect(await runFerry(['diff', '-f', file])).toMatchObject({ code: 0, stdout: '' });
+    // An update of the placed document goes there too (by the SDK: the prelude sends no early update for one).
+    const updated = expectOk(await runFerry(['update', '-f', file]), 'update');
+    expect(updated.stdout).toBe(`updated ${kube.ns}/placed: generation 2: no change\n`);
+    placedFile = file;
   });
 
   it('refuses with NoCapacity when no listed cluster has room, naming what each has free, and creates nothing', async () => {
@@ -158,5 +167,10 @@ describe('placement at start', { timeout: 300_000 }, () => {
     const refused = await applyModel(client, placedDoc('too-big', [west, eastCluster], 5)).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(NoCapacityError);
     expect((refused as NoCapacityError).clusters.map((c) => c.cluster)).toEqual([west, eastCluster]);
+
+    // `ferry delete -f` of the placed document deletes the model where it runs.
+    const deleted = expectOk(await runFerry(['delete', '-f', placedFile, '--wait']), 'delete -f');
+    expect(deleted.stdout).toMatch(new RegExp(`^deleted placed \\(namespace ${kube.ns}, cluster ${eastCluster}\\)`));
+    expect(await deploymentOn(east.kube, 'placed')).toBeUndefined();
   });
 });
