@@ -133,3 +133,25 @@ describe("the chart's namespaced Role", () => {
     );
   });
 });
+
+describe("the chart's placement ClusterRole (rbac.placement)", () => {
+  it('is what clusterCapacity needs: without it the reading is Forbidden, with it the GPU nodes are read', async () => {
+    const acts = createActivities({ ...testDeps(), cluster });
+    const read = () => activity(acts.clusterCapacity, { resource: 'nvidia.com/gpu' });
+    expect(await read().catch((err: unknown) => err)).toMatchObject({ type: 'Forbidden' });
+    const placement = renderChart({
+      release: 'ferry-worker',
+      namespace: system.ns,
+      values: { namespaces: [admin.ns], rbac: { create: true, placement: true } },
+    }).filter((o) => o.kind?.startsWith('Cluster'));
+    expect(placement.map((o) => o.kind)).toEqual(['ClusterRole', 'ClusterRoleBinding']);
+    const objects = admin.kc.makeApiClient(KubernetesObjectApi);
+    try {
+      for (const o of placement) await objects.create(o);
+      const reading = await waitFor('the reading allowed', 30_000, () => read());
+      expect(reading.nodes.map((n) => n.name)).toEqual(expect.arrayContaining(['gpu-node-a', 'gpu-node-b']));
+    } finally {
+      for (const o of placement) await objects.delete(o).catch(() => undefined);
+    }
+  });
+});

@@ -259,6 +259,18 @@ describe('the namespaces served', () => {
     expect(kinds(rendered).filter((k) => k.startsWith('Cluster') || k === 'Namespace')).toEqual([]);
   });
 
+  it('grant listing nodes and pods cluster-wide, and nothing more, only with rbac.placement (placement at start)', () => {
+    const rendered = renderChart({ values: { rbac: { create: true, placement: true } } });
+    expect(kinds(rendered).filter((k) => k.startsWith('Cluster'))).toEqual(['ClusterRole', 'ClusterRoleBinding']);
+    expect(only<V1Role>(rendered, 'ClusterRole').rules).toEqual([
+      { apiGroups: [''], resources: ['nodes', 'pods'], verbs: ['list'] },
+    ]);
+    expect(only<V1RoleBinding>(rendered, 'ClusterRoleBinding')).toMatchObject({
+      roleRef: { kind: 'ClusterRole', name: 'ferry-worker-placement' },
+      subjects: [{ kind: 'ServiceAccount', name: 'ferry-worker', namespace: 'ferry-system' }],
+    });
+  });
+
   it('bind an existing ServiceAccount when the chart creates none', () => {
     const rendered = renderChart({
       values: { namespaces: ['team-a'], serviceAccount: { create: false, name: 'ops-ferry' } },
