@@ -153,6 +153,8 @@ describe('choosePlacement', () => {
 
   // An independent check of "fits": replicas placed one by one, each on the node with the most GPUs free.
   function fitsBySimulation(free: number[], { replicas, gpus, sameNode }: GpuDemand): boolean {
+    // Asking for no GPU, it fits anywhere, GPU nodes or none.
+    if (gpus === 0) return true;
     if (sameNode) return replicas * gpus === 0 || free.some((f) => f >= replicas * gpus);
     const left = [...free];
     for (let r = 0; r < replicas; r++) {
