@@ -51,12 +51,15 @@ export const COMMAND_HELP: Record<CommandName, string> = {
 Validates the ServedModel in FILE (- reads stdin) and starts its workflow. Serving the same spec again returns
 the running workflow; a different spec for a running model is refused: use \`ferry update\`. With several
 documents, each in order: one line per model (-o json, -o yaml: an array); the exit code is the worst.
+With spec.placement.clusters instead of spec.cluster, the model is served on the listed cluster that serves it
+already, else on the one where its replicas fit with the most GPUs left (placed once, the reason printed first);
+none has room: exit 1 (NoCapacity), nothing created.
 
 ${FILES}
   --wait                 wait until the model is Ready (exit 1 if it fails, printing the reason)
   --timeout DURATION     how long --wait may take, like 45m (default: the spec's puller.deadline plus
                          engine.startupTimeout plus 10m)
-  -o json                print {workflowId, runId, started, status}
+  -o json                print {workflowId, runId, started, placement, status}
   --dry-run=client       check FILE and print the objects Ferry would create for it (-o json: a List);
                          connect to nothing (--dry-run alone means client)
   --dry-run=server       the same, checked by the worker of the model's cluster and the Kubernetes API
@@ -81,13 +84,14 @@ ${FILES}
 Makes FILE the model's spec, whether or not it is served: starts its workflow when none is running and sends
 FILE as an update either way, in one request (Temporal's Update-with-Start), so a spec kept in git or a pipeline
 with a new checkpoint needs no "is it running?" check. The same spec again changes nothing (it retries a Failed
-model); invalid documents and changes of immutable fields are refused as by \`ferry update\`. Several documents:
-as for serve.
+model); invalid documents and changes of immutable fields are refused as by \`ferry update\`. Several documents,
+and spec.placement: as for serve.
 
 ${FILES}
   --wait                 wait until the model is Ready at the applied generation
   --timeout DURATION     how long --wait may take (default as for serve)
-  -o json                print {workflowId, runId, started, generation, changed, sourceChanged, changes, status}
+  -o json                print {workflowId, runId, started, generation, changed, sourceChanged, changes,
+                         placement, status}
   --dry-run=client       check FILE and print the objects Ferry would create for it; connect to nothing
   --dry-run=server       the same, checked by the worker of the model's cluster and the API server
 `,
