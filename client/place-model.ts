@@ -33,7 +33,7 @@ export interface Placement {
   workflowId?: string;
 }
 
-/** A placement that completed this long ago is reused: a serve of the name racing this one goes where it went. */
+/** A placement that completed within this long is reused: a serve of the name racing the one before goes with it. */
 const RECENT_PLACEMENT_MS = 60_000;
 /** How long the placement may take: a reading from each cluster, each given 10 s to be picked up, 40 s to answer. */
 const PLACEMENT_TIMEOUT_MS = 2 * 60_000;
