@@ -11,7 +11,7 @@ export interface ClusterCapacityInput {
   resource: string;
   /** `spec.scheduling.nodeSelector`: nodes without these labels are not counted. */
   nodeSelector?: Record<string, string>;
-  /** `spec.scheduling.tolerations`: a node with a NoSchedule or NoExecute taint none of them tolerates is not counted. */
+  /** `spec.scheduling.tolerations`: a node with a NoSchedule or NoExecute taint none tolerates is not counted. */
   tolerations?: Toleration[];
 }
 
@@ -20,7 +20,7 @@ export interface CapacityReading {
   nodes: NodeCapacity[];
 }
 
-/** One Ready, schedulable node: its allocatable GPUs less those asked for by the pods bound to it that have not ended. */
+/** One Ready, schedulable node: its allocatable GPUs less those the pods bound to it that have not ended ask for. */
 export interface NodeCapacity {
   name: string;
   allocatable: number;
@@ -77,7 +77,7 @@ export function capacityInputOf(model: ServedModel): ClusterCapacityInput {
   };
 }
 
-/** The model's demand: replicas it starts with, GPUs each, and whether they must share a node (a ReadWriteOnce volume). */
+/** The model's demand: replicas it starts with, GPUs each, whether they share a node (a ReadWriteOnce volume). */
 export function gpuDemandOf(model: ServedModel): GpuDemand {
   const { spec } = model;
   return {
