@@ -249,8 +249,11 @@ describe('garbage collection backstop', () => {
 
 describe('tearDown', () => {
   it('deletes every object of the model, puller and adapter Jobs included; a second teardown finds nothing left', async () => {
+    // No GPU: what is deleted does not depend on it, and the tests beside this one may hold every shared GPU for
+    // minutes (an engine pod left Pending made this test wait out its timeout).
     const input = await prepared('bye', {
       spec: {
+        resources: { gpus: 0 },
         engine: { lora: { enabled: true, adapters: [{ name: 'sql', source: { huggingface: { repo: 'o/sql' } } }] } },
       },
     });
