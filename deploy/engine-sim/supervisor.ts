@@ -15,7 +15,8 @@ import type { CoreV1Api, DiscoveryV1Api, V1Pod } from '@kubernetes/client-node';
 import { admissionConfigOf, AdmissionProxy, NGINX } from './admission-proxy.js';
 import { FrontProxy, HAPROXY, ServicePort, type Endpoint } from './front-proxy.js';
 import { parseEngineArgs } from './args.js';
-import { hold, log, preStopPauseMs, release, releaseStrays, stopGraceMs } from './front-pods.js';
+import { FRONT_FINALIZER, hold, log, preStopPauseMs, release, releaseStrays, stopGraceMs } from './front-pods.js';
+import type { RunningFront } from './front-pods.js';
 import { createEngineSim, type EngineSim } from './server.js';
 
 const ENGINE_SELECTOR = 'app.kubernetes.io/managed-by=ferry,app.kubernetes.io/component=engine';
@@ -34,18 +35,6 @@ interface Running {
   namespace: string;
   pod: string;
   createdAt: number;
-}
-
-interface RunningFront {
-  uid: string;
-  proxy: FrontProxy;
-  model: string;
-  namespace: string;
-  pod: string;
-  /** The pod's preStop pause (`sleep N`): how long it still takes connections once it is being deleted. */
-  preStopMs: number;
-  /** How long HAProxy may take to finish what it holds after the pause before it is killed (the pod's grace). */
-  graceMs: number;
 }
 
 export { log };
@@ -74,6 +63,9 @@ export class EngineSimSupervisor {
   /** KWOK's nodes, as of the last pass: their pods run nothing. */
   private kwokNodes = new Set<string>();
   private lastWritten = '';
+  private get finalizer(): string {
+    return this.options.finalizer ?? FRONT_FINALIZER;
+  }
 
   constructor(
     private readonly core: CoreV1Api,
@@ -86,6 +78,10 @@ export class EngineSimSupervisor {
        * agent, `--engine vllm`) is reached at a ready endpoint of its engine Service, as kube-proxy would reach it.
        */
       discovery?: DiscoveryV1Api;
+      /** The finalizer that holds the front pods it plays (deploy/engine-sim/front-pods.ts); a test's own. */
+      finalizer?: string;
+      /** Plays the pods of this namespace only (a test's, beside the local stack's supervisor); unset, of all. */
+      namespace?: string;
     } = {},
   ) {}
 
@@ -95,7 +91,9 @@ export class EngineSimSupervisor {
    */
   private async simulatedPods(selector: string): Promise<{ live: Map<string, V1Pod>; listed: V1Pod[] }> {
     const [pods, nodes] = await Promise.all([
-      this.core.listPodForAllNamespaces({ labelSelector: selector }),
+      this.options.namespace
+        ? this.core.listNamespacedPod({ namespace: this.options.namespace, labelSelector: selector })
+        : this.core.listPodForAllNamespaces({ labelSelector: selector }),
       this.core.listNode(),
     ]);
     const kwok = new Set(
@@ -145,9 +143,11 @@ export class EngineSimSupervisor {
    * kept while it has one, a stand-in or its own Service, as a Service keeps its address; closed when it has none.
    */
   private async syncModelServices(): Promise<void> {
-    const services = await this.core.listServiceForAllNamespaces({
-      labelSelector: 'app.kubernetes.io/managed-by=ferry,app.kubernetes.io/component=service',
-    });
+    const labelSelector = 'app.kubernetes.io/managed-by=ferry,app.kubernetes.io/component=service';
+    const { namespace } = this.options;
+    const services = await (namespace
+      ? this.core.listNamespacedService({ namespace, labelSelector })
+      : this.core.listServiceForAllNamespaces({ labelSelector }));
     const fronted = new Set([...this.fronts.values()].map((f) => `${f.namespace}/${f.model}`));
     const kept = new Set<string>();
     for (const service of services.items) {
@@ -230,12 +230,13 @@ export class EngineSimSupervisor {
         entry.timer = undefined;
         void front.proxy.stop(front.graceMs).then(async () => {
           log('front stopped', { pod: `${front.namespace}/${front.pod}` });
-          await release(this.core, front.namespace, front.pod);
+          await release(this.core, front.namespace, front.pod, this.finalizer);
           this.stopping.delete(uid);
         });
       }, front.preStopMs);
     }
-    await releaseStrays(this.core, listed, new Set([...this.fronts.keys(), ...this.stopping.keys()]));
+    const playing = new Set([...this.fronts.keys(), ...this.stopping.keys()]);
+    await releaseStrays(this.core, listed, playing, this.finalizer);
     const fronted = new Set([...this.fronts.values()].map((f) => `${f.namespace}/${f.model}`));
     for (const [key, service] of this.engineServices) {
       if (fronted.has(key) || fronted.has(key.replace(/-b$/, ''))) continue;
@@ -317,7 +318,7 @@ export class EngineSimSupervisor {
       preStopMs: preStopPauseMs(pod),
       graceMs: stopGraceMs(pod),
     });
-    await hold(this.core, pod);
+    await hold(this.core, pod, this.finalizer);
     log('front started', { pod: `${namespace}/${name}`, url: proxy.url, metrics: proxy.metricsUrl });
   }
 
@@ -434,7 +435,9 @@ export class EngineSimSupervisor {
     for (const { timer } of this.stopping.values()) clearTimeout(timer);
     this.stopping.clear();
     // Killed at once, and let go in the API, so that no front pod waits for a supervisor that is gone.
-    await Promise.all(fronts.map((f) => f.proxy.stop(0).then(() => release(this.core, f.namespace, f.pod))));
+    await Promise.all(
+      fronts.map((f) => f.proxy.stop(0).then(() => release(this.core, f.namespace, f.pod, this.finalizer))),
+    );
     for (const service of [...this.engineServices.values(), ...this.modelServices.values()]) service.close();
     this.fronts.clear();
     this.engineServices.clear();

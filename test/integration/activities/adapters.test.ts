@@ -23,7 +23,7 @@ const env = useActivityEnv('act-lora', { deps: () => ({ endpoints: overrideEndpo
 let supervisor: EngineSimSupervisor;
 beforeAll(() => {
   writeFileSync(file, '{}');
-  supervisor = new EngineSimSupervisor(env.core, file, { modelsDir: volume });
+  supervisor = new EngineSimSupervisor(env.core, file, { modelsDir: volume, namespace: env.ns });
 });
 afterAll(async () => {
   await supervisor.stop();

@@ -5,7 +5,6 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { frontConfigFor } from '../../../activities/builders/front-objects.js';
 import { frontLoad } from '../../../activities/scaling/load.js';
-import { FRONT_FINALIZER } from '../../../deploy/engine-sim/front-pods.js';
 import { EngineSimSupervisor } from '../../../deploy/engine-sim/supervisor.js';
 import { testModel } from '../../support/activity-env.js';
 import { adaptersListed } from '../../support/engine-env.js';
@@ -16,12 +15,15 @@ import { restrictedPod, waitFor } from '../../support/kube.js';
 // API key, and publishes the model's endpoint; this is what makes the health path real in local runs. A front pod
 // is played by Debian's HAProxy with its own configuration (deploy/engine-sim/front-proxy.ts).
 const kube = useNamespace('stack-sim');
+// The local stack's supervisor plays these pods too, with its own finalizer: this one's holds them apart from it, and
+// it plays this namespace's pods only, so that it holds no other test's.
+const FINALIZER = 'sim.ferry.dev/front-process-test';
 let supervisor: EngineSimSupervisor;
 const file = join(mkdtempSync(join(tmpdir(), 'ferry-sim-')), 'endpoints.json');
 const overrides = () => JSON.parse(readFileSync(file, 'utf8')) as Record<string, string>;
 
 beforeAll(() => {
-  supervisor = new EngineSimSupervisor(kube.core, file);
+  supervisor = new EngineSimSupervisor(kube.core, file, { finalizer: FINALIZER, namespace: kube.ns });
 });
 afterAll(async () => {
   await supervisor.stop();
@@ -196,7 +198,7 @@ describe('the engine stand-in supervisor', () => {
     expect((await fetch(`${exporter}/ready`)).status).toBe(200);
     const terminating = await kube.core.readNamespacedPod({ name: 'held-front-0', namespace: kube.ns });
     expect(terminating.metadata?.deletionTimestamp).toBeDefined();
-    expect(terminating.metadata?.finalizers).toEqual([FRONT_FINALIZER]);
+    expect(terminating.metadata?.finalizers).toContain(FINALIZER);
     await waitFor('the front stopped after its pause', 15_000, async () =>
       fetch(`${exporter}/metrics`).then(
         () => false,
@@ -287,7 +289,7 @@ describe('the engine stand-in supervisor', () => {
     pod.metadata = {
       name: 'stray-front-0',
       labels: { ...engineLabels, 'app.kubernetes.io/component': 'front', 'ferry.dev/model': 'stray' },
-      finalizers: [FRONT_FINALIZER],
+      finalizers: [FINALIZER],
     };
     pod.spec!.nodeSelector = { 'sim.ferry.dev/nowhere': 'true' };
     await kube.core.createNamespacedPod({ namespace: kube.ns, body: pod });
