@@ -31,6 +31,8 @@ export interface DeleteOptions {
   requestedBy?: string;
   /** Set by a move (MoveModelWorkflow) when the model serves on another cluster: its status says where. */
   movedTo?: MovedTo;
+  /** Called once the model's workflow accepted the delete (before the wait). */
+  onAccepted?: () => void;
 }
 
 export interface DeleteModelResult {
@@ -93,6 +95,7 @@ export async function deleteModelAfter(
       if (attempt > 0) throw err;
     }
   }
+  options.onAccepted?.();
   if (!options.wait) return { ref, alreadyDeleted: false };
 
   const timeoutMs = options.timeoutMs ?? DEFAULT_DELETE_TIMEOUT_MS;

@@ -35,6 +35,7 @@ export {
   type MoveOptions,
 } from './move-model.js';
 export { servingCluster, type Placement } from './place-model.js';
+export { SourceDocumentError } from './source-document.js';
 export { describeModel, getModelStatus, modelHandle, type ModelHandle } from './model-status.js';
 export {
   defaultReadyTimeoutMs,

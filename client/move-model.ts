@@ -1,6 +1,7 @@
-// Moving a served model to another cluster (docs/design/fleet.md, §3): MoveModelWorkflow, started on the source
+// Moving a served model to another cluster (docs/design/fleet.md, §3): MoveModelWorkflow, started on the target
 // cluster's worker with the model's spec as it runs, serves it on the target, waits for Ready there, then deletes the
-// source. One move of a name at a time; a move can be aborted until its teardown begins.
+// source. One move of a name at a time; a move can be aborted until its teardown begins. The source's cluster need
+// not have a worker: its spec then comes from its history or the caller, and its delete waits in its workflow.
 import {
   WorkflowExecutionAlreadyStartedError,
   WorkflowFailedError,
@@ -13,14 +14,14 @@ import {
   describeRef,
   moveStatusQuery,
   moveWorkflowIdFor,
-  specQuery,
   taskQueueFor,
   type ModelRef,
   type MoveModelResult,
   type MoveStatus,
 } from '../workflows/contract/index.js';
 import { FerryClientError, NoWorkerError } from './errors.js';
-import { describeModel, hasWorker, queryModel } from './model-status.js';
+import { describeModel, hasWorker } from './model-status.js';
+import { sourceDocument } from './source-document.js';
 import { defaultReadyTimeoutMs } from './serve-model.js';
 
 /** A move that cannot start: the same cluster, a name taken there, a move already under way, or no worker there. */
@@ -48,6 +49,11 @@ export interface MoveOptions {
   readyTimeoutMs?: number;
   /** How long to wait for the source's teardown before completing with it pending (default 10 min). */
   teardownTimeoutMs?: number;
+  /**
+   * The model's document, to serve on the target as it is (it must name the same model). Unset: the source's spec as
+   * it runs, from its worker, or from its history when no worker of the source's cluster answers (source-document.ts).
+   */
+  document?: unknown;
 }
 
 /** The move's workflow, for a model `namespace/name` (whichever clusters). */
@@ -80,11 +86,13 @@ export async function startMove(
     throw new MoveRefusedError(`${describeRef(target)} is served already: delete it, or move to another cluster`);
   }
   if (!(await hasWorker(client, taskQueueFor(to)))) throw new NoWorkerError(target, taskQueueFor(to));
-  const document = await queryModel(client, from, specQuery);
+  const document = await sourceDocument(client, from, options.document);
   try {
     return await client.workflow.start<typeof MoveModelWorkflow>('MoveModelWorkflow', {
       workflowId: moveWorkflowIdFor(from),
-      taskQueue: taskQueueFor(from.cluster),
+      // The target's: its worker is there (checked above), and the move's activities are client calls any worker
+      // makes; the source's may be gone, which is when a move is most wanted.
+      taskQueue: taskQueueFor(to),
       args: [
         {
           from,

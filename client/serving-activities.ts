@@ -11,6 +11,7 @@ import {
   type ApplyServedModelInput,
   type ApplyServedModelResult,
   type ServingActivities,
+  deleteModelSignal,
 } from '../workflows/contract/index.js';
 import { applyModel } from './apply-model.js';
 import { DELETE_WAIT, deleteModel } from './delete-model.js';
@@ -20,8 +21,10 @@ import {
   ModelFailedError,
   ModelExistsError,
   ModelNotFoundError,
+  NoWorkerError,
   WaitTimeoutError,
 } from './errors.js';
+import { modelHandle } from './model-status.js';
 import { waitForPhase } from './wait-for-phase.js';
 
 /** How often a long wait heartbeats, whatever the model does meanwhile. */
@@ -71,15 +74,29 @@ export function createServingActivities(client: Client): ServingActivities {
     async deleteServedModel({ ref, reason, tenant, requestedBy, movedTo, waitMs }) {
       const ctx = Context.current();
       const beat = setInterval(() => ctx.heartbeat(), HEARTBEAT_MS);
+      let accepted = false;
+      const deleted = deleteModel(client, ref, {
+        wait: true,
+        ...(reason ? { reason } : {}),
+        ...(tenant !== undefined ? { tenant } : {}),
+        ...(requestedBy !== undefined ? { requestedBy } : {}),
+        ...(movedTo ? { movedTo } : {}),
+        ...(waitMs !== undefined ? { timeoutMs: waitMs } : {}),
+        onAccepted: () => (accepted = true),
+      });
       try {
-        const result = await deleteModel(client, ref, {
-          wait: true,
-          ...(reason ? { reason } : {}),
-          ...(tenant !== undefined ? { tenant } : {}),
-          ...(requestedBy !== undefined ? { requestedBy } : {}),
-          ...(movedTo ? { movedTo } : {}),
-          ...(waitMs !== undefined ? { timeoutMs: waitMs } : {}),
-        });
+        const result = await (waitMs === undefined ? deleted : withinOrUnaccepted(deleted, waitMs, () => accepted));
+        if (result === UNACCEPTED) {
+          // No worker of the model's cluster took the Update in time, and an Update needs one to land; a signal does
+          // not: the workflow applies it when a worker is back, as it would the Update (the first delete wins).
+          deleted.catch(() => undefined);
+          await modelHandle(client, ref).signal(deleteModelSignal, {
+            ...(reason ? { reason } : {}),
+            ...(requestedBy !== undefined ? { requestedBy } : {}),
+            ...(movedTo ? { movedTo } : {}),
+          });
+          return { ref, alreadyDeleted: false, deleted: [], retained: [], pending: true, signalled: true };
+        }
         return {
           ref,
           alreadyDeleted: result.alreadyDeleted,
@@ -87,8 +104,7 @@ export function createServingActivities(client: Client): ServingActivities {
           retained: result.teardown?.retained ?? [],
         };
       } catch (err) {
-        // Accepted, and going on in the model's workflow: the caller asked to wait only so long. (A delete not even
-        // accepted in time is a failure, retried: nothing is pending then.)
+        // Accepted, and going on in the model's workflow: the caller asked to wait only so long.
         if (waitMs !== undefined && err instanceof WaitTimeoutError && err.what === DELETE_WAIT) {
           return { ref, alreadyDeleted: false, deleted: [], retained: [], pending: true };
         }
@@ -98,6 +114,40 @@ export function createServingActivities(client: Client): ServingActivities {
       }
     },
   };
+}
+
+const UNACCEPTED = Symbol('unaccepted');
+
+/**
+ * `deleted`, or `UNACCEPTED` when the delete was not accepted within `ms` (it then keeps trying; a client on a worker's
+ * connection cannot be stopped). A delete refused for want of a worker, or not accepted before its own bound, is
+ * unaccepted too. Accepted in time, it is waited for as long as its own bound says.
+ */
+async function withinOrUnaccepted<T>(
+  deleted: Promise<T>,
+  ms: number,
+  accepted: () => boolean,
+): Promise<T | typeof UNACCEPTED> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<typeof UNACCEPTED | undefined>((resolve) => {
+    timer = setTimeout(() => resolve(accepted() ? undefined : UNACCEPTED), ms);
+  });
+  try {
+    const first = await Promise.race([
+      deleted.catch((err: unknown): typeof UNACCEPTED => {
+        if (
+          !accepted() &&
+          (err instanceof NoWorkerError || (err instanceof WaitTimeoutError && err.what !== DELETE_WAIT))
+        )
+          return UNACCEPTED;
+        throw err;
+      }),
+      late,
+    ]);
+    return first === undefined ? await deleted : first;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** What no retry fixes, as the catalogue's non-retryable types; anything else as it is (retried). */

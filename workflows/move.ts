@@ -117,9 +117,12 @@ export async function MoveModelWorkflow(input: MoveModelInput): Promise<MoveMode
     }),
   );
   // A source cluster that does not answer does not hold the move: its workflow goes on with the teardown.
-  const pending = teardown.pending
-    ? `; the teardown on ${from.cluster} goes on (not done in ${Math.round(teardownTimeoutMs / 1000)} s)`
-    : '';
+  const seconds = Math.round(teardownTimeoutMs / 1000);
+  const pending = teardown.signalled
+    ? `; no worker of ${from.cluster} took the delete in ${seconds} s: sent as a signal, applied once one is back`
+    : teardown.pending
+      ? `; the teardown on ${from.cluster} goes on (not done in ${seconds} s)`
+      : '';
   enter('done', `serving on ${input.to} at ${ready.endpoint}${pending}`);
   return {
     from,
@@ -128,6 +131,7 @@ export async function MoveModelWorkflow(input: MoveModelInput): Promise<MoveMode
     deleted: teardown.deleted,
     retained: teardown.retained,
     ...(teardown.pending ? { teardownPending: true } : {}),
+    ...(teardown.signalled ? { teardownSignalled: true } : {}),
   };
 }
 

@@ -129,4 +129,12 @@ export const PATCH_LEDGER: readonly PatchEntry[] = [
     introduced: 'v0.2.0',
     retire: 'when no open run started before v0.2.0',
   },
+  {
+    id: 'signalled-delete-moved-to',
+    module: 'workflows/signalled.ts',
+    state: 'patched',
+    guards: "a delete signal's movedTo (sent by a move whose source's worker was gone) goes into status",
+    introduced: 'v0.2.0',
+    retire: 'when no open run started before v0.2.0 holds a delete signal with movedTo',
+  },
 ];

@@ -13,6 +13,7 @@ import {
   workflowIdFor,
   type DeleteModelInput,
   type ModelStatus,
+  type MovedTo,
   type ServedModel,
   type ServeModelInput,
   type UpdateModelInput,
@@ -32,6 +33,13 @@ const SIGNALLED_CHANGES = 'signalled-changes';
  * only when such a signal is refused, so a run that never met one holds no marker (as `stricter-spec-checks`).
  */
 const SIGNALLED_SPEC_BOUNDS = 'spec-bounds-signalled';
+
+/**
+ * Runs with this patch take a signalled delete's `movedTo` into status, as the delete Update's (a move whose source's
+ * worker did not accept the Update sends the signal instead); older ones replay without it. Written only when a delete
+ * signal carries one.
+ */
+const SIGNALLED_MOVED_TO = 'signalled-delete-moved-to';
 
 /** What the signals act on: the model (lifecycle.ts). */
 export interface SignalTarget {
@@ -70,7 +78,8 @@ export class SignalledChanges {
     if (!patchedUnlessPinned(SIGNALLED_CHANGES)) return ignored('delete');
     if (this.model.deletion) return;
     const reason = typeof input?.reason === 'string' ? input.reason : 'delete signal';
-    this.model.requestDelete({ reason });
+    const movedTo = movedToOf(input?.movedTo);
+    this.model.requestDelete({ reason, ...(movedTo && patchedUnlessPinned(SIGNALLED_MOVED_TO) ? { movedTo } : {}) });
   }
 
   /** Why the change is refused, if it is: what the Update's validator refuses it for. */
@@ -133,6 +142,14 @@ export async function withSignalledSpec(
 }
 
 const SPEC_SIGNAL_WAIT = '1 minute';
+
+/** A signal's `movedTo` as the contract has it; anything else (a signal is not checked before it lands) is dropped. */
+function movedToOf(value: unknown): MovedTo | undefined {
+  const to = value as Partial<Record<keyof MovedTo, unknown>> | undefined;
+  if (typeof to !== 'object' || to === null || typeof to.cluster !== 'string' || typeof to.move !== 'string') return;
+  if (to.endpoint !== undefined && typeof to.endpoint !== 'string') return;
+  return { cluster: to.cluster, move: to.move, ...(to.endpoint !== undefined ? { endpoint: to.endpoint } : {}) };
+}
 
 /** A run from before the patch did not handle the signal: its replay does not either. */
 function ignored(name: string): void {

@@ -101,7 +101,15 @@ export type Command =
 
 /** What `ferry move` does: start a move, show the model's move, or abort it. */
 export type MoveAction =
-  | { action: 'start'; to: string; wait: boolean; timeoutMs?: number; readyTimeoutMs?: number }
+  | {
+      action: 'start';
+      to: string;
+      wait: boolean;
+      timeoutMs?: number;
+      readyTimeoutMs?: number;
+      /** `-f FILE`: the model's document, served on the target as it is (for a source whose worker is gone). */
+      files?: [string];
+    }
   | { action: 'status' | 'abort' };
 
 const SHELLS = ['bash', 'zsh', 'fish'] as const;
@@ -173,6 +181,7 @@ const OPTIONS = {
     wait: { type: 'boolean' },
     timeout: { type: 'string' },
     'ready-timeout': { type: 'string' },
+    file: SOURCE_OPTIONS.file,
   },
   explain: {},
   completion: {},
@@ -349,7 +358,7 @@ function moveAction(values: Record<string, unknown>, timeoutMs: number | undefin
       'move',
     );
   }
-  const waitOnly = ['wait', 'timeout', 'ready-timeout'].filter((flag) => values[flag] !== undefined);
+  const waitOnly = ['wait', 'timeout', 'ready-timeout', 'file'].filter((flag) => values[flag] !== undefined);
   if (!to) {
     if (waitOnly.length > 0) throw new UsageError(`--${waitOnly[0]} goes with --to`, 'move');
     return { action: values.status ? 'status' : 'abort' };
@@ -357,12 +366,16 @@ function moveAction(values: Record<string, unknown>, timeoutMs: number | undefin
   if (timeoutMs !== undefined && values.wait !== true)
     throw new UsageError('--timeout bounds --wait: add --wait', 'move');
   const readyTimeoutMs = duration(values['ready-timeout'] as string | undefined, 'move', '--ready-timeout');
+  const files = (values.file as string[] | undefined) ?? [];
+  if (files.length > 1) throw new UsageError('-f takes one file: the document of the model that moves', 'move');
+  if (files[0] === '') throw new UsageError('-f needs a file name or -', 'move');
   return {
     action: 'start',
     to,
     wait: values.wait === true,
     ...(timeoutMs !== undefined ? { timeoutMs } : {}),
     ...(readyTimeoutMs !== undefined ? { readyTimeoutMs } : {}),
+    ...(files[0] !== undefined ? { files: [files[0]] as [string] } : {}),
   };
 }
 

@@ -184,17 +184,22 @@ A model whose spec.rollout is Canary or BlueGreen rolls a new revision out besid
   --keep-weights         abort: keep the candidate's volume and weights (a look, or a retry that needn't pull)
   -o json                print the rollout's status (status), or {revision, action, generation?}
 `,
-  move: `Usage: ferry move NAME --to CLUSTER [-n NAMESPACE] [--cluster CLUSTER] [--ready-timeout DURATION] [--wait [--timeout DURATION]] [-o json]
+  move: `Usage: ferry move NAME --to CLUSTER [-n NAMESPACE] [--cluster CLUSTER] [-f FILE] [--ready-timeout DURATION] [--wait [--timeout DURATION]] [-o json]
        ferry move NAME --status|--abort [-n NAMESPACE]
 
 Moves a served model to another cluster as one durable operation (docs/design/fleet.md, section 3): the model's
 spec, as it runs, is served on CLUSTER (its own weights pull there), and once that is Ready the model is deleted on
 the cluster it left, as ferry delete --wait does it. The cluster it moves to needs a Ferry worker; a model of the
 same name must not run there, and one move of a name runs at a time. A crash of either worker resumes the move.
+The cluster it leaves needs none: without one, the model's spec is read from its workflow's history (or -f gives
+it), and its delete is sent as a signal that its workflow applies once a worker is back (the move ends with the
+teardown pending).
 
   --to CLUSTER           start the move; prints its workflow's ID
   --wait                 follow the move to its end, a line per step (exit 0 done, 1 failed, 4 --timeout)
   --timeout DURATION     how long --wait waits (the move goes on after it; default: no limit)
+  -f FILE                the model's document, served on CLUSTER as it is, instead of the spec it runs with (when
+                         neither its worker nor its history can say it)
   --ready-timeout D      how long the model may take to be Ready on CLUSTER (default: its download deadline, its
                          engine's startup timeout and 10 min); past it the move fails
   --status               where the model's move is: its step, each step's times, the new endpoint once Ready

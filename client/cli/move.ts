@@ -2,7 +2,8 @@
 import { abortMove, moveResult, moveStatus, startMove } from '../move-model.js';
 import { describeRef, WaitTimeoutError } from '../errors.js';
 import type { ModelRef, MoveModelResult, MoveStatus } from '../../workflows/contract/index.js';
-import type { Command, MoveAction } from './args.js';
+import { UsageError, type Command, type MoveAction } from './args.js';
+import type { ModelDocument } from './read-document.js';
 import { resolveRef, type CliContext } from './context.js';
 import { isStructured, printName, printStructured } from './output.js';
 import { EXIT } from './exit-codes.js';
@@ -13,9 +14,10 @@ type Start = Extract<MoveAction, { action: 'start' }>;
 /** How often `--wait` reads the move's status for its step lines. */
 const FOLLOW_INTERVAL_MS = 2_000;
 
-export async function moveCommand(ctx: CliContext, cmd: MoveCommand): Promise<number> {
+/** `docs`: the model's document of `-f FILE` (at most one; read and checked by the CLI before the command runs). */
+export async function moveCommand(ctx: CliContext, cmd: MoveCommand, docs: ModelDocument[] = []): Promise<number> {
   const { name, namespace } = cmd.ref;
-  if (cmd.action === 'start') return startCommand(ctx, cmd, cmd);
+  if (cmd.action === 'start') return startCommand(ctx, cmd, cmd, docs);
   if (cmd.action === 'status') {
     const status = await moveStatus(ctx.client, { name, namespace });
     if (isStructured(cmd.output)) printStructured(ctx, cmd.output, status);
@@ -42,10 +44,12 @@ export async function moveCommand(ctx: CliContext, cmd: MoveCommand): Promise<nu
   return EXIT.failed;
 }
 
-async function startCommand(ctx: CliContext, cmd: MoveCommand, start: Start): Promise<number> {
+async function startCommand(ctx: CliContext, cmd: MoveCommand, start: Start, docs: ModelDocument[]): Promise<number> {
+  if (docs.length > 1) throw new UsageError(`-f holds ${docs.length} documents: give the moving model's alone`, 'move');
   const from = await resolveRef(ctx, cmd.ref);
   const handle = await startMove(ctx.client, from, start.to, {
     ...(start.readyTimeoutMs !== undefined ? { readyTimeoutMs: start.readyTimeoutMs } : {}),
+    ...(docs[0] ? { document: docs[0].doc } : {}),
   });
   const to: ModelRef = { ...from, cluster: start.to };
   if (!start.wait) {

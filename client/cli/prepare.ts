@@ -117,13 +117,16 @@ export function targetOf(command: ServerCommand, io: CliIO): Target {
   }
 }
 
-/** The documents of the command's -f (serve, update, apply, diff, delete -f), read and validated. */
+/** The documents of the command's -f (serve, update, apply, diff, delete -f, move -f), read and validated. */
 export async function inputOf(command: ServerCommand, io: CliIO): Promise<Input> {
-  if (!('files' in command)) return {};
+  if (!('files' in command) || !command.files) return {};
+  // A move's -n is its model's namespace: a document that names none is in it.
+  const namespace =
+    command.kind === 'move' ? command.ref.namespace : 'namespace' in command ? command.namespace : undefined;
   try {
     // Loaded here, not up front: `ferry delete NAME` needs neither YAML nor the schema (zod) to send its update.
     const { readModelDocuments } = await import('./read-document.js');
-    return { docs: await readModelDocuments(io, command) };
+    return { docs: await readModelDocuments(io, { files: command.files, ...(namespace ? { namespace } : {}) }) };
   } catch (error) {
     return { error };
   }

@@ -160,8 +160,8 @@ async function run(ctx: CliContext, command: ServerCommand, docs: ModelDocument[
       const { moveCommand } = await import('./move.js');
       // A move followed with --wait is one long wait: --timeout bounds it.
       return command.action === 'start' && command.wait
-        ? withoutRequestTimeout(() => moveCommand(ctx, command))
-        : moveCommand(ctx, command);
+        ? withoutRequestTimeout(() => moveCommand(ctx, command, docs))
+        : moveCommand(ctx, command, docs);
     }
     case 'watch': {
       const { watchCommand } = await import('./watch.js');

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   awaitPhaseUpdate,
+  deleteModelSignal,
   deleteModelUpdate,
   FAILURE,
   modelChangedSignal,
@@ -479,6 +480,20 @@ const scenarios: Scenario[] = [
       await waitForStatus(handle, (s) => s.scaling?.minReplicas === 2, 60_000);
       await waitForStatus(handle, (s) => s.scaling?.minReplicas === 1, 30_000);
       await handle.executeUpdate(deleteModelUpdate, { args: [{ reason: 'recorded' }] });
+      await handle.result();
+      return handle;
+    },
+  },
+  {
+    // Ready, then deleted by the delete signal with movedTo, as a move whose source's worker was gone sends it.
+    name: 'signalled-delete-moved',
+    model: 'replay-signalled-moved',
+    stub: () => new StubActivities(),
+    async run({ start }) {
+      const handle = await start(modelDoc(undefined, this.model));
+      await waitForStatus(handle, readyAt(1));
+      const movedTo = { cluster: 'west', endpoint: 'http://replay.west:8000', move: 'move/models/replay-signalled-moved' };
+      await handle.signal(deleteModelSignal, { reason: 'moved to cluster west', movedTo });
       await handle.result();
       return handle;
     },

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll } from 'vitest';
+import type { WorkerProcess } from './e2e.js';
 import type { useWorkerProcesses } from './fixtures.js';
 import { clientsFor, type Clients } from './kube.js';
 import { readLocalEnv, repoRoot } from './local-env.js';
@@ -71,9 +72,19 @@ export async function startWorkersOnBoth(
   east: East,
   west: string,
   eastCluster: string,
-): Promise<void> {
-  await Promise.all([
-    start(west),
-    start(eastCluster, undefined, undefined, { KUBECONFIG: east.kubeconfig, FERRY_ENDPOINT_OVERRIDES: east.endpoints }),
-  ]);
+): Promise<{ west: WorkerProcess; east: WorkerProcess }> {
+  const [w, e] = await Promise.all([start(west), startEastWorker(start, east, eastCluster)]);
+  return { west: w, east: e };
+}
+
+/** A worker process for `eastCluster` on east's control plane. */
+export function startEastWorker(
+  start: ReturnType<typeof useWorkerProcesses>,
+  east: East,
+  eastCluster: string,
+): Promise<WorkerProcess> {
+  return start(eastCluster, undefined, undefined, {
+    KUBECONFIG: east.kubeconfig,
+    FERRY_ENDPOINT_OVERRIDES: east.endpoints,
+  });
 }

@@ -45,6 +45,19 @@ describe('ferry move, parsed', () => {
     expect(parseError(['move', 'qwen', '--status', '--ready-timeout', '5m'])).toBe('--ready-timeout goes with --to');
   });
 
+  it('takes the model’s document with -f, for a start only, one file', () => {
+    expect(parseCommand(['move', 'qwen', '--to', 'east', '-f', 'qwen.yaml'])).toMatchObject({
+      action: 'start',
+      files: ['qwen.yaml'],
+    });
+    expect(parseCommand(['move', 'qwen', '--to', 'east'])).not.toHaveProperty('files');
+    expect(parseError(['move', 'qwen', '--to', 'east', '-f', 'a.yaml', '-f', 'b.yaml'])).toBe(
+      '-f takes one file: the document of the model that moves',
+    );
+    expect(parseError(['move', 'qwen', '--status', '-f', 'a.yaml'])).toBe('--file goes with --to');
+    expect(COMMAND_HELP.move).toContain('-f FILE');
+  });
+
   it('says what is wrong with a move’s command line', () => {
     expect(parseError(['move', 'qwen'])).toBe(
       'say what to do: --to CLUSTER (move the model there), --status (where its move is) or --abort (stop it)',

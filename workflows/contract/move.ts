@@ -55,6 +55,11 @@ export interface MoveModelResult {
   retained: string[];
   /** The source's teardown was not done within `teardownTimeoutMs`: it goes on in the source's workflow. */
   teardownPending?: boolean;
+  /**
+   * No worker of the source's cluster accepted its delete within `teardownTimeoutMs`: it was sent as a signal, which the
+   * source's workflow applies once a worker is back (`teardownPending` as well).
+   */
+  teardownSignalled?: boolean;
 }
 
 /** How long a move waits for the source's teardown unless told otherwise. */

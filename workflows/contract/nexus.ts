@@ -56,8 +56,9 @@ export interface DeleteModelCommandInput extends DeleteModelOperationInput {
   /** A move's teardown of the model it moved (`DeleteModelInput.movedTo`). */
   movedTo?: MovedTo;
   /**
-   * How long to wait for the teardown once the delete is accepted (default: until it is done). Past it the activity
-   * returns with `pending`, and the teardown goes on in the model's workflow.
+   * How long to wait for the teardown (default: until it is done). Past it the activity returns with `pending`, and the
+   * teardown goes on in the model's workflow; a delete its workflow has not even accepted by then (no worker of its
+   * cluster) is sent again as the delete signal, which the workflow applies once a worker is back (`signalled`).
    */
   waitMs?: number;
 }
@@ -66,6 +67,8 @@ export interface DeleteModelCommandInput extends DeleteModelOperationInput {
 export interface DeleteServedModelOutput extends DeleteModelOperationOutput {
   /** Accepted, but not done within `waitMs` (its cluster has not answered): the model's workflow goes on with it. */
   pending?: boolean;
+  /** Not accepted within `waitMs` (no worker of its cluster): sent as the delete signal; `pending` as well. */
+  signalled?: boolean;
 }
 
 export const ferryModelsService = nexus.service('ferry.models.v1', {

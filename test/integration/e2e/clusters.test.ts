@@ -19,7 +19,7 @@ import {
   startMove,
   type ModelSummary,
 } from '../../../client/index.js';
-import { queryModel } from '../../../client/model-status.js';
+import { describeModel, queryModel } from '../../../client/model-status.js';
 import {
   moveWorkflowIdFor,
   specQuery,
@@ -28,7 +28,8 @@ import {
   type MoveStatus,
 } from '../../../workflows/contract/index.js';
 import type { MoveModelWorkflow } from '../../../workflows/move.js';
-import { startWorkersOnBoth, useEast } from '../../support/east.js';
+import { startEastWorker, startWorkersOnBoth, useEast } from '../../support/east.js';
+import type { WorkerProcess } from '../../support/e2e.js';
 import { expectOk, ferryJson, simulatedModelDoc, terminateModelsOf, uniqueCluster } from '../../support/e2e.js';
 import { runFerry, writeDoc } from '../../support/ferry-worker.js';
 import { RESTRICTED, useNamespace, useWorkerProcesses } from '../../support/fixtures.js';
@@ -45,6 +46,8 @@ let connection: Connection;
 /** East's API server while a test has it stopped (SIGSTOP). */
 let frozen: number | undefined;
 let client: Client;
+/** The worker process of `eastCluster`: a test stops it, and starts another. */
+let eastWorker: WorkerProcess;
 
 beforeAll(async () => {
   // The same namespace on east: one model name in one namespace, once on each cluster.
@@ -53,7 +56,7 @@ beforeAll(async () => {
     await east.kube.core.readNamespacedServiceAccount({ name: 'default', namespace: kube.ns });
     return true;
   });
-  await startWorkersOnBoth(startWorkerProcess, east, west, eastCluster);
+  eastWorker = (await startWorkersOnBoth(startWorkerProcess, east, west, eastCluster)).east;
   connection = await Connection.connect({ address: readLocalEnv().TEMPORAL_ADDRESS });
   client = new Client({ connection });
 }, 180_000);
@@ -260,5 +263,37 @@ describe('moving a model between clusters', { timeout: 300_000 }, () => {
       return (await getModelStatus(client, ref('far', eastCluster))).phase === 'Deleted';
     });
     expect(await uidOf(east.kube, 'far')).toBeUndefined();
+  });
+
+  it("a source cluster whose worker is gone: the move runs on the target's worker, serves the spec its history holds, and the source applies the delete, sent as a signal, once a worker is back", async () => {
+    // Served on east, then updated (so the spec the move reads is the update's, not the start's); then east's worker
+    // stops. Its API server answers: only the worker is gone.
+    const doc = simulatedModelDoc(kube.ns, eastCluster, 'orphan', '1s');
+    expectOk(await runFerry(['serve', '-f', writeDoc(doc), '--wait', '--timeout', '4m']), 'ferry serve on east');
+    doc.spec.engine = { ...(doc.spec.engine as object), args: ['--max-model-len=2048'] };
+    expectOk(await runFerry(['update', '-f', writeDoc(doc), '--wait', '--timeout', '4m']), 'ferry update on east');
+    await eastWorker.stop();
+
+    const result = await moveModel(client, ref('orphan', eastCluster), west, { teardownTimeoutMs: 5_000 });
+    expect(result).toMatchObject({ to: ref('orphan'), teardownPending: true, teardownSignalled: true, deleted: [] });
+    const status = await moveStatus(client, { namespace: kube.ns, name: 'orphan' });
+    expect(status.timeline.at(-1)!.detail).toContain(`no worker of ${eastCluster} took the delete in 5 s`);
+    const move = await client.workflow.getHandle(moveWorkflowIdFor({ namespace: kube.ns, name: 'orphan' })).describe();
+    expect(move.taskQueue).toBe(taskQueueFor(west));
+    const target = await getModelStatus(client, ref('orphan'));
+    expect(target.phase).toBe('Ready');
+    const served = await queryModel(client, ref('orphan'), specQuery);
+    expect(served.spec.engine.args).toEqual(['--max-model-len=2048']);
+    // Nothing applied the delete yet: no worker runs the source's workflow, and its objects stay.
+    expect((await describeModel(client, ref('orphan', eastCluster))).status.name).toBe('RUNNING');
+    expect(await uidOf(east.kube, 'orphan')).toBeDefined();
+
+    eastWorker = await startEastWorker(startWorkerProcess, east, eastCluster);
+    await waitFor('the source deleted once its worker is back', 120_000, async () => {
+      return (await getModelStatus(client, ref('orphan', eastCluster))).phase === 'Deleted';
+    });
+    const source = await getModelStatus(client, ref('orphan', eastCluster));
+    expect(source.movedTo).toMatchObject({ cluster: west, endpoint: target.endpoint, move: `move/${kube.ns}/orphan` });
+    expect(await uidOf(east.kube, 'orphan')).toBeUndefined();
   });
 });

@@ -182,6 +182,25 @@ describe('ServeModelWorkflow changes by signal', () => {
     });
   });
 
+  it("takes a delete signal's movedTo into status, as the delete Update's, and drops one that is not well formed", async () => {
+    // A move whose source's worker was gone sends its delete so (client/serving-activities.ts).
+    const movedTo = { cluster: 'west', endpoint: 'http://m.west:8000', move: 'move/models/m' };
+    for (const [sent, expected] of [
+      [movedTo, movedTo],
+      [{ cluster: 'west' }, undefined],
+      [{ ...movedTo, endpoint: 8000 }, undefined],
+    ] as const) {
+      await withReadyModel(harness, new StubActivities(), async ({ handle }) => {
+        await handle.signal(deleteModelSignal, { reason: 'moved to cluster west', movedTo: sent as typeof movedTo });
+        const final = await handle.result();
+        expect(final).toMatchObject({ reason: 'moved to cluster west', status: { phase: 'Deleted' } });
+        if (expected) expect(final.status.movedTo).toMatchObject({ ...expected, at: expect.any(String) });
+        else expect(final.status).not.toHaveProperty('movedTo');
+        await replays(handle);
+      });
+    }
+  });
+
   it('serves a model by Signal-With-Start, and updates it by the same call once it runs', async () => {
     const stub = new StubActivities();
     await withWorker(harness, stub, async ({ client, taskQueue }) => {
