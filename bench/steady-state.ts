@@ -87,10 +87,21 @@ const worker = await startWorker(cluster, proxy.kubeconfig, {
 });
 /** The worker's RSS, sampled every second: the peak of the ramp and of the window. */
 const peaks = { ramp: 0, window: 0 };
+/** The worker's CPU, in % of a core, over each 5-s step: the busiest step of the ramp and of the window. */
+const cpuPeaks = { ramp: 0, window: 0 };
 let stage: keyof typeof peaks = 'ramp';
+let cpuStep: { cpuSeconds: number; at: number } | undefined;
 const sampler = setInterval(() => {
   try {
-    peaks[stage] = Math.max(peaks[stage], worker.usage().rssBytes);
+    const usage = worker.usage();
+    peaks[stage] = Math.max(peaks[stage], usage.rssBytes);
+    const now = Date.now();
+    if (!cpuStep) cpuStep = { cpuSeconds: usage.cpuSeconds, at: now };
+    else if (now - cpuStep.at >= 5_000) {
+      const percent = ((usage.cpuSeconds - cpuStep.cpuSeconds) / ((now - cpuStep.at) / 1000)) * 100;
+      cpuPeaks[stage] = Math.max(cpuPeaks[stage], percent);
+      cpuStep = { cpuSeconds: usage.cpuSeconds, at: now };
+    }
   } catch {
     // the worker has exited; its end is reported below
   }
@@ -115,6 +126,7 @@ try {
     serverAt.ramp = await sampleServer(server);
   }
   const setupStart = Date.now();
+  const rampUsage = worker.usage();
   let ready = 0;
   await inParallel(names, Number(values.parallel), async (name) => {
     await serveModel(client, instantModel(name, namespace, cluster), {
@@ -124,12 +136,15 @@ try {
     });
     if (++ready % 25 === 0 || ready === models) log(`${ready}/${models} Ready`);
   });
+  const readyUsage = worker.usage();
+  const rampSeconds = (Date.now() - setupStart) / 1000;
   if (server) serverAt.ready = await sampleServer(server);
   log(`all ${models} Ready in ${Math.round((Date.now() - setupStart) / 1000)} s; settling ${values.settle}`);
   await sleep(settleMs);
 
   const handles = names.map((name) => client.workflow.getHandle(workflowIdFor({ cluster, namespace, name })));
   stage = 'window';
+  cpuStep = undefined;
   const serverBefore = server ? await sampleServer(server) : undefined;
   const before = { api: proxy.counts(), usage: worker.usage(), at: Date.now() };
   log(`window of ${values.window} starts`);
@@ -195,6 +210,14 @@ try {
           )
         : 'the stack names no Temporal metrics (TEMPORAL_METRICS_URL): restart it with npm run local:up',
     workerCpuPercentOfACore: ((after.usage.cpuSeconds - before.usage.cpuSeconds) / seconds) * 100,
+    // The ramp: every model started (`--parallel` at a time) until the last is Ready.
+    workerCpuRamp: {
+      seconds: Math.round(rampSeconds),
+      averagePercentOfACore: ((readyUsage.cpuSeconds - rampUsage.cpuSeconds) / rampSeconds) * 100,
+      busiest5sPercentOfACore: cpuPeaks.ramp,
+      cpuSecondsPerModelStarted: (readyUsage.cpuSeconds - rampUsage.cpuSeconds) / models,
+    },
+    workerCpuBusiest5sInWindowPercentOfACore: cpuPeaks.window,
     workerRssMiB: Math.round(after.usage.rssBytes / 2 ** 20),
     workerRssPeakMiB: { ramp: Math.round(peaks.ramp / 2 ** 20), window: Math.round(peaks.window / 2 ** 20) },
     // Sampled by the worker every 30 s: the main thread's V8 heap, external, and the rest (the workflow thread's heap
