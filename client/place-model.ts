@@ -7,6 +7,7 @@ import type { PlaceModelWorkflow } from '../workflows/place.js';
 import {
   capacityInputOf,
   choosePlacement,
+  documentOnCluster,
   FAILURE,
   gpuDemandOf,
   placeWorkflowIdFor,
@@ -54,7 +55,7 @@ export async function placeDocument(
   const placement: Placement = serving
     ? { cluster: serving, reason: `served on cluster ${serving} already (placed when first served)`, placed: false }
     : await place(client, spec);
-  return { doc: documentOn(doc, placement.cluster), placement };
+  return { doc: documentOnCluster(doc, placement.cluster), placement };
 }
 
 /**
@@ -69,7 +70,7 @@ export async function servedDocument(
   const clusters = spec.spec.placement?.clusters;
   if (!clusters) return { doc, spec, running: true };
   const serving = await servingCluster(client, spec);
-  const served = documentOn(doc, serving ?? clusters[0]!);
+  const served = documentOnCluster(doc, serving ?? clusters[0]!);
   return { doc: served, spec: parseModelDocument(served), running: serving !== undefined };
 }
 
@@ -100,13 +101,6 @@ export async function servingCluster(client: Client, spec: ServedModel): Promise
     }),
   );
   return clusters[running.indexOf(true)];
-}
-
-/** The document with `spec.cluster` the one chosen and no `spec.placement`: what the model's workflow serves. */
-function documentOn(doc: unknown, cluster: string): unknown {
-  const { spec, ...rest } = doc as { spec: Record<string, unknown> };
-  const { placement: _placement, ...fields } = spec;
-  return { ...rest, spec: { ...fields, cluster } };
 }
 
 async function place(client: Client, spec: ServedModel): Promise<Placement> {

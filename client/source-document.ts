@@ -7,6 +7,7 @@ import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import {
   describeRef,
+  documentOnCluster,
   rolloutActionUpdate,
   specQuery,
   UPDATE_NAMES,
@@ -44,8 +45,7 @@ export async function sourceDocument(client: Client, from: ModelRef, given?: unk
       );
     }
     // A placed document (spec.placement) is served on the cluster the move sends it to, as a placement serves one.
-    const { placement: _placed, ...spec } = model.spec as ServedModel['spec'] & { placement?: unknown };
-    return { ...model, spec };
+    return documentOnCluster(model, from.cluster) as ServedModel;
   }
   try {
     return await queryModel(client, from, specQuery, { timeoutMs: SPEC_QUERY_TIMEOUT_MS });

@@ -15,6 +15,7 @@
 import { CancellationScope, isCancellation, setHandler, setWorkflowOptions, workflowInfo } from '@temporalio/workflow';
 import {
   DEFAULT_TEARDOWN_TIMEOUT_MS,
+  documentOnCluster,
   failure,
   FAILURE,
   moveStatusQuery,
@@ -32,12 +33,6 @@ import {
   deleteServedModel,
   deleteServedModelWithin,
 } from './serving-calls.js';
-
-/** The source's document, for the target: the same spec on the other cluster. */
-function documentOn(document: unknown, cluster: string): unknown {
-  const doc = document as { spec?: Record<string, unknown> };
-  return { ...doc, spec: { ...doc.spec, cluster } };
-}
 
 export async function MoveModelWorkflow(input: MoveModelInput): Promise<MoveModelResult> {
   const { from } = input;
@@ -60,7 +55,7 @@ export async function MoveModelWorkflow(input: MoveModelInput): Promise<MoveMode
     // this move: a model of the name that someone served on the target since the client looked is sent nothing.
     const { workflowId, runId } = workflowInfo();
     const applied = await CancellationScope.nonCancellable(() =>
-      applyServedModel({ document: documentOn(input.document, input.to), claim: `${workflowId}/${runId}` }),
+      applyServedModel({ document: documentOnCluster(input.document, input.to), claim: `${workflowId}/${runId}` }),
     );
     enter('ready', `generation ${applied.generation}`);
     const target = await awaitModelReadyWithin(input.readyTimeoutMs)({

@@ -8,7 +8,7 @@ export const { applyServedModel, deleteServedModel } = proxyActivities<ServingAc
   retry: { maximumInterval: 30_000 },
 });
 
-/** `deleteServedModel` for a wait of `waitMs` on the teardown (then it returns `pending`). */
+/** `deleteServedModel` for a wait of `waitMs` on the teardown (then it returns `pending`, or `signalled`). */
 export function deleteServedModelWithin(waitMs: number): ServingActivities['deleteServedModel'] {
   return proxyActivities<ServingActivities>({
     startToCloseTimeout: waitMs + 2 * 60_000,

@@ -146,3 +146,13 @@ function describeReading(reading: ClusterReading): string {
   const fits = reading.fits ? `${reading.leftAfter} left after` : 'does not fit';
   return `${reading.cluster}: ${reading.free} GPUs free on ${nodes} (at most ${largest} on one), ${fits}`;
 }
+
+/**
+ * The document as served on `cluster`: `spec.cluster` set to it and no `spec.placement` (a served document names its
+ * cluster). For the placed model's start (client/place-model.ts) and a move's target (workflows/move.ts).
+ */
+export function documentOnCluster(document: unknown, cluster: string): unknown {
+  const { spec, ...rest } = document as { spec?: Record<string, unknown> };
+  const { placement: _placement, ...fields } = spec ?? {};
+  return { ...rest, spec: { ...fields, cluster } };
+}

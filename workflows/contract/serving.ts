@@ -35,6 +35,9 @@ export interface ServingActivities {
   applyServedModel(input: ApplyServedModelInput): Promise<ApplyServedModelResult>;
   /** Waits (heartbeating) until the model is Ready at `generation` or newer; fails with its reason if it fails. */
   awaitModelReady(input: { ref: ModelRef; generation: number; timeoutMs?: number }): Promise<ModelStatus>;
-  /** Tears the model down and waits until it is gone (already gone is fine), or `waitMs` (then `pending`). */
+  /**
+   * Tears the model down and waits until it is gone (already gone is fine), or `waitMs` (then `pending`; a delete not
+   * even accepted by then is sent as the delete signal, `signalled`).
+   */
   deleteServedModel(input: DeleteModelCommandInput): Promise<DeleteServedModelOutput>;
 }
