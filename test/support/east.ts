@@ -1,9 +1,9 @@
 // Cluster east of the local stack (`npm run local:up -- --clusters 2`, docs/local-stack.md): the tests that span two
-// clusters use it. When the stack runs one cluster, the file's tests start east with that very command and stop it
-// after them (`down.sh east`), so the rest of the suite does not carry a second control plane; an east already
-// running is used and left.
+// clusters use it. When the stack runs one cluster, the first such test file starts east with that very command and
+// the last to end stops it (`down.sh east`), so the rest of the suite does not carry a second control plane; an east
+// already running is used and left.
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -39,12 +39,16 @@ function eastRunning(): boolean {
   });
 }
 
-/** East for the file's tests: started before them if it is not running (about 30 s), stopped after them if so. */
+/**
+ * East for the file's tests: started before them if it is not running (about 30 s), stopped after the last test file
+ * that uses it (files run in parallel processes: each records itself in `users`, under a lock), if the tests started it.
+ */
 export function useEast(): East {
   const east = {} as East;
-  let started = false;
   beforeAll(async () => {
-    if (!eastRunning()) {
+    await underLock(async () => {
+      writeFileSync(join(mkdirp(users), String(process.pid)), '');
+      if (eastRunning()) return;
       const engine = readFileSync(join(repoRoot, '.ferry/run/engine'), 'utf8').trim();
       const env: NodeJS.ProcessEnv = { ...process.env, FERRY_SKIP_INSTALL: '1' };
       for (const k of ['FERRY_CLUSTER', 'FERRY_CLUSTERS', 'FERRY_ENGINE', 'FERRY_RUN_DIR']) delete env[k];
@@ -52,8 +56,8 @@ export function useEast(): East {
         env,
         cwd: repoRoot,
       });
-      started = true;
-    }
+      writeFileSync(startedByTests, '');
+    });
     const kubeconfig = readLocalEnv().KUBECONFIG_EAST;
     if (!kubeconfig) throw new Error('local:up -- --clusters 2 wrote no KUBECONFIG_EAST to .ferry/local.env');
     const kc = new KubeConfig();
@@ -61,9 +65,65 @@ export function useEast(): East {
     Object.assign(east, { kubeconfig, kube: clientsFor(kc), endpoints: join(eastRun, 'endpoints.json') });
   }, 180_000);
   afterAll(async () => {
-    if (started) await run('bash', [join(repoRoot, 'deploy/local/down.sh'), 'east'], { cwd: repoRoot });
-  }, 60_000);
+    await underLock(async () => {
+      rmSync(join(users, String(process.pid)), { force: true });
+      // Another file's process still using east (one that died without its afterAll does not count).
+      if (readdirSync(users).some((pid) => alive(Number(pid)))) return;
+      if (!existsSync(startedByTests)) return;
+      await run('bash', [join(repoRoot, 'deploy/local/down.sh'), 'east'], { cwd: repoRoot });
+      rmSync(startedByTests, { force: true });
+    });
+  }, 120_000);
   return east;
+}
+
+/** The test processes using east now, a file each named by its pid. */
+const users = join(repoRoot, '.ferry/run/east-users');
+/** Present while an east that the tests started runs: the last user stops it. */
+const startedByTests = join(repoRoot, '.ferry/run/east-started-by-tests');
+const lock = join(repoRoot, '.ferry/run/east-lock');
+
+function mkdirp(dir: string): string {
+  mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
+function readFileIf(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8').trim();
+  } catch {
+    return undefined;
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Runs `fn` holding the lock (a directory: made by one process at a time), taking over one whose holder died. */
+async function underLock(fn: () => Promise<void>): Promise<void> {
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch {
+      // Unreadable: made a moment ago, its holder about to write its pid.
+      const holder = Number(readFileIf(join(lock, 'pid')) || 0);
+      if (holder && !alive(holder)) rmSync(lock, { recursive: true, force: true });
+      else await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+  try {
+    writeFileSync(join(lock, 'pid'), String(process.pid));
+    await fn();
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
 }
 
 /** A worker process for cluster `west` on the first control plane and one for `eastCluster` on east's, both polling. */

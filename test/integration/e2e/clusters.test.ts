@@ -79,8 +79,11 @@ const uidOf = async (c: Clients, name: string) => (await deployment(c, name))?.m
 describe('two clusters on the local stack', { timeout: 300_000 }, () => {
   it('east is a control plane of its own: its own simulated GPU nodes, its objects apart from the first', async () => {
     const nodes = await east.kube.core.listNode();
-    const ready = nodes.items.filter((n) =>
-      n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+    // East's own: not a node another test file made for itself there (useOwnNode's label; e2e/placement.test.ts).
+    const ready = nodes.items.filter(
+      (n) =>
+        !n.metadata?.labels?.['ferry.dev/test-node'] &&
+        n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
     );
     expect(ready.map((n) => n.status?.capacity?.['nvidia.com/gpu'])).toEqual(['4', '4']);
     await east.kube.core.createNamespacedConfigMap({ namespace: kube.ns, body: { metadata: { name: 'only-east' } } });
