@@ -68,7 +68,7 @@ export function useEast(): East {
     await underLock(async () => {
       rmSync(join(users, String(process.pid)), { force: true });
       // Another file's process still using east (one that died without its afterAll does not count).
-      if (readdirSync(users).some((pid) => alive(Number(pid)))) return;
+      if (readdirSync(mkdirp(users)).some((pid) => alive(Number(pid)))) return;
       if (!existsSync(startedByTests)) return;
       await run('bash', [join(repoRoot, 'deploy/local/down.sh'), 'east'], { cwd: repoRoot });
       rmSync(startedByTests, { force: true });
