@@ -23,8 +23,8 @@ export class SourceDocumentError extends FerryClientError {
   override readonly name = 'SourceDocumentError';
 }
 
+/** What the history's reading looks at of a document. */
 interface Doc {
-  metadata?: { name?: unknown; namespace?: unknown };
   spec?: { rollout?: { strategy?: unknown } };
 }
 

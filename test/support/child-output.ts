@@ -69,3 +69,13 @@ export async function expectPollingWorker(
   }
   return output;
 }
+
+/** Whether a process of this pid runs (signal 0 checks without sending anything). */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

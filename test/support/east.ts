@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll } from 'vitest';
+import { processAlive } from './child-output.js';
 import type { WorkerProcess } from './e2e.js';
 import type { useWorkerProcesses } from './fixtures.js';
 import { clientsFor, type Clients } from './kube.js';
@@ -30,12 +31,7 @@ function eastRunning(): boolean {
   return ['kube-apiserver', 'worker'].every((c) => {
     const pidFile = join(eastRun, `${c}.pid`);
     if (!existsSync(pidFile)) return false;
-    try {
-      process.kill(Number(readFileSync(pidFile, 'utf8').trim()), 0);
-      return true;
-    } catch {
-      return false;
-    }
+    return processAlive(Number(readFileSync(pidFile, 'utf8').trim()));
   });
 }
 
@@ -68,7 +64,7 @@ export function useEast(): East {
     await underLock(async () => {
       rmSync(join(users, String(process.pid)), { force: true });
       // Another file's process still using east (one that died without its afterAll does not count).
-      if (readdirSync(mkdirp(users)).some((pid) => alive(Number(pid)))) return;
+      if (readdirSync(mkdirp(users)).some((pid) => processAlive(Number(pid)))) return;
       if (!existsSync(startedByTests)) return;
       await run('bash', [join(repoRoot, 'deploy/local/down.sh'), 'east'], { cwd: repoRoot });
       rmSync(startedByTests, { force: true });
@@ -96,15 +92,6 @@ function readFileIf(file: string): string | undefined {
   }
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** Runs `fn` holding the lock (a directory: made by one process at a time), taking over one whose holder died. */
 async function underLock(fn: () => Promise<void>): Promise<void> {
   for (;;) {
@@ -114,7 +101,7 @@ async function underLock(fn: () => Promise<void>): Promise<void> {
     } catch {
       // Unreadable: made a moment ago, its holder about to write its pid.
       const holder = Number(readFileIf(join(lock, 'pid')) || 0);
-      if (holder && !alive(holder)) rmSync(lock, { recursive: true, force: true });
+      if (holder && !processAlive(holder)) rmSync(lock, { recursive: true, force: true });
       else await new Promise((resolve) => setTimeout(resolve, 250));
     }
   }

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ServedCounts } from '../../../deploy/local/hub/front.js';
-import { followOutput, type ChildOutput } from '../../support/child-output.js';
+import { followOutput, processAlive, type ChildOutput } from '../../support/child-output.js';
 
 const repoRoot = fileURLToPath(new URL('../../..', import.meta.url));
 const versions = readFileSync(join(repoRoot, 'deploy/local/versions.env'), 'utf8');
@@ -222,7 +222,7 @@ describe.skipIf(Boolean(missing))(`the local Hub (olah behind the front)${skippe
     expect(olahPid).toBeGreaterThan(0);
     second.child.kill('SIGTERM');
     expect(await second.output.exited, second.output.stderr()).toBe(0);
-    expect(alive(olahPid)).toBe(false);
+    expect(processAlive(olahPid)).toBe(false);
   });
 
   it('exits non-zero with olah’s last lines when olah exits', async () => {
@@ -238,12 +238,3 @@ describe.skipIf(Boolean(missing))(`the local Hub (olah behind the front)${skippe
     expect(JSON.parse(exit!).lastLines.join('\n')).toContain('Uvicorn running on');
   });
 });
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
